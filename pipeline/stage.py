@@ -1,0 +1,135 @@
+"""The stage contract (design §4): batch-shaped sources, transforms and sinks.
+
+A stage class carries a nested pydantic ``Config`` (unknown keys rejected) and is registered
+under the ``ascend_pipeline.stages`` entry-point group, or named as ``package.module:Class``.
+The runtime (``pipeline.runner``) owns sockets, batching, end-of-stream and accounting; a
+stage only sees batches.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+
+class StageConfig(BaseModel):
+    """Base of every stage's config model: the keys common to all stages live in the YAML
+    wrapper (type, inputs, endpoint, enabled); a stage's own keys go here."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass
+class Batch:
+    """One message's worth of records of one kind.
+
+    ``kind`` names the record schema (``raw``, ``api``, ``task``, ``op_statistic`` ...),
+    ``count`` is the number of records it holds (what end-of-stream reconciles), ``meta`` is a
+    small msgpack-able dict and ``body`` optional bytes (raw chunk, numpy block).
+    """
+
+    kind: str
+    count: int
+    meta: dict[str, Any] = field(default_factory=dict)
+    body: bytes = b""
+    port: str = "out"
+
+
+@dataclass
+class StageContext:
+    """What a stage knows about the run it is part of."""
+
+    stage_id: str
+    run_id: str
+    output_dir: Path
+    upstream: tuple[str, ...] = ()
+    rejected: Counter[str] = field(default_factory=Counter)
+    aside_dir: Path | None = None
+
+    def reject(self, reason: str, count: int = 1, data: bytes = b"") -> None:
+        """Count records that could not be used, and keep their bytes aside for inspection."""
+        self.rejected[reason] += count
+        if data and self.aside_dir is not None:
+            self.aside_dir.mkdir(parents=True, exist_ok=True)
+            safe = "".join(c if c.isalnum() else "_" for c in reason)[:60]
+            with open(self.aside_dir / f"{self.stage_id}.{safe}.bin", "ab") as aside:
+                aside.write(data)
+
+    def resolve(self, path: str | Path) -> Path:
+        """Relative paths in stage configs are relative to the run's output folder."""
+        candidate = Path(path).expanduser()
+        return candidate if candidate.is_absolute() else self.output_dir / candidate
+
+
+class Stage:
+    """Common base. ``outputs`` lists the named output ports (``aggregate.tasks`` ...)."""
+
+    Config: ClassVar[type[StageConfig]] = StageConfig
+    outputs: ClassVar[tuple[str, ...]] = ("out",)
+    role: ClassVar[str] = "stage"
+
+    def __init__(self, config: Any, ctx: StageContext) -> None:
+        self.config = config
+        self.ctx = ctx
+
+    def progress(self) -> dict[str, Any]:
+        """Extra figures for `pipeline top` and progress lines (lag, backlog ...)."""
+        return {}
+
+    def accounting(self) -> dict[str, int]:
+        """Final figures the run report shows and checks (e.g. written vs collected)."""
+        return {}
+
+
+class Source(Stage):
+    """Produces batches until exhausted or asked to stop."""
+
+    role = "source"
+
+    def batches(self) -> Iterator[Batch]:
+        raise NotImplementedError  # each concrete source implements its own loop
+
+    def stop(self) -> None:
+        """Ask the source to finish soon: drain what is readable, then end."""
+
+
+class Transform(Stage):
+    """Takes batches and yields batches; may hold state, flushed on ``tick`` and ``finish``."""
+
+    role = "transform"
+
+    def process(self, batch: Batch) -> Iterable[Batch]:
+        raise NotImplementedError  # each concrete transform implements its own step
+
+    def tick(self, now: float) -> Iterable[Batch]:
+        """Called at least every flush interval, also when no input arrives."""
+        return ()
+
+    def finish(self) -> Iterable[Batch]:
+        """All inputs ended: emit what is held."""
+        return ()
+
+
+class Sink(Stage):
+    """Writes batches somewhere. ``close`` is not guaranteed after a crash, so a sink keeps its
+    output valid as it goes (design §4)."""
+
+    role = "sink"
+    outputs = ()
+
+    def open(self) -> None:
+        """Acquire resources."""
+
+    def write_batch(self, batch: Batch) -> None:
+        raise NotImplementedError  # each concrete sink implements its own writer
+
+    def flush(self) -> None:
+        """Make everything written so far durable and visible."""
+
+    def close(self) -> None:
+        """All inputs ended."""

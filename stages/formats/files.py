@@ -1,0 +1,83 @@
+"""Which raw file holds which record stream, and how that stream is framed (spec §1.1, §1.2)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from stages.formats import raw
+
+Framing = Literal["fixed", "tlv", "text"]
+
+
+@dataclass(frozen=True)
+class StreamKind:
+    """A family of raw files whose concatenated slices form one record stream."""
+
+    name: str
+    framing: Framing
+    record_size: int = 0  # fixed framing only
+    magic: bytes = b""  # bytes expected at magic_offset of every record (resync anchor)
+    magic_offset: int = 0
+    whole_records_per_slice: bool = False  # host slices never split a record (spec §1.1)
+
+
+API_EVENT = StreamKind("api_event", "fixed", 40, b"\x5a\x5a", 0, True)
+TASK_TRACK = StreamKind("task_track", "fixed", 64, b"\x5a\x5a", 0, True)
+NODE_BASIC_INFO = StreamKind("node_basic_info", "fixed", 64, b"\x5a\x5a", 0, True)
+TENSOR_INFO = StreamKind("tensor_info", "fixed", 256, b"\x5a\x5a", 0, True)
+MSPROFTX = StreamKind("msproftx", "fixed", 256, b"\x5a\x5a", 0, True)
+HASH_DIC = StreamKind("hash_dic", "text", whole_records_per_slice=True)
+TYPE_INFO_DIC = StreamKind("type_info_dic", "text", whole_records_per_slice=True)
+HWTS = StreamKind("hwts", "fixed", 64, b"\xd3\x6b", 2)
+AICORE = StreamKind("aicore", "fixed", 128, b"\xd3\x6b", 2)
+TS_TRACK = StreamKind("ts_track", "fixed", raw.TS_TRACK_SIZE)
+MINI_TS_TRACK = StreamKind("mini_ts_track", "tlv")
+MINI_AICORE = StreamKind("mini_aicore", "tlv")
+
+HOST_KINDS = {
+    "api_event.data": API_EVENT,
+    "compact.task_track": TASK_TRACK,
+    "compact.node_basic_info": NODE_BASIC_INFO,
+    "additional.tensor_info": TENSOR_INFO,
+    "additional.msproftx": MSPROFTX,
+    "additional.hash_dic": HASH_DIC,
+    "additional.type_info_dic": TYPE_INFO_DIC,
+}
+
+_SLICE = re.compile(r"^(?P<base>.+)\.slice_(?P<index>\d+)$")
+_HOST_DATA = re.compile(r"^(?:aging|unaging)\.(?P<kind>.+)$")
+_DEVICE_DATA = re.compile(r"^(?P<kind>[A-Za-z_]+(?:\.[A-Za-z_]+)?)\.(?P<dev>\d+)$")
+
+MINI_PLATFORM = 0
+
+
+def split_slice(file_name: str) -> tuple[str, int] | None:
+    """`hwts.data.0.slice_3` → (`hwts.data.0`, 3); None for a file that is not a slice."""
+    match = _SLICE.match(file_name)
+    if match is None:
+        return None
+    return match.group("base"), int(match.group("index"))
+
+
+def host_stream_kind(base: str) -> StreamKind | None:
+    """Kind of a host slice base name such as `unaging.compact.task_track`."""
+    match = _HOST_DATA.match(base)
+    return HOST_KINDS.get(match.group("kind")) if match else None
+
+
+def device_stream_kind(base: str, platform: int) -> tuple[StreamKind, int] | None:
+    """Kind and device id of a device slice base name such as `hwts.data.0` on `platform`."""
+    match = _DEVICE_DATA.match(base)
+    if match is None:
+        return None
+    kind, device = match.group("kind"), int(match.group("dev"))
+    mini = platform == MINI_PLATFORM
+    if kind == "hwts.data" and not mini:
+        return HWTS, device
+    if kind == "aicore.data":
+        return (MINI_AICORE if mini else AICORE), device
+    if kind == "ts_track.data":
+        return (MINI_TS_TRACK if mini else TS_TRACK), device
+    return None

@@ -1,0 +1,116 @@
+"""Raw CANN profile record layouts (spec/formats.md §1.4–§1.7), as numpy structured dtypes.
+
+Every layout is little-endian and packed, exactly the bytes the CANN runtime writes. The
+simulator writes with these dtypes and the decoder reads with them, so one table serves both;
+msprof's own parser is the independent check (spec §6).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+HOST_MAGIC = 0x5A5A  # compact / additional / api_event headers
+HWTS_MARKER = 0x6BD3  # "data from HWTS" at bytes 2..3 of hwts.data / aicore.data records
+EVENT_FLAG = 0xFFFF_FFFF_FFFF_FFFF  # api_event bytes 24..32 of an MsprofEvent
+
+# Report levels (spec §1.4).
+LEVEL_MSPROFTX = 20500
+LEVEL_ACL = 20000
+LEVEL_MODEL = 15000
+LEVEL_NODE = 10000
+LEVEL_HCCL = 5500
+LEVEL_RUNTIME = 5000
+LEVEL_NAMES = {
+    LEVEL_ACL: "acl",
+    LEVEL_MODEL: "model",
+    LEVEL_NODE: "node",
+    LEVEL_HCCL: "communication",
+    LEVEL_RUNTIME: "runtime",
+}
+# Timeline layer prefix of a CANN API event name.
+LEVEL_TRACE_PREFIX = {
+    LEVEL_ACL: "AscendCL",
+    LEVEL_MODEL: "Model",
+    LEVEL_NODE: "Node",
+    LEVEL_HCCL: "Communication",
+    LEVEL_RUNTIME: "Runtime",
+}
+ACL_API_CLASS = {1: "ACL_OP", 2: "ACL_MODEL", 3: "ACL_RTS", 4: "ACL_OTHERS", 5: "ACL_NN", 6: "ACL_ASCENDC",
+                 7: "HOST_HCCL", 9: "ACL_DVPP", 10: "ACL_GRAPH", 11: "ACL_ATB"}
+MODEL_EXECUTE_TYPE = 1  # level 15000 event type of the ModelExecute begin/end pair (spec §6 D4)
+
+# GE task types of node_basic_info (spec §1.4).
+GE_TASK_TYPES = ("AI_CORE", "AI_CPU", "AI_VECTOR_CORE", "WRITE_BACK", "MIX_AIC", "MIX_AIV", "FFTS_PLUS",
+                 "DSA_SQE", "DVPP", "HCCL", "FUSION", "INVALID")
+
+
+def _packed(fields: list[tuple[str, str] | tuple[str, str, tuple[int, ...]]], size: int) -> np.dtype:
+    dtype = np.dtype(fields)
+    assert dtype.itemsize == size, (fields, dtype.itemsize, size)
+    return dtype
+
+
+_HOST_HEADER: list = [("magic", "<u2"), ("level", "<u2"), ("type", "<u4"), ("thread_id", "<u4"),
+                      ("data_len", "<u4"), ("timestamp", "<u8")]
+
+# api_event: MsprofApi and MsprofEvent share one 40-byte shape; bytes 24..32 tell them apart.
+API_EVENT = _packed([("magic", "<u2"), ("level", "<u2"), ("type", "<u4"), ("thread_id", "<u4"),
+                     ("reserve", "<u4"), ("begin", "<u8"), ("end", "<u8"), ("item_id", "<u8")], 40)
+
+TASK_TRACK = _packed(_HOST_HEADER + [("device_id", "<u2"), ("stream_id", "<u2"), ("task_id", "<u2"),
+                                     ("batch_id", "<u2"), ("task_type", "<u8"), ("kernel_name", "<u8"),
+                                     ("num_blocks", "<u2"), ("args_size", "<u2"), ("ext", "u1", (12,))], 64)
+
+NODE_BASIC_INFO = _packed(_HOST_HEADER + [("op_name", "<u8"), ("task_type", "<u4"), ("op_type", "<u8"),
+                                          ("block_num", "<u4"), ("op_flag", "<u4"), ("op_state", "u1"),
+                                          ("pad", "u1", (11,))], 64)
+
+TENSOR_SLOTS = 5
+TENSOR_INFO = _packed(_HOST_HEADER + [("op_name", "<u8"), ("tensor_num", "<u4"),
+                                      ("tensors", "<u4", (TENSOR_SLOTS, 11))], 256)
+
+MSPROFTX = _packed(_HOST_HEADER + [("info_type", "<u2"), ("res0", "<u2"), ("res1", "<u4"),
+                                   ("stamp_magic", "<u2"), ("data_tag", "<u2"), ("process_id", "<u4"),
+                                   ("tx_thread_id", "<u4"), ("category", "<u4"), ("event_type", "<u4"),
+                                   ("payload_type", "<i4"), ("payload", "<u8"), ("start_time", "<u8"),
+                                   ("end_time", "<u8"), ("mark_id", "<u8"), ("domain", "<u8"),
+                                   ("message_type", "<i4"), ("message", "S156")], 256)
+
+# Device, HWTS class (910): task start/end log and task-based AI Core PMU.
+HWTS_LOG = _packed([("head", "u1"), ("task_type", "u1"), ("marker", "<u2"), ("block_id", "<u2"),
+                    ("task_id", "<u2"), ("syscnt", "<u8"), ("stream_id", "<u4"), ("reserved", "u1", (44,))], 64)
+HWTS_TASK_START, HWTS_TASK_END = 0, 1
+
+AICORE_PMU = _packed([("head", "u1"), ("byte1", "u1"), ("marker", "<u2"), ("rsv", "<u2"), ("task_id", "<u2"),
+                      ("rsv2", "<u4"), ("rsv3", "<u4"), ("total_cycle", "<u8"), ("ov_cycle", "<u8"),
+                      ("pmu", "<u8", (8,)), ("stream_id", "<u4"), ("reserved", "<u4", (7,))], 128)
+
+# ts_track.data on HWTS chips: fixed 40-byte records, tag in byte 1.
+TS_STEP_TRACE = _packed([("mode", "u1"), ("tag", "u1"), ("buf_size", "<u2"), ("reserved", "<u4"),
+                         ("timestamp", "<u8"), ("index_id", "<u8"), ("model_id", "<u8"), ("stream_id", "<u2"),
+                         ("task_id", "<u2"), ("tag_id", "<u2"), ("rsv", "<u2")], 40)
+TS_TASK_FLIP = _packed([("mode", "u1"), ("tag", "u1"), ("buf_size", "<u2"), ("reserved", "<u4"),
+                        ("timestamp", "<u8"), ("stream_id", "<u2"), ("flip_num", "<u2"), ("rsv", "<u2"),
+                        ("task_id", "<u2"), ("pad", "u1", (16,))], 40)
+TS_TAG_STEP_TRACE, TS_TAG_TASK_FLIP = 10, 14
+TS_TRACK_SIZE = 40
+
+# Ascend 310 ("mini", platform 0): ts_track.data / aicore.data are TLV streams (spec §6 D5).
+MINI_TIMELINE = _packed([("mode", "u1"), ("tag", "u1"), ("buf_size", "<u2"), ("reserved", "<u4"),
+                         ("task_type", "<u2"), ("task_state", "<u2"), ("stream_id", "<u2"), ("task_id", "<u2"),
+                         ("timestamp", "<u8"), ("thread", "<u4"), ("device_id", "<u4")], 32)
+MINI_EVENT_COUNT = _packed([("mode", "u1"), ("tag", "u1"), ("buf_size", "<u2"), ("reserved", "<u4"),
+                            ("task_type", "<u2"), ("stream_id", "<u2"), ("task_id", "<u2"), ("overflow", "<u2"),
+                            ("overflow_cycle", "<u8"), ("pmu", "<u8", (8,)), ("task_cycles", "<u8"),
+                            ("timestamp", "<u8"), ("block", "<u2"), ("rsv", "<u2", (3,))], 112)
+MINI_TAG_TIMELINE, MINI_TAG_EVENT_COUNT, MINI_TAG_STEP_TRACE = 3, 4, 10
+MINI_STATE_RUNNING, MINI_STATE_COMPLETE = 2, 3
+MINI_TLV_TAG_SIZES = {MINI_TAG_TIMELINE: 32, MINI_TAG_EVENT_COUNT: 112, MINI_TAG_STEP_TRACE: 40}
+
+# AI Core PMU event sets per metric group (spec §1.9), in counter-slot order.
+PMU_EVENT_SETS = {
+    "PipeUtilization": (0x8, 0xA, 0x9, 0xB, 0xC, 0xD, 0x54, 0x55),
+    "ArithmeticUtilization": (0x49, 0x4A, 0x4B, 0x4C, 0x4D, 0x4E, 0x4F),
+    "Memory": (0x15, 0x16, 0x31, 0x32, 0xF, 0x10, 0x12, 0x13),
+    "ResourceConflictRatio": (0x64, 0x65, 0x66),
+}

@@ -1,0 +1,83 @@
+"""What the aggregator sends its sinks: positional rows, names interned to ints.
+
+Port ``tasks`` carries batches of kind ``run_info``, ``task``, ``api`` and ``tx``; port
+``stats`` carries full snapshots of kind ``op_statistic`` and ``api_statistic``. Row bodies
+are msgpack arrays of positional tuples in the column order below. Text columns of ``task``,
+``api`` and ``tx`` rows are symbol ids; each batch's ``meta["symbols"]`` lists the
+``[id, text]`` pairs its port has not sent before, so a sink keeps a :class:`SymbolTable`.
+
+All times are integer nanoseconds of local wall clock (spec §1.3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+from pipeline.stage import Batch
+
+TASK_COLUMNS = (
+    "device_id", "model_id", "iteration", "stream_id", "task_id", "batch_id", "start_ns", "end_ns",
+    "op_name", "op_type", "task_type", "op_state", "block_dim", "mix_block_dim", "connection_id",
+    "thread_id", "input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
+    "output_formats", "pmu",
+)
+# Symbol-valued task columns; ``pmu`` is a list of float|None aligned with meta["pmu_columns"].
+TASK_TEXT_COLUMNS = ("op_name", "op_type", "task_type", "op_state", "input_shapes", "input_dtypes",
+                     "input_formats", "output_shapes", "output_dtypes", "output_formats")
+
+API_COLUMNS = ("start_ns", "end_ns", "level", "struct_type", "name", "thread_id", "connection_id", "item_id")
+API_TEXT_COLUMNS = ("struct_type", "name")
+
+TX_COLUMNS = ("start_ns", "end_ns", "process_id", "thread_id", "category", "event_type", "payload_type",
+              "payload_value", "message_type", "message", "domain", "mark_id")
+TX_TEXT_COLUMNS = ("message",)
+
+OP_STATISTIC_COLUMNS = ("device_id", "op_type", "core_type", "count", "total_ns", "min_ns", "max_ns")
+API_STATISTIC_COLUMNS = ("level", "name", "count", "total_ns", "min_ns", "max_ns", "sum_sq_us2")
+
+MODEL_ID_NONE = 4294967295
+
+
+class SymbolTable:
+    """Run-level string interning on the sending side; lookup on the receiving side."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {"": 0}
+        self._texts: list[str] = [""]
+        self._unsent: list[list[Any]] = []
+
+    def intern(self, text: str) -> int:
+        found = self._ids.get(text)
+        if found is None:
+            found = len(self._texts)
+            self._ids[text] = found
+            self._texts.append(text)
+            self._unsent.append([found, text])
+        return found
+
+    def take_unsent(self) -> list[list[Any]]:
+        unsent, self._unsent = self._unsent, []
+        return unsent
+
+    def learn(self, pairs: list[list[Any]]) -> None:
+        for sym_id, text in pairs:
+            while len(self._texts) <= sym_id:
+                self._texts.append("")
+            self._texts[sym_id] = text
+            self._ids[text] = sym_id
+
+    def __getitem__(self, sym_id: int) -> str:
+        return self._texts[sym_id]
+
+
+def pack_rows(kind: str, rows: list[tuple[Any, ...]] | list[list[Any]], port: str,
+              meta: dict[str, Any] | None = None) -> Batch:
+    return Batch(kind=kind, count=len(rows), meta=meta or {}, body=msgpack.packb(rows, use_bin_type=True),
+                 port=port)
+
+
+def unpack_rows(batch: Batch) -> list[list[Any]]:
+    rows: list[list[Any]] = msgpack.unpackb(batch.body, raw=False, use_list=True)
+    return rows
