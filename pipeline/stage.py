@@ -9,7 +9,7 @@ stage only sees batches.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -50,6 +50,7 @@ class StageContext:
     upstream: tuple[str, ...] = ()
     rejected: Counter[str] = field(default_factory=Counter)
     aside_dir: Path | None = None
+    report_view: Callable[[dict[str, Any]], None] | None = None  # live view → supervisor
 
     def reject(self, reason: str, count: int = 1, data: bytes = b"") -> None:
         """Count records that could not be used, and keep their bytes aside for inspection."""
@@ -91,7 +92,8 @@ class Source(Stage):
 
     role = "source"
 
-    def batches(self) -> Iterator[Batch]:
+    def batches(self) -> Iterator[Batch | None]:
+        """Yield batches; yield None now and then while waiting, so the runtime stays responsive."""
         raise NotImplementedError  # each concrete source implements its own loop
 
     def stop(self) -> None:

@@ -1,0 +1,153 @@
+"""`pipeline` command line: run, stage, validate, graph, simulate, import, top, plugins."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from importlib import resources
+from pathlib import Path
+
+from pipeline.errors import UserError
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from pipeline.config import load_config
+    from pipeline.supervisor import run_pipeline
+
+    overrides = {"run.output": args.output} if args.output else {}
+    config = load_config(args.config, overrides)
+    live = None if args.live == "auto" else args.live == "on"
+    return run_pipeline(config, live=live)
+
+
+def _cmd_stage(args: argparse.Namespace) -> int:
+    from pipeline.config import load_config
+    from pipeline.runner import run_stage
+
+    overrides = {"run.output": args.output} if args.output else {}
+    config = load_config(args.config, overrides)
+    return run_stage(config, args.stage_id, args.run_id or f"{config.run.name}-standalone", args.control)
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from pipeline.config import load_config
+
+    config = load_config(args.config)
+    enabled = len(config.enabled_stages())
+    print(f"{args.config}: valid ({enabled} stages enabled, {len(config.stages) - enabled} disabled)")
+    return 0
+
+
+def _cmd_graph(args: argparse.Namespace) -> int:
+    from pipeline.config import graph_text, load_config
+
+    print(graph_text(load_config(args.config)))
+    return 0
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from stages.simulator.writer import simulate
+
+    prof = simulate(Path(args.out_dir), chip=args.chip, iterations=args.iterations, rate=args.rate, seed=args.seed,
+                    slice_bytes=args.slice_bytes)
+    print(f"wrote {prof}")
+    return 0
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from pipeline.config import load_config
+    from pipeline.supervisor import run_pipeline
+
+    prof = Path(args.prof_dir).expanduser()
+    if not prof.is_dir():
+        raise UserError(f"import: {prof} is not a directory",
+                        "pass a PROF_… directory written by CANN or the simulator")
+    output = Path(args.output).expanduser() if args.output else prof / "pipeline_output"
+    template = resources.files("pipeline") / "builtin_configs" / "import.yaml"
+    with resources.as_file(template) as path:
+        config = load_config(path, {"run.output": str(output.resolve()), "stages.collect.path": str(prof.resolve()),
+                                    "run.name": f"import-{os.getpid()}"})
+        return run_pipeline(config, live=False)
+
+
+def _cmd_top(args: argparse.Namespace) -> int:
+    from pipeline.top import run_top
+
+    return run_top(args.target, once=args.once, as_json=args.json, timeout_s=args.timeout)
+
+
+def _cmd_plugins(args: argparse.Namespace) -> int:
+    from pipeline.plugins import available_types
+
+    for name, target in sorted(available_types().items()):
+        print(f"{name:<12} {target}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pipeline", description="Live Ascend profile-data pipeline")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run every stage of a config, each as its own process")
+    run.add_argument("config", help="pipeline YAML, e.g. configs/live.yaml")
+    run.add_argument("--output", help="override run.output")
+    run.add_argument("--live", choices=("auto", "on", "off"), default="auto",
+                     help="show the live view (default: when stdout is a terminal)")
+    run.set_defaults(func=_cmd_run)
+
+    stage = sub.add_parser("stage", help="run one stage alone (e.g. the collector on the board)")
+    stage.add_argument("stage_id")
+    stage.add_argument("--config", required=True)
+    stage.add_argument("--output", help="override run.output")
+    stage.add_argument("--run-id", help="run id for logs (default: <run name>-standalone)")
+    stage.add_argument("--control", help="supervisor control endpoint (set by `pipeline run`)")
+    stage.set_defaults(func=_cmd_stage)
+
+    for name, func, text in (("validate", _cmd_validate, "check a config and say what is wrong"),
+                             ("graph", _cmd_graph, "print the stage graph")):
+        command = sub.add_parser(name, help=text)
+        command.add_argument("config")
+        command.set_defaults(func=func)
+
+    sim = sub.add_parser("simulate", help="write a PROF_… directory as a simulated Ascend board would")
+    sim.add_argument("out_dir")
+    sim.add_argument("--chip", choices=("mini", "cloud"), default="mini", help="mini = Ascend 310, cloud = Ascend 910")
+    sim.add_argument("--iterations", type=int, default=200, help="images to infer (one aclmdlExecute each)")
+    sim.add_argument("--rate", choices=("realtime", "max"), default="max")
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--slice-bytes", type=int, default=2 * 1024 * 1024, help="rotate slices at this size")
+    sim.set_defaults(func=_cmd_simulate)
+
+    imp = sub.add_parser("import", help="run the same stages over a finished PROF_… directory")
+    imp.add_argument("prof_dir")
+    imp.add_argument("--output", help="output folder (default: PROF_DIR/pipeline_output)")
+    imp.set_defaults(func=_cmd_import)
+
+    top = sub.add_parser("top", help="attach to a running pipeline and show live statistics")
+    top.add_argument("target", help="the run's config, its output folder, or a top endpoint (ipc://… tcp://…)")
+    top.add_argument("--once", action="store_true", help="print one snapshot and exit")
+    top.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
+    top.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the first snapshot")
+    top.set_defaults(func=_cmd_top)
+
+    plugins = sub.add_parser("plugins", help="list registered stage types")
+    plugins.set_defaults(func=_cmd_plugins)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except UserError as exc:
+        print(exc.line(), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

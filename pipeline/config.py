@@ -1,0 +1,221 @@
+"""Pipeline configs: YAML → interpolated → validated stage graph, with located errors."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pipeline.errors import UserError
+from pipeline.interpolate import InterpolationError, interpolate_tree
+from pipeline.plugins import load_stage_class
+from pipeline.stage import Stage, StageConfig
+
+COMMON_STAGE_KEYS = ("type", "inputs", "endpoint", "enabled")
+
+
+class BatchSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    max_records: int = Field(1024, ge=1)
+    max_bytes: int = Field(1 << 20, ge=1024)
+    flush_ms: int = Field(50, ge=1, le=10_000)
+
+
+class RunSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field("live", pattern=r"^[A-Za-z0-9_.-]{1,40}$")
+    output: str = "./out/live"
+    socket_dir: str | None = None
+    batch: BatchSettings = BatchSettings()  # type: ignore[call-arg]
+    progress_s: float = Field(5.0, gt=0)
+    drain_timeout_s: float = Field(60.0, gt=0)
+    top_endpoint: str | None = None
+
+
+@dataclass
+class StageSpec:
+    stage_id: str
+    type_name: str
+    cls: type[Stage]
+    config: StageConfig
+    inputs: list[tuple[str, str]]  # (producer stage id, port)
+    endpoint: str | None
+    enabled: bool
+
+
+@dataclass
+class PipelineConfig:
+    path: Path
+    run: RunSettings
+    stages: dict[str, StageSpec] = field(default_factory=dict)
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.run.output).expanduser().resolve()
+
+    def enabled_stages(self) -> dict[str, StageSpec]:
+        return {sid: spec for sid, spec in self.stages.items() if spec.enabled}
+
+    def consumers(self, producer: str, port: str) -> list[str]:
+        """Enabled stages that take ``producer.port`` as an input, in config order."""
+        return [sid for sid, spec in self.enabled_stages().items() if (producer, port) in spec.inputs]
+
+
+def _located(where: str, message: str, hint: str = "") -> UserError:
+    return UserError(f"{where}: {message}", hint)
+
+
+def _parse_enabled(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("", "true", "yes", "on", "1"):
+        return True  # empty: an interpolation such as ${PROF_DIR:+false} that left nothing
+    if text in ("false", "no", "off", "0"):
+        return False
+    raise _located(where, f"enabled must be true or false, got {value!r}")
+
+
+def _parse_input(ref: Any, where: str) -> tuple[str, str]:
+    if not isinstance(ref, str) or not ref:
+        raise _located(where, f"inputs entries are stage ids or 'stage.port', got {ref!r}")
+    stage, _, port = ref.partition(".")
+    return stage, port or "out"
+
+
+def _format_validation(exc: ValidationError, where: str, cls: type[Stage]) -> UserError:
+    error = exc.errors()[0]
+    key = ".".join(str(part) for part in error["loc"])
+    allowed = ", ".join(list(COMMON_STAGE_KEYS) + list(cls.Config.model_fields))
+    if error["type"] == "extra_forbidden":
+        return _located(f"{where}.{key}", "unknown key", f"allowed keys: {allowed}")
+    return _located(f"{where}.{key}" if key else where, error["msg"].lower(), f"allowed keys: {allowed}")
+
+
+def parse_config(raw: Any, path: Path, env: Mapping[str, str] | None = None) -> PipelineConfig:
+    """Validate a parsed YAML tree; every error names the file, the stage id and the key."""
+    where = str(path)
+    if not isinstance(raw, dict):
+        raise _located(where, "a pipeline config is a mapping with 'run' and 'stages'")
+    unknown = set(raw) - {"run", "stages", "version"}
+    if unknown:
+        raise _located(f"{where}: {sorted(unknown)[0]}", "unknown top-level key", "allowed: version, run, stages")
+    try:
+        tree = interpolate_tree(raw, os.environ if env is None else env)
+    except InterpolationError as exc:
+        raise _located(where, str(exc)) from None
+    try:
+        run = RunSettings.model_validate(tree.get("run") or {})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = ".".join(str(part) for part in error["loc"])
+        raise _located(f"{where}: run.{key}", error["msg"].lower(),
+                       f"allowed keys: {', '.join(RunSettings.model_fields)}") from None
+    stages_tree = tree.get("stages")
+    if not isinstance(stages_tree, dict) or not stages_tree:
+        raise _located(where, "'stages' must map stage ids to stage settings")
+    config = PipelineConfig(path=path, run=run)
+    for stage_id, body in stages_tree.items():
+        config.stages[str(stage_id)] = _parse_stage(str(stage_id), body, where)
+    _check_graph(config, where)
+    return config
+
+
+def _parse_stage(stage_id: str, body: Any, where: str) -> StageSpec:
+    at = f"{where}: stages.{stage_id}"
+    if not isinstance(body, dict):
+        raise _located(at, "stage settings must be a mapping with at least 'type'")
+    if "type" not in body:
+        raise _located(at, "missing 'type'", "e.g. type: decoder")
+    cls = load_stage_class(str(body["type"]), at)
+    own = {key: value for key, value in body.items() if key not in COMMON_STAGE_KEYS}
+    try:
+        stage_config = cls.Config.model_validate(own)
+    except ValidationError as exc:
+        raise _format_validation(exc, at, cls) from None
+    inputs_raw = body.get("inputs", [])
+    if not isinstance(inputs_raw, list):
+        raise _located(f"{at}.inputs", "must be a list of stage ids or 'stage.port'")
+    endpoint = body.get("endpoint")
+    if endpoint is not None and not str(endpoint).startswith(("tcp://", "ipc://")):
+        raise _located(f"{at}.endpoint", f"unsupported endpoint {endpoint!r}", "use tcp://HOST:PORT or ipc://PATH")
+    return StageSpec(stage_id, str(body["type"]), cls, stage_config,
+                     [_parse_input(ref, f"{at}.inputs") for ref in inputs_raw],
+                     str(endpoint) if endpoint else None, _parse_enabled(body.get("enabled", True), f"{at}.enabled"))
+
+
+def _check_graph(config: PipelineConfig, where: str) -> None:
+    enabled = config.enabled_stages()
+    for sid, spec in enabled.items():
+        at = f"{where}: stages.{sid}.inputs"
+        if spec.cls.role in ("transform", "sink") and not spec.inputs:
+            raise _located(at, f"a {spec.cls.role} needs at least one input")
+        if spec.cls.role == "source" and spec.inputs:
+            raise _located(at, "a source takes no inputs")
+        for producer, port in spec.inputs:
+            if producer not in config.stages:
+                raise _located(at, f"unknown stage '{producer}'", f"stages: {', '.join(config.stages)}")
+            if not config.stages[producer].enabled:
+                raise _located(at, f"input '{producer}' is disabled")
+            ports = config.stages[producer].cls.outputs
+            if port not in ports:
+                raise _located(at, f"stage '{producer}' has no output '{port}'",
+                               f"outputs: {', '.join(ports) or 'none'}")
+    _check_acyclic(enabled, where)
+
+
+def _check_acyclic(stages: dict[str, StageSpec], where: str) -> None:
+    state: dict[str, int] = {}
+
+    def visit(sid: str, trail: list[str]) -> None:
+        if state.get(sid) == 2:
+            return
+        if state.get(sid) == 1:
+            raise _located(f"{where}: stages", f"cycle in inputs: {' -> '.join(trail + [sid])}")
+        state[sid] = 1
+        for producer, _ in stages[sid].inputs:
+            visit(producer, trail + [sid])
+        state[sid] = 2
+
+    for sid in stages:
+        visit(sid, [])
+
+
+def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> PipelineConfig:
+    """Read, interpolate and validate a config file. ``overrides`` patch the parsed tree
+    (``{"run.output": "...", "stages.collect.path": "..."}``) before validation."""
+    config_path = Path(path)
+    if not config_path.is_file():
+        raise UserError(f"config file not found: {config_path}", "pass the path of a pipeline YAML file")
+    try:
+        raw = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        place = f"{config_path}:{mark.line + 1}:{mark.column + 1}" if mark else str(config_path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserError(f"{place}: invalid YAML: {problem}", "fix the syntax at that line") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read config {config_path}: {exc}") from None
+    for dotted, value in (overrides or {}).items():
+        node = raw
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return parse_config(raw, config_path)
+
+
+def graph_text(config: PipelineConfig) -> str:
+    """The stage graph as text: one line per edge, then stages without edges."""
+    lines = [f"run {config.run.name} → {config.output_dir}"]
+    for sid, spec in config.stages.items():
+        state = "" if spec.enabled else "  (disabled)"
+        lines.append(f"  [{spec.cls.role}] {sid} ({spec.type_name}){state}")
+        for producer, port in spec.inputs:
+            lines.append(f"      {producer}.{port} ──▶ {sid}")
+    return "\n".join(lines)

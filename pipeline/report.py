@@ -1,0 +1,63 @@
+"""The end-of-run report: per stage records in / out / rejected, reconciliation, throughput."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def run_problems(finals: dict[str, dict[str, Any] | None], exit_codes: dict[str, int | None],
+                 interrupted: bool) -> list[str]:
+    """Every reason this run is not a clean, fully reconciled run, one line each."""
+    problems: list[str] = []
+    for sid, final in finals.items():
+        code = exit_codes.get(sid)
+        if final is None:
+            problems.append(f"stage '{sid}' ended without a report (exit {code}): it crashed or was killed")
+            continue
+        if final.get("error"):
+            problems.append(final["error"].removeprefix("error: "))
+        problems.extend(final.get("problems", []))
+    problems.extend(_cross_checks(finals, interrupted))
+    return problems
+
+
+def _cross_checks(finals: dict[str, dict[str, Any] | None], interrupted: bool) -> list[str]:
+    """What the board wrote equals what the collector read, when both ran to the end."""
+    if interrupted:
+        return []
+    written = {sid: f["accounting"]["records_written"] for sid, f in finals.items()
+               if f and "records_written" in f.get("accounting", {})}
+    collected = {sid: f["accounting"]["records_collected"] for sid, f in finals.items()
+                 if f and "records_collected" in f.get("accounting", {})}
+    if len(written) == 1 and len(collected) == 1:
+        (board, n_written), (collector, n_collected) = next(iter(written.items())), next(iter(collected.items()))
+        if n_written != n_collected:
+            return [f"stage '{collector}': collected {n_collected} records but '{board}' wrote {n_written}"]
+    return []
+
+
+def _rate(records: int, seconds: float) -> str:
+    return f"{records / seconds:,.0f}/s" if seconds > 0 else "-"
+
+
+def render_report(report: dict[str, Any]) -> str:
+    lines = [f"run {report['run_id']}: {report['state']} in {report['wall_s']:.1f} s"]
+    header = f"  {'stage':<12} {'type':<11} {'in':>11} {'out':>11} {'rejected':>9} {'wall s':>7} {'throughput':>12}"
+    lines.append(header)
+    for sid, final in report["stages"].items():
+        if final is None:
+            lines.append(f"  {sid:<12} {'?':<11} {'(no report: crashed or killed)':>40}")
+            continue
+        out = sum(final["out"].values())
+        rejected = sum(final["rejected"].values())
+        moved = max(final["in"], out)
+        lines.append(f"  {sid:<12} {final['stage_type'][:11]:<11} {final['in']:>11,} {out:>11,} {rejected:>9,} "
+                     f"{final['wall_s']:>7.1f} {_rate(moved, final['wall_s']):>12}")
+        for reason, count in sorted(final["rejected"].items()):
+            lines.append(f"      rejected {count:,}: {reason}")
+        for row in final.get("reconcile", []):
+            mark = "ok" if row["ok"] else "MISMATCH"
+            lines.append(f"      from {row['from']}: sent {row['sent']:,} received {row['received']:,} {mark}")
+    status = "all counts reconcile" if not report["problems"] else f"{len(report['problems'])} problem(s)"
+    lines.append(f"  {status}")
+    return "\n".join(lines)

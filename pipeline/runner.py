@@ -1,0 +1,290 @@
+"""One stage as one OS process: sockets, the poll loop, end-of-stream and the stage's report."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+import msgpack
+import zmq
+
+from pipeline import transport, wire
+from pipeline.config import PipelineConfig, StageSpec
+from pipeline.errors import UserError
+from pipeline.logs import configure_logging
+from pipeline.stage import Batch, Sink, Source, StageContext, Transform
+
+METRICS_INTERVAL_S = 0.5
+SINK_FLUSH_INTERVAL_S = 0.5
+LOG_INTERVAL_S = 5.0
+
+
+@dataclass
+class InputTally:
+    batches: int = 0
+    records: int = 0
+    last_seq: int = -1
+    gaps: int = 0
+    eos_batches: int | None = None
+    eos_records: int | None = None
+
+
+class Control:
+    """Reports to the supervisor, when there is one (a stage started alone has none)."""
+
+    def __init__(self, zctx: zmq.Context[zmq.Socket[bytes]], endpoint: str | None, stage_id: str) -> None:
+        self.stage_id = stage_id
+        self.sock = None
+        if endpoint:
+            self.sock = zctx.socket(zmq.PUSH)
+            self.sock.setsockopt(zmq.LINGER, 5000)
+            self.sock.setsockopt(zmq.SNDHWM, 64)
+            self.sock.connect(endpoint)
+
+    def send(self, message: dict[str, Any], must_arrive: bool = False) -> None:
+        if self.sock is None:
+            return
+        message["stage"] = self.stage_id
+        payload = msgpack.packb(message, use_bin_type=True)
+        try:
+            if must_arrive:
+                self.sock.send(payload)
+            else:
+                self.sock.send(payload, zmq.NOBLOCK)
+        except zmq.Again:
+            pass  # a busy supervisor misses a metrics tick, never data
+
+
+class StageRunner:
+    def __init__(self, config: PipelineConfig, stage_id: str, run_id: str, control: str | None) -> None:
+        if stage_id not in config.stages:
+            raise UserError(f"{config.path}: no stage '{stage_id}'", f"stages: {', '.join(config.stages)}")
+        self.config = config
+        self.spec: StageSpec = config.stages[stage_id]
+        self.stage_id = stage_id
+        self.run_id = run_id
+        self.log = configure_logging(stage_id, run_id)
+        self.zctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self.control = Control(self.zctx, control, stage_id)
+        out_dir = config.output_dir
+        self.ctx = StageContext(stage_id=stage_id, run_id=run_id, output_dir=out_dir,
+                                upstream=tuple(f"{p}.{port}" for p, port in self.spec.inputs),
+                                aside_dir=out_dir / "rejected")
+        self.ctx.report_view = self._report_view
+        self.stage = self.spec.cls(self.spec.config, self.ctx)
+        self.stop_requested = False
+        self.abort = False
+        self.outputs: dict[str, list[tuple[str, zmq.Socket[bytes]]]] = {}
+        self.out_seq: Counter[tuple[str, str]] = Counter()
+        self.out_batches: Counter[str] = Counter()
+        self.out_records: Counter[str] = Counter()
+        self.inputs: dict[tuple[str, str], InputTally] = {key: InputTally() for key in self.spec.inputs}
+        self.wire_rejected: Counter[str] = Counter()
+        self.started = time.monotonic()
+        self._last_metrics = 0.0
+        self._last_log = time.monotonic()
+
+    # -- plumbing -------------------------------------------------------------------------
+    def _report_view(self, view: dict[str, Any]) -> None:
+        self.control.send({"type": "view", "view": view})
+
+    def _open_outputs(self) -> None:
+        for port in self.spec.cls.outputs:
+            sockets = []
+            for consumer in self.config.consumers(self.stage_id, port):
+                endpoint = transport.input_endpoint(self.config, consumer)
+                sockets.append((consumer, transport.make_push(self.zctx, endpoint)))
+            self.outputs[port] = sockets
+
+    def _send_frames(self, sock: zmq.Socket[bytes], frames: list[bytes]) -> None:
+        while True:
+            try:
+                sock.send_multipart(frames, copy=len(frames[1]) < 65536)
+                return
+            except zmq.Again:
+                if self.abort:
+                    raise UserError(f"stage '{self.stage_id}': aborted while a consumer was not reading") from None
+
+    def send(self, batch: Batch) -> None:
+        self.out_batches[batch.port] += 1
+        self.out_records[batch.port] += batch.count
+        for consumer, sock in self.outputs.get(batch.port, []):
+            seq = self.out_seq[(batch.port, consumer)]
+            self.out_seq[(batch.port, consumer)] = seq + 1
+            self._send_frames(sock, wire.encode_batch(self.stage_id, seq, batch))
+
+    def send_eos(self) -> None:
+        for port, sockets in self.outputs.items():
+            for consumer, sock in sockets:
+                seq = self.out_seq[(port, consumer)]
+                frames = wire.encode_eos(self.stage_id, port, seq, self.out_batches[port], self.out_records[port])
+                self._send_frames(sock, frames)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self.stop_requested:
+            self.abort = True
+        self.stop_requested = True
+        if isinstance(self.stage, Source):
+            self.stage.stop()
+
+    def _metrics(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_metrics < METRICS_INTERVAL_S:
+            return
+        self._last_metrics = now
+        received = sum(t.records for t in self.inputs.values())
+        self.control.send({"type": "metrics", "t": time.time(), "in": received,
+                           "out": dict(self.out_records), "rejected": sum(self.ctx.rejected.values()),
+                           "progress": self.stage.progress()})
+        if now - self._last_log >= LOG_INTERVAL_S:
+            self._last_log = now
+            self.log.info("stage stats", records_in=received, records_out=dict(self.out_records),
+                          rejected=dict(self.ctx.rejected))
+
+    # -- loops ----------------------------------------------------------------------------
+    def _run_source(self, source: Source) -> None:
+        for batch in source.batches():
+            if batch is not None:
+                self.send(batch)
+            self._metrics()
+        self.send_eos()
+
+    def _handle(self, frames: list[bytes]) -> Batch | None:
+        try:
+            message = wire.decode(frames)
+        except wire.WireError as exc:
+            self.wire_rejected[f"malformed message: {exc}"] += 1
+            return None
+        key = (message.producer, message.port)
+        tally = self.inputs.get(key)
+        if tally is None:
+            self.wire_rejected[f"message from unexpected producer {message.producer}.{message.port}"] += 1
+            return None
+        if message.seq != tally.last_seq + 1:
+            tally.gaps += 1
+        tally.last_seq = message.seq
+        if message.kind == wire.KIND_EOS:
+            tally.eos_batches, tally.eos_records = message.sent_batches, message.sent_records
+            return None
+        assert message.batch is not None
+        tally.batches += 1
+        tally.records += message.batch.count
+        return message.batch
+
+    def _inputs_done(self) -> bool:
+        return all(t.eos_batches is not None for t in self.inputs.values())
+
+    def _run_consumer(self) -> None:
+        pull = transport.make_pull(self.zctx, transport.input_endpoint(self.config, self.stage_id))
+        poller = zmq.Poller()
+        poller.register(pull, zmq.POLLIN)
+        flush_s = self.config.run.batch.flush_ms / 1000
+        next_tick = time.monotonic() + flush_s
+        last_flush = time.monotonic()
+        sink = self.stage if isinstance(self.stage, Sink) else None
+        transform = self.stage if isinstance(self.stage, Transform) else None
+        if sink is not None:
+            sink.open()
+        while not self._inputs_done():
+            if self.abort:
+                raise UserError(f"stage '{self.stage_id}' aborted before its inputs ended")
+            events = dict(poller.poll(int(flush_s * 1000)))
+            if pull in events:
+                for _ in range(256):
+                    try:
+                        frames = pull.recv_multipart(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    batch = self._handle(frames)
+                    if batch is None:
+                        continue
+                    if sink is not None:
+                        sink.write_batch(batch)
+                    elif transform is not None:
+                        for out in transform.process(batch):
+                            self.send(out)
+            now = time.monotonic()
+            if now >= next_tick:
+                next_tick = now + flush_s
+                if transform is not None:
+                    for out in transform.tick(now):
+                        self.send(out)
+            if sink is not None and now - last_flush >= SINK_FLUSH_INTERVAL_S:
+                last_flush = now
+                sink.flush()
+            self._metrics()
+        if transform is not None:
+            for out in transform.finish():
+                self.send(out)
+            self.send_eos()
+        if sink is not None:
+            sink.flush()
+            sink.close()
+        pull.close(linger=0)
+
+    # -- report ---------------------------------------------------------------------------
+    def _reconcile(self) -> tuple[list[dict[str, Any]], list[str]]:
+        rows, problems = [], []
+        for (producer, port), tally in self.inputs.items():
+            ok = tally.eos_records == tally.records and tally.eos_batches == tally.batches and tally.gaps == 0
+            rows.append({"from": f"{producer}.{port}", "sent": tally.eos_records, "received": tally.records,
+                         "batches_sent": tally.eos_batches, "batches_received": tally.batches, "gaps": tally.gaps,
+                         "ok": ok})
+            if not ok:
+                problems.append(f"stage '{self.stage_id}': received {tally.records} records in {tally.batches} "
+                                f"batches from {producer}.{port}, which reports {tally.eos_records} in "
+                                f"{tally.eos_batches} ({tally.gaps} sequence gaps)")
+        return rows, problems
+
+    def report(self, error: str | None) -> dict[str, Any]:
+        reconcile, problems = self._reconcile() if error is None else ([], [])
+        check = getattr(self.stage, "check", None)
+        if error is None and callable(check):
+            problems.extend(check())
+        rejected = Counter(self.ctx.rejected)
+        rejected.update(self.wire_rejected)
+        return {"type": "final", "stage_type": self.spec.type_name, "role": self.spec.cls.role,
+                "ok": error is None and not problems, "error": error, "problems": problems,
+                "wall_s": time.monotonic() - self.started,
+                "in": sum(t.records for t in self.inputs.values()), "out": dict(self.out_records),
+                "rejected": dict(rejected), "reconcile": reconcile, "accounting": self.stage.accounting()}
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        self.control.send({"type": "hello", "role": self.spec.cls.role})
+        error: str | None = None
+        try:
+            self._open_outputs()
+            if isinstance(self.stage, Source):
+                self._run_source(self.stage)
+            else:
+                self._run_consumer()
+        except UserError as exc:
+            error = exc.line()
+            print(error, file=sys.stderr)
+        except Exception as exc:  # a bug: keep the traceback in the log, one line in the report
+            error = f"stage '{self.stage_id}' crashed: {type(exc).__name__}: {exc}"
+            self.log.error("stage crashed", traceback=traceback.format_exc())
+        self._metrics(force=True)
+        final = self.report(error)
+        self.control.send(final, must_arrive=True)
+        self.log.info("stage finished", ok=final["ok"], records_in=final["in"], records_out=final["out"],
+                      rejected=final["rejected"], problems=final["problems"])
+        for sockets in self.outputs.values():
+            for _, sock in sockets:
+                sock.close(linger=transport.LINGER_MS)
+        if self.control.sock is not None:
+            self.control.sock.close(linger=5000)
+        self.zctx.term()
+        return 0 if final["ok"] else 1
+
+
+def run_stage(config: PipelineConfig, stage_id: str, run_id: str, control: str | None) -> int:
+    return StageRunner(config, stage_id, run_id, control).run()

@@ -1,0 +1,253 @@
+"""`pipeline run`: one OS process per stage, a control plane, the live view and the run report."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import msgpack
+import zmq
+
+from pipeline import transport
+from pipeline.config import PipelineConfig
+from pipeline.report import render_report, run_problems
+from pipeline.views import progress_line
+
+KILL_GRACE_S = 5.0
+PUBLISH_INTERVAL_S = 0.5
+
+
+@dataclass
+class StageProcess:
+    stage_id: str
+    role: str
+    popen: subprocess.Popen[bytes]
+    metrics: dict[str, Any] = field(default_factory=dict)
+    final: dict[str, Any] | None = None
+    rate_in: float = 0.0
+    rate_out: float = 0.0
+    last_sample: tuple[float, int, int] | None = None
+
+
+class Supervisor:
+    def __init__(self, config: PipelineConfig, live: bool | None = None, run_id: str | None = None) -> None:
+        self.config = config
+        self.run_id = run_id or f"{config.run.name}-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        self.live = sys.stdout.isatty() if live is None else live
+        self.procs: dict[str, StageProcess] = {}
+        self.view: dict[str, Any] = {}
+        self.state = "running"
+        self.interrupts = 0
+        self.started = time.monotonic()
+        self.zctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+
+    # -- processes ------------------------------------------------------------------------
+    def _spawn(self, control: str) -> None:
+        order = {"sink": 0, "transform": 1, "source": 2}  # consumers bind before producers connect
+        stages = sorted(self.config.enabled_stages().values(), key=lambda spec: order.get(spec.cls.role, 1))
+        for spec in stages:
+            command = [sys.executable, "-m", "pipeline", "stage", spec.stage_id, "--config", str(self.config.path),
+                       "--run-id", self.run_id, "--control", control, "--output", str(self.config.output_dir)]
+            popen = subprocess.Popen(command, start_new_session=True)  # Ctrl-C reaches the supervisor only
+            self.procs[spec.stage_id] = StageProcess(spec.stage_id, spec.cls.role, popen)
+
+    def _signal_sources(self) -> None:
+        for proc in self.procs.values():
+            if proc.role == "source" and proc.popen.poll() is None:
+                proc.popen.send_signal(signal.SIGTERM)
+
+    def _kill_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.popen.poll() is None:
+                proc.popen.kill()
+
+    def _on_interrupt(self, signum: int, frame: FrameType | None) -> None:
+        self.interrupts += 1
+        if self.interrupts == 1:
+            self.state = "draining"
+            print("\ninterrupted: draining the pipeline (Ctrl-C again to abort)", file=sys.stderr, flush=True)
+            self._signal_sources()
+        else:
+            self.state = "aborted"
+            self._kill_all()
+
+    # -- control plane --------------------------------------------------------------------
+    def _on_control(self, payload: bytes) -> None:
+        try:
+            message = msgpack.unpackb(payload, raw=False)
+            proc = self.procs[message["stage"]]
+        except Exception:
+            return  # not ours: ignore
+        kind = message.get("type")
+        if kind == "metrics":
+            proc.metrics = message
+            now, received, sent = message["t"], message["in"], sum(message["out"].values())
+            if proc.last_sample is not None:
+                dt = now - proc.last_sample[0]
+                if dt > 0:
+                    proc.rate_in = (received - proc.last_sample[1]) / dt
+                    proc.rate_out = (sent - proc.last_sample[2]) / dt
+            proc.last_sample = (now, received, sent)
+        elif kind == "final":
+            proc.final = message
+        elif kind == "view":
+            self.view = message["view"]
+
+    def snapshot(self) -> dict[str, Any]:
+        stages = {}
+        for sid, proc in self.procs.items():
+            metrics = proc.metrics
+            stages[sid] = {"role": proc.role, "in": metrics.get("in", 0), "out": sum(metrics.get("out", {}).values()),
+                           "rejected": metrics.get("rejected", 0), "rate_in": proc.rate_in, "rate_out": proc.rate_out,
+                           "progress": metrics.get("progress", {}),
+                           "status": self._status(proc)}
+        return {"run": self.config.run.name, "run_id": self.run_id, "state": self.state,
+                "elapsed_s": time.monotonic() - self.started, "stages": stages, "stats": self.view}
+
+    @staticmethod
+    def _status(proc: StageProcess) -> str:
+        code = proc.popen.poll()
+        if code is None:
+            return "running"
+        if proc.final is not None and proc.final.get("ok"):
+            return "done"
+        return f"failed (exit {code})"
+
+    # -- main loop ------------------------------------------------------------------------
+    def run(self) -> int:
+        out_dir = self.config.output_dir
+        out_dir.mkdir(parents=True, exist_ok=True)
+        control_ep = transport.control_endpoint(self.config)
+        control = self.zctx.socket(zmq.PULL)
+        control.bind(control_ep)
+        publisher = self.zctx.socket(zmq.PUB)
+        publisher.setsockopt(zmq.SNDHWM, 4)
+        publisher.bind(transport.top_endpoint(self.config))
+        (out_dir / "run.json").write_text(json.dumps({
+            "run_id": self.run_id, "config": str(self.config.path), "pid": os.getpid(),
+            "top_endpoint": transport.top_endpoint(self.config)}, indent=2))
+        previous = signal.signal(signal.SIGINT, self._on_interrupt)
+        signal.signal(signal.SIGTERM, self._on_interrupt)
+        self._spawn(control_ep)
+        display = _LiveDisplay() if self.live else None
+        try:
+            self._loop(control, publisher, display)
+        finally:
+            if display is not None:
+                display.stop()
+            signal.signal(signal.SIGINT, previous)
+        final_view = self.snapshot()
+        final_view["state"] = "ended"
+        publisher.send(msgpack.packb(final_view, use_bin_type=True))
+        control.close(0)
+        publisher.close(0)
+        self.zctx.term()
+        return self._finish()
+
+    def _loop(self, control: zmq.Socket[bytes], publisher: zmq.Socket[bytes], display: _LiveDisplay | None) -> None:
+        poller = zmq.Poller()
+        poller.register(control, zmq.POLLIN)
+        last_publish = last_progress = 0.0
+        failure_seen_at: float | None = None
+        while True:
+            if dict(poller.poll(100)):
+                while True:
+                    try:
+                        self._on_control(control.recv(zmq.NOBLOCK))
+                    except zmq.Again:
+                        break
+            now = time.monotonic()
+            if now - last_publish >= PUBLISH_INTERVAL_S:
+                last_publish = now
+                view = self.snapshot()
+                publisher.send(msgpack.packb(view, use_bin_type=True))
+                if display is not None:
+                    display.update(view)
+            if display is None and now - last_progress >= self.config.run.progress_s:
+                last_progress = now
+                print(progress_line(self.snapshot()), flush=True)
+            running = [p for p in self.procs.values() if p.popen.poll() is None]
+            if not running:
+                self._drain_control(control)
+                return
+            failed = [p for p in self.procs.values() if p.popen.poll() not in (None, 0)]
+            if failed and failure_seen_at is None:
+                failure_seen_at = now
+                self.state = "failing"
+                self._signal_sources()
+            if failure_seen_at is not None and now - failure_seen_at > KILL_GRACE_S:
+                self._kill_all()
+            if self.state == "draining" and now - self.started > 0 and self._sources_done():
+                self._enforce_drain_timeout(now)
+
+    def _sources_done(self) -> bool:
+        return all(p.popen.poll() is not None for p in self.procs.values() if p.role == "source")
+
+    def _enforce_drain_timeout(self, now: float) -> None:
+        done_at = getattr(self, "_sources_done_at", None)
+        if done_at is None:
+            self._sources_done_at = now
+        elif now - done_at > self.config.run.drain_timeout_s:
+            print("drain timeout: stopping the remaining stages", file=sys.stderr)
+            self._kill_all()
+
+    def _drain_control(self, control: zmq.Socket[bytes]) -> None:
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            if control.poll(100):
+                self._on_control(control.recv())
+            elif all(p.final is not None for p in self.procs.values()):
+                return
+
+    def _finish(self) -> int:
+        finals = {sid: p.final for sid, p in self.procs.items()}
+        exit_codes = {sid: p.popen.returncode for sid, p in self.procs.items()}
+        problems = run_problems(finals, exit_codes, interrupted=self.interrupts > 0)
+        report = {"run_id": self.run_id, "config": str(self.config.path), "state": self.state,
+                  "wall_s": time.monotonic() - self.started, "stages": finals, "exit_codes": exit_codes,
+                  "problems": problems}
+        out_dir = self.config.output_dir
+        (out_dir / "run_report.json").write_text(json.dumps(report, indent=2, default=str))
+        print(render_report(report), flush=True)
+        for line in problems:
+            print(f"error: {line}", file=sys.stderr)
+        if self.state == "aborted":
+            return 130
+        return 1 if problems else 0
+
+
+class _LiveDisplay:
+    """The `pipeline top` view inside `pipeline run` when stdout is a terminal."""
+
+    def __init__(self) -> None:
+        from rich.live import Live
+
+        from pipeline.views import render_view
+
+        self._render = render_view
+        self._live = Live(refresh_per_second=4, transient=False)
+        self._live.start()
+
+    def update(self, view: dict[str, Any]) -> None:
+        self._live.update(self._render(view))
+
+    def stop(self) -> None:
+        self._live.stop()
+
+
+def run_pipeline(config: PipelineConfig, live: bool | None = None) -> int:
+    return Supervisor(config, live=live).run()
+
+
+def read_run_file(output_dir: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((output_dir / "run.json").read_text())
+    return data

@@ -1,0 +1,85 @@
+"""`pipeline top`: attach to a running pipeline's view (SUB, newest snapshot only)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import zmq
+
+from pipeline.errors import UserError
+from pipeline.views import render_view
+
+
+def resolve_endpoint(target: str) -> str:
+    if target.startswith(("ipc://", "tcp://")):
+        return target
+    path = Path(target).expanduser()
+    if path.is_file() and path.suffix in (".yaml", ".yml"):
+        from pipeline.config import load_config
+        from pipeline.transport import top_endpoint
+
+        return top_endpoint(load_config(path))
+    run_file = path / "run.json" if path.is_dir() else path
+    if run_file.is_file():
+        endpoint: str = json.loads(run_file.read_text())["top_endpoint"]
+        return endpoint
+    raise UserError(f"top: {target} is not a config, a run output folder (with run.json) or an endpoint",
+                    "pass configs/live.yaml, the run's output folder, or ipc://…")
+
+
+def run_top(target: str, once: bool = False, as_json: bool = False, timeout_s: float = 10.0) -> int:
+    endpoint = resolve_endpoint(target)
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.CONFLATE, 1)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.connect(endpoint)
+    try:
+        return _loop(sub, endpoint, once, as_json, timeout_s)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        sub.close(0)
+        ctx.term()
+
+
+def _receive(sub: zmq.Socket[bytes], timeout_s: float) -> dict[str, Any] | None:
+    if not sub.poll(int(timeout_s * 1000)):
+        return None
+    view: dict[str, Any] = msgpack.unpackb(sub.recv(), raw=False)
+    return view
+
+
+def _loop(sub: zmq.Socket[bytes], endpoint: str, once: bool, as_json: bool, timeout_s: float) -> int:
+    first = _receive(sub, timeout_s)
+    if first is None:
+        raise UserError(f"top: no pipeline is publishing on {endpoint}", "is `pipeline run` running with that config?")
+    if once or as_json or not sys.stdout.isatty():
+        view: dict[str, Any] | None = first
+        while view is not None:
+            if as_json:
+                print(json.dumps(view), flush=True)
+            else:
+                from rich.console import Console
+
+                Console().print(render_view(view))
+            if once or view.get("state") == "ended":
+                return 0
+            time.sleep(1.0)
+            view = _receive(sub, timeout_s)
+        return 0
+    from rich.live import Live
+
+    with Live(render_view(first), refresh_per_second=4) as live:
+        while True:
+            view = _receive(sub, timeout_s)
+            if view is None:
+                continue
+            live.update(render_view(view))
+            if view.get("state") == "ended":
+                return 0

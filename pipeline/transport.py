@@ -1,0 +1,76 @@
+"""Endpoints and sockets (design §5): PUSH→PULL data hops, ipc in a 0700 directory."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+import zmq
+
+from pipeline.config import PipelineConfig
+from pipeline.errors import UserError
+
+IPC_PATH_LIMIT = 107
+LINGER_MS = 30_000
+SEND_POLL_MS = 200
+
+
+def socket_dir(config: PipelineConfig) -> Path:
+    """Per-run socket directory, private to the user (0700)."""
+    if config.run.socket_dir:
+        base = Path(config.run.socket_dir).expanduser()
+    else:
+        root = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+        base = Path(root) / f"ascend-pipeline-{os.getuid()}" / config.run.name
+    base.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for directory in (base, base.parent):
+        if directory.stat().st_uid == os.getuid():
+            directory.chmod(stat.S_IRWXU)
+    return base
+
+
+def input_endpoint(config: PipelineConfig, stage_id: str) -> str:
+    spec = config.stages[stage_id]
+    if spec.endpoint:
+        return spec.endpoint
+    endpoint = f"ipc://{socket_dir(config) / (stage_id + '.ipc')}"
+    if len(endpoint) - len("ipc://") > IPC_PATH_LIMIT:
+        raise UserError(f"ipc path too long for stage '{stage_id}': {endpoint}",
+                        "set run.socket_dir to a shorter directory")
+    return endpoint
+
+
+def control_endpoint(config: PipelineConfig) -> str:
+    return f"ipc://{socket_dir(config) / 'control.ipc'}"
+
+
+def top_endpoint(config: PipelineConfig) -> str:
+    return config.run.top_endpoint or f"ipc://{socket_dir(config) / 'top.ipc'}"
+
+
+def bind_endpoint(endpoint: str) -> str:
+    """A tcp endpoint naming a host binds on that host's interface; ``*`` binds all."""
+    return endpoint
+
+
+def make_pull(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = 256) -> zmq.Socket[bytes]:
+    sock = ctx.socket(zmq.PULL)
+    sock.setsockopt(zmq.RCVHWM, hwm)
+    try:
+        sock.bind(bind_endpoint(endpoint))
+    except zmq.ZMQError as exc:
+        sock.close(0)
+        raise UserError(f"cannot bind {endpoint}: {exc}", "is another run using it? stop it or change the endpoint") from None
+    return sock
+
+
+def make_push(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = 256) -> zmq.Socket[bytes]:
+    sock = ctx.socket(zmq.PUSH)
+    sock.setsockopt(zmq.SNDHWM, hwm)
+    sock.setsockopt(zmq.IMMEDIATE, 1)  # queue nothing for a peer that is not there yet
+    sock.setsockopt(zmq.SNDTIMEO, SEND_POLL_MS)
+    sock.setsockopt(zmq.LINGER, LINGER_MS)
+    sock.connect(endpoint)
+    return sock

@@ -1,0 +1,76 @@
+"""The wire protocol between stages: a msgpack header frame plus an optional body frame.
+
+Header = [version, kind, producer, port, seq, record_kind, count, meta]. ``seq`` counts the
+messages one producer sent on one socket, so a receiver sees gaps; an EOS message carries
+the totals that the receiver reconciles against what it got.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from pipeline.stage import Batch
+
+VERSION = 1
+KIND_DATA = 0
+KIND_EOS = 1
+MAX_HEADER_BYTES = 1 << 20
+
+
+class WireError(ValueError):
+    """A message that is not ours or is malformed: counted and dropped, never fatal."""
+
+
+@dataclass
+class Message:
+    kind: int
+    producer: str
+    port: str
+    seq: int
+    batch: Batch | None = None
+    sent_batches: int = 0
+    sent_records: int = 0
+
+
+def encode_batch(producer: str, seq: int, batch: Batch) -> list[bytes]:
+    header = msgpack.packb([VERSION, KIND_DATA, producer, batch.port, seq, batch.kind, batch.count, batch.meta],
+                           use_bin_type=True)
+    return [header, batch.body]
+
+
+def encode_eos(producer: str, port: str, seq: int, batches: int, records: int) -> list[bytes]:
+    header = msgpack.packb([VERSION, KIND_EOS, producer, port, seq, "eos", records, {"batches": batches}],
+                           use_bin_type=True)
+    return [header, b""]
+
+
+def decode(frames: list[bytes]) -> Message:
+    if len(frames) != 2:
+        raise WireError(f"expected 2 frames, got {len(frames)}")
+    header_bytes, body = frames
+    if len(header_bytes) > MAX_HEADER_BYTES:
+        raise WireError("header frame too large")
+    try:
+        header = msgpack.unpackb(header_bytes, raw=False)
+    except Exception as exc:
+        raise WireError(f"header is not msgpack: {exc}") from None
+    if not isinstance(header, list) or len(header) != 8:
+        raise WireError("header is not an 8-field array")
+    version, kind, producer, port, seq, record_kind, count, meta = header
+    if version != VERSION:
+        raise WireError(f"protocol version {version!r}, expected {VERSION}")
+    if not (isinstance(producer, str) and isinstance(port, str) and isinstance(seq, int)
+            and isinstance(count, int) and isinstance(meta, dict) and isinstance(record_kind, str)):
+        raise WireError("header fields have wrong types")
+    if kind == KIND_EOS:
+        batches = meta.get("batches")
+        if not isinstance(batches, int):
+            raise WireError("EOS without batch count")
+        return Message(KIND_EOS, producer, port, seq, sent_batches=batches, sent_records=count)
+    if kind != KIND_DATA:
+        raise WireError(f"unknown message kind {kind!r}")
+    meta_typed: dict[str, Any] = meta
+    return Message(KIND_DATA, producer, port, seq, Batch(record_kind, count, meta_typed, bytes(body), port))

@@ -1,0 +1,371 @@
+"""The aggregator: joins host and device records into enriched tasks, keeps live statistics.
+
+Out ``tasks``: run_info, api, tx and task rows (stages/schema.py). Out ``stats``: full
+op_statistic / api_statistic snapshots every ``snapshot_every_s`` and a final one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from pydantic import Field
+
+from pipeline.stage import Batch, StageConfig, Transform
+from stages import schema
+from stages.aggregator.join import FlipLog, HostIndex, Interval
+from stages.aggregator.metrics import pmu_columns, pmu_values
+from stages.aggregator.stats import StatsBook
+from stages.decoder import records
+from stages.formats import raw
+from stages.schema import SymbolTable, pack_rows, unpack_rows
+
+MAX_PENDING = 200_000
+DATA_TYPES = {0: "FLOAT", 1: "FLOAT16", 2: "INT8", 3: "INT32", 4: "UINT8", 6: "INT16", 9: "INT64", 12: "BOOL"}
+FORMATS = {0: "NCHW", 1: "NHWC", 2: "ND", 3: "NC1HWC0", 4: "FRACTAL_Z", 29: "FRACTAL_NZ"}
+
+
+@dataclass
+class DeviceTask:
+    device: int
+    stream: int
+    task: int
+    batch: int
+    start: int
+    end: int
+    arrived: float
+
+
+@dataclass
+class HostTask:
+    record: Any
+    arrived: float
+    resolved: dict[str, Any] | None = None
+
+
+class AggregatorStage(Transform):
+    outputs = ("tasks", "stats")
+
+    class Config(StageConfig):
+        snapshot_every_s: float = Field(1.0, gt=0, description="seconds between statistics snapshots")
+        hold_s: float = Field(5.0, gt=0, description="longest wait for a missing join partner before giving up")
+        max_batch_rows: int = Field(1024, ge=1)
+
+    def __init__(self, config: Any, ctx: Any) -> None:
+        super().__init__(config, ctx)
+        self.symbols = SymbolTable()
+        self.hashes: dict[int, str] = {}
+        self.types: dict[tuple[int, int], str] = {}
+        self.devices: dict[int, dict[str, Any]] = {}
+        self.host = HostIndex()
+        self.flips = FlipLog()
+        self.watermarks: dict[str, int] = {}
+        self.connection_ids = 0
+        self.pending_apis: deque[tuple[Any, int, float]] = deque()
+        self.pending_host: deque[HostTask] = deque()
+        self.pending_device: deque[DeviceTask] = deque()
+        self.starts: dict[tuple[int, int, int], deque[int]] = {}
+        self.pmu: dict[tuple[int, int, int], deque[Any]] = {}
+        self.host_ready: dict[tuple[int, int, int, int], deque[HostTask]] = {}
+        self.device_ready: dict[tuple[int, int, int, int], deque[DeviceTask]] = {}
+        self.awaiting_pmu: deque[tuple[HostTask, DeviceTask, float]] = deque()
+        self.rows: dict[str, list[list[Any]]] = {"api": [], "tx": [], "task": []}
+        self.stats = StatsBook()
+        self.last_snapshot = 0.0
+        self.records_in = 0
+        self.tasks_out = 0
+        self.finishing = False
+
+    # -- intake ---------------------------------------------------------------------------
+    def process(self, batch: Batch) -> Iterable[Batch]:
+        self.records_in += batch.count
+        now = time.monotonic()
+        kind = batch.kind
+        if kind == "device_info":
+            facts = batch.meta["facts"]
+            self.devices[int(facts["device"])] = facts
+            return [self._run_info()]
+        if kind == "hash":
+            self.hashes.update((int(h), text) for h, text in unpack_rows(batch))
+        elif kind == "type_info":
+            self.types.update(((int(level), int(t)), name) for level, t, name in unpack_rows(batch))
+        elif kind in records.DTYPES:
+            self._ingest(kind, records.from_batch(batch), str(batch.meta.get("stream")), now)
+        else:
+            self.ctx.reject(f"unexpected record kind '{kind}'", batch.count)
+        return list(self._advance(now))
+
+    def _ingest(self, kind: str, arr: np.ndarray, stream: str, now: float) -> None:
+        if len(arr) and "ts_ns" in arr.dtype.names:
+            self.watermarks[stream] = max(self.watermarks.get(stream, 0), int(arr["ts_ns"].max()))
+        if kind == "api":
+            for record in arr:
+                self.connection_ids += 1
+                if record["level"] == raw.LEVEL_NODE:
+                    self.host.add_node_api(int(record["thread_id"]), Interval(
+                        int(record["start_ns"]), int(record["end_ns"]), int(record["item_id"]), self.connection_ids))
+                self.pending_apis.append((record, self.connection_ids, now))
+        elif kind == "event":
+            for record in arr[(arr["level"] == raw.LEVEL_MODEL) & (arr["type"] == raw.MODEL_EXECUTE_TYPE)]:
+                self.host.add_model_event(int(record["thread_id"]), int(record["ts_ns"]), int(record["item_id"]),
+                                          int(record["request_id"]))
+        elif kind == "node_basic":
+            for record in arr:
+                self.host.add_node_basic(int(record["thread_id"]), int(record["ts_ns"]), record)
+        elif kind == "tensor":
+            for record in arr:
+                self.host.add_tensor(int(record["thread_id"]), int(record["ts_ns"]), record)
+        elif kind == "task_track":
+            self.pending_host.extend(HostTask(record, now) for record in arr)
+        elif kind == "tx":
+            self._tx_rows(arr)
+        elif kind == "task_log":
+            self._pair_logs(arr, now)
+        elif kind == "pmu":
+            for record in arr:
+                key = (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]))
+                self.pmu.setdefault(key, deque()).append(record)
+        elif kind == "flip":
+            for record in arr:
+                self.flips.add(int(record["device_id"]), int(record["stream_id"]), int(record["ts_ns"]),
+                               int(record["flip_num"]))
+
+    def _pair_logs(self, arr: np.ndarray, now: float) -> None:
+        for record in arr:
+            key = (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]))
+            state = int(record["state"])
+            if state == records.STATE_START:
+                self.starts.setdefault(key, deque()).append(int(record["ts_ns"]))
+            elif state == records.STATE_END:
+                started = self.starts.get(key)
+                if not started:
+                    self.ctx.reject("task end log without a start", 1)
+                    continue
+                self.pending_device.append(DeviceTask(*key, 0, started.popleft(), int(record["ts_ns"]), now))
+
+    def _tx_rows(self, arr: np.ndarray) -> None:
+        for r in arr:
+            message = bytes(r["message"]).split(b"\0", 1)[0].decode("utf-8", errors="replace")
+            self.rows["tx"].append([int(r["start_ns"]), int(r["end_ns"]), int(r["process_id"]),
+                                    int(r["tx_thread_id"]), int(r["category"]), int(r["event_type"]),
+                                    int(r["payload_type"]), int(r["payload"]), int(r["message_type"]),
+                                    self.symbols.intern(message), int(r["domain"]), int(r["mark_id"])])
+
+    # -- resolution -------------------------------------------------------------------------
+    def _expired(self, arrived: float, now: float) -> bool:
+        return self.finishing or now - arrived > self.config.hold_s
+
+    def _type_name(self, level: int, type_id: int) -> str | None:
+        return self.types.get((level, type_id))
+
+    def _advance(self, now: float) -> Iterator[Batch]:
+        self._resolve_apis(now)
+        self._resolve_host(now)
+        self._resolve_device(now)
+        self._resolve_pmu(now)
+        yield from self._flush_rows(force=False)
+
+    def _resolve_apis(self, now: float) -> None:
+        while self.pending_apis:
+            record, connection_id, arrived = self.pending_apis[0]
+            level, type_id = int(record["level"]), int(record["type"])
+            name = self._type_name(level, type_id) if level in raw.LEVEL_NAMES and level != raw.LEVEL_HCCL \
+                else self.hashes.get(int(record["item_id"]))
+            if name is None and not self._expired(arrived, now):
+                return
+            self.pending_apis.popleft()
+            name = name or str(int(record["item_id"]) if level not in raw.LEVEL_NAMES else type_id)
+            struct_type = raw.ACL_API_CLASS.get(type_id >> 16, "") if level == raw.LEVEL_ACL else ""
+            start, end = int(record["start_ns"]), int(record["end_ns"])
+            self.stats.add_api(raw.LEVEL_NAMES.get(level, str(level)), name, end - start)
+            self.rows["api"].append([start, end, level, self.symbols.intern(struct_type), self.symbols.intern(name),
+                                     int(record["thread_id"]), connection_id, int(record["item_id"])])
+
+    def _resolve_host(self, now: float) -> None:
+        while self.pending_host:
+            task = self.pending_host[0]
+            record = task.record
+            thread, ts = int(record["thread_id"]), int(record["ts_ns"])
+            node_api = self.host.node_api(thread, ts)
+            type_name = self._type_name(raw.LEVEL_RUNTIME, int(record["task_type"]))
+            if (node_api is None or type_name is None) and not self._expired(task.arrived, now):
+                return
+            self.pending_host.popleft()
+            task.resolved = self._describe(record, node_api, type_name)
+            if task.resolved is None:
+                continue  # bookkeeping task (a task-id flip): no device work of its own
+            key = (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]),
+                   int(record["batch_id"]))
+            self._meet(key, host=task)
+
+    def _describe(self, record: Any, node_api: Interval | None, type_name: str | None) -> dict[str, Any] | None:
+        if type_name == "FLIP_TASK":
+            return None
+        thread, ts = int(record["thread_id"]), int(record["ts_ns"])
+        since = node_api.start if node_api else 0
+        node = self.host.node_info(thread, ts, since)
+        op_hash = int(node["op_name"]) if node is not None else (node_api.item_id if node_api else 0)
+        op_name = self.hashes.get(op_hash, str(op_hash) if op_hash else (type_name or "N/A"))
+        if node is not None:
+            op_type = self.hashes.get(int(node["op_type"]), str(int(node["op_type"])))
+            core = raw.GE_TASK_TYPES[int(node["task_type"])] if int(node["task_type"]) < len(raw.GE_TASK_TYPES) \
+                else "INVALID"
+            block = int(node["block_num"])
+            op_state = {0: "static", 1: "dynamic"}.get(int(node["op_state"]), "N/A")
+        else:
+            op_type, core, block, op_state = type_name or "N/A", type_name or "N/A", int(record["num_blocks"]), "N/A"
+        tensor = self.host.tensor_info(thread, ts, op_hash, since) if node is not None else None
+        model = self.host.model_run(thread, ts)
+        described = {"op_name": op_name, "op_type": op_type, "task_type": core, "op_state": op_state,
+                     "block_dim": block & 0xFFFF, "mix_block_dim": (block & 0xFFFF) * (block >> 16),
+                     "connection_id": node_api.connection_id if node_api else 0, "thread_id": thread,
+                     "model_id": model[0] if model else schema.MODEL_ID_NONE, "iteration": model[1] if model else 0}
+        described.update(_tensor_texts(tensor))
+        return described
+
+    def _resolve_device(self, now: float) -> None:
+        while self.pending_device:
+            task = self.pending_device[0]
+            facts = self.devices.get(task.device, {})
+            if facts.get("platform", 1) != 0:  # the 310's TS stream has no flips (spec §6 D10)
+                flip_stream = f"ts_track.data.{task.device}"
+                if self.watermarks.get(flip_stream, -1) < task.start and not self._expired(task.arrived, now):
+                    return
+                task.batch = self.flips.batch_of(task.device, task.stream, task.start)
+            self.pending_device.popleft()
+            self._meet((task.device, task.stream, task.task, task.batch), device=task)
+
+    def _meet(self, key: tuple[int, int, int, int], host: HostTask | None = None,
+              device: DeviceTask | None = None) -> None:
+        if host is not None:
+            partners = self.device_ready.get(key)
+            if partners:
+                self._matched(host, partners.popleft())
+            else:
+                self.host_ready.setdefault(key, deque()).append(host)
+        elif device is not None:
+            partners_h = self.host_ready.get(key)
+            if partners_h:
+                self._matched(partners_h.popleft(), device)
+            else:
+                self.device_ready.setdefault(key, deque()).append(device)
+
+    def _matched(self, host: HostTask, device: DeviceTask) -> None:
+        self.awaiting_pmu.append((host, device, time.monotonic()))
+
+    def _resolve_pmu(self, now: float) -> None:
+        while self.awaiting_pmu:
+            host, device, arrived = self.awaiting_pmu[0]
+            assert host.resolved is not None
+            queue = self.pmu.get((device.device, device.stream, device.task))
+            wants_pmu = host.resolved["task_type"] in ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV")
+            if wants_pmu and not queue and not self._expired(arrived, now):
+                return
+            self.awaiting_pmu.popleft()
+            pmu_record = queue.popleft() if wants_pmu and queue else None
+            self._emit_task(host.resolved, device, pmu_record)
+
+    def _emit_task(self, info: dict[str, Any], device: DeviceTask, pmu_record: Any) -> None:
+        facts = self.devices.get(device.device, {})
+        events = list(facts.get("pmu_events", []))
+        pmu: list[float | None] = []
+        if events:
+            if pmu_record is not None:
+                block = int(pmu_record["block"]) or info["block_dim"]
+                pmu = pmu_values(events, int(pmu_record["total_cycle"]), [int(v) for v in pmu_record["pmu"]],
+                                 block, int(facts.get("ai_core_num", 1)), float(facts.get("aic_frequency_mhz", 0)))
+            else:
+                pmu = [None] * len(pmu_columns(events))
+        intern = self.symbols.intern
+        self.rows["task"].append([
+            device.device, info["model_id"], info["iteration"], device.stream, device.task, device.batch,
+            device.start, device.end, intern(info["op_name"]), intern(info["op_type"]), intern(info["task_type"]),
+            intern(info["op_state"]), info["block_dim"], info["mix_block_dim"], info["connection_id"],
+            info["thread_id"], intern(info["input_shapes"]), intern(info["input_dtypes"]),
+            intern(info["input_formats"]), intern(info["output_shapes"]), intern(info["output_dtypes"]),
+            intern(info["output_formats"]), pmu])
+        self.stats.add_op(device.device, info["op_type"], info["task_type"], device.end - device.start)
+        self.tasks_out += 1
+
+    # -- output ---------------------------------------------------------------------------
+    def _run_info(self) -> Batch:
+        first = next(iter(self.devices.values()), {})
+        info = {"pid": first.get("pid", 0), "hostname": first.get("hostname", ""),
+                "devices": {str(d): {"platform": f.get("platform"), "chip": _chip_name(f.get("platform"))}
+                            for d, f in self.devices.items()}, "start_ns": 0, "end_ns": 0}
+        return pack_rows("run_info", [[info]], "tasks")
+
+    def _flush_rows(self, force: bool) -> Iterator[Batch]:
+        for kind, rows in self.rows.items():
+            while rows and (force or len(rows) >= self.config.max_batch_rows):
+                chunk, self.rows[kind] = rows[:self.config.max_batch_rows], rows[self.config.max_batch_rows:]
+                rows = self.rows[kind]
+                meta: dict[str, Any] = {"symbols": self.symbols.take_unsent()}
+                if kind == "task":
+                    events = next((list(f.get("pmu_events", [])) for f in self.devices.values()), [])
+                    meta["pmu_columns"] = pmu_columns(events) if events else []
+                yield pack_rows(kind, chunk, "tasks", meta)
+
+    def _snapshot(self, final: bool) -> Iterator[Batch]:
+        self.stats.changed = False
+        meta = {"final": final}
+        yield pack_rows("op_statistic", self.stats.op_rows(), "stats", dict(meta))
+        yield pack_rows("api_statistic", self.stats.api_rows(), "stats", dict(meta))
+
+    def tick(self, now: float) -> Iterable[Batch]:
+        out = list(self._advance(now))
+        out.extend(self._flush_rows(force=True))
+        if self.stats.changed and now - self.last_snapshot >= self.config.snapshot_every_s:
+            self.last_snapshot = now
+            out.extend(self._snapshot(final=False))
+        return out
+
+    def finish(self) -> Iterable[Batch]:
+        self.finishing = True
+        now = time.monotonic()
+        out = list(self._advance(now))
+        unmatched_host = sum(len(q) for q in self.host_ready.values())
+        unmatched_device = sum(len(q) for q in self.device_ready.values())
+        if unmatched_host:
+            self.ctx.reject("host task without a device task log", unmatched_host)
+        if unmatched_device:
+            self.ctx.reject("device task without a host task_track", unmatched_device)
+        out.extend(self._flush_rows(force=True))
+        out.extend(self._snapshot(final=True))
+        return out
+
+    def progress(self) -> dict[str, Any]:
+        waiting = len(self.pending_host) + len(self.pending_device) + len(self.awaiting_pmu)
+        newest = max(self.watermarks.values(), default=0)
+        lag = (time.time_ns() - newest) / 1e9 if newest else 0.0
+        return {"tasks": self.tasks_out, "join_waiting": waiting, "lag_s": round(lag, 3)}
+
+    def accounting(self) -> dict[str, int]:
+        return {"records_in": self.records_in, "tasks_out": self.tasks_out}
+
+
+def _chip_name(platform: Any) -> str:
+    return {0: "Ascend310", 1: "Ascend910", 4: "Ascend310P", 5: "Ascend910B"}.get(platform, f"platform {platform}")
+
+
+def _tensor_texts(tensor: Any) -> dict[str, str]:
+    texts = {f"{side}_{what}": "N/A" for side in ("input", "output") for what in ("shapes", "dtypes", "formats")}
+    if tensor is None:
+        return texts
+    sides: dict[str, dict[str, list[str]]] = {"input": {"shapes": [], "dtypes": [], "formats": []},
+                                              "output": {"shapes": [], "dtypes": [], "formats": []}}
+    for slot in tensor["tensors"][: min(int(tensor["tensor_num"]), 5)]:
+        side = "input" if int(slot[0]) == 0 else "output"
+        dims = [str(int(d)) for d in slot[3:] if int(d) != 0]
+        sides[side]["shapes"].append(",".join(dims))
+        sides[side]["dtypes"].append(DATA_TYPES.get(int(slot[2]), str(int(slot[2]))))
+        sides[side]["formats"].append(FORMATS.get(int(slot[1]), str(int(slot[1]))))
+    for side, values in sides.items():
+        for what, items in values.items():
+            if items:
+                texts[f"{side}_{what}"] = ";".join(items)
+    return texts

@@ -1,0 +1,119 @@
+"""Host ↔ device join state, bounded.
+
+Host side: per thread, recent Node-level API intervals, node_basic_info, tensor_info and
+ModelExecute windows; a task_track takes the innermost ones that contain or precede its
+timestamp (spec §1.4 "Host ↔ device association"). Device side: start/end logs paired per
+(device, stream, task) in arrival order, batch ids from task-id flips, PMU records queued
+per (device, stream, task). Host and device tasks meet on (device, stream, task, batch).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+HISTORY = 8192  # entries kept per thread and kind: far more than the records of one op launch
+
+
+@dataclass
+class TimedLog:
+    """Entries sorted by time (appended in order, as each host stream is), bounded."""
+
+    times: deque[int] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    items: deque[Any] = field(default_factory=lambda: deque(maxlen=HISTORY))
+
+    def add(self, ts: int, item: Any) -> None:
+        if self.times and ts < self.times[-1]:  # rare out-of-order record: keep sorted
+            position = bisect.bisect_right(list(self.times), ts)
+            self.times.insert(position, ts)
+            self.items.insert(position, item)
+            return
+        self.times.append(ts)
+        self.items.append(item)
+
+    def latest_at_or_before(self, ts: int) -> Any:
+        position = bisect.bisect_right(self.times, ts)
+        return self.items[position - 1] if position else None
+
+
+@dataclass
+class Interval:
+    start: int
+    end: int
+    item_id: int
+    connection_id: int
+
+
+@dataclass
+class HostIndex:
+    node_apis: dict[int, TimedLog] = field(default_factory=dict)
+    node_basic: dict[int, TimedLog] = field(default_factory=dict)
+    tensors: dict[int, TimedLog] = field(default_factory=dict)
+    model_runs: dict[int, TimedLog] = field(default_factory=dict)  # begin ts → [model_id, iteration, end]
+
+    @staticmethod
+    def _log(table: dict[int, TimedLog], thread: int) -> TimedLog:
+        found = table.get(thread)
+        if found is None:
+            found = table[thread] = TimedLog()
+        return found
+
+    def add_node_api(self, thread: int, interval: Interval) -> None:
+        self._log(self.node_apis, thread).add(interval.start, interval)
+
+    def add_node_basic(self, thread: int, ts: int, record: Any) -> None:
+        self._log(self.node_basic, thread).add(ts, record)
+
+    def add_tensor(self, thread: int, ts: int, record: Any) -> None:
+        self._log(self.tensors, thread).add(ts, record)
+
+    def add_model_event(self, thread: int, ts: int, model_id: int, iteration: int) -> None:
+        log = self._log(self.model_runs, thread)
+        # begin and end of one ModelExecute share (model, iteration): the second closes the window
+        for window in reversed(log.items):
+            if window[0] == model_id and window[1] == iteration and window[2] is None:
+                window[2] = ts
+                return
+        log.add(ts, [model_id, iteration, None])
+
+    def node_api(self, thread: int, ts: int) -> Interval | None:
+        log = self.node_apis.get(thread)
+        interval = log.latest_at_or_before(ts) if log else None
+        return interval if interval is not None and interval.end >= ts else None
+
+    def node_info(self, thread: int, ts: int, since: int) -> Any:
+        log = self.node_basic.get(thread)
+        record = log.latest_at_or_before(ts) if log else None
+        return record if record is not None and int(record["ts_ns"]) >= since else None
+
+    def tensor_info(self, thread: int, ts: int, op_name: int, since: int) -> Any:
+        log = self.tensors.get(thread)
+        record = log.latest_at_or_before(ts) if log else None
+        if record is None or int(record["op_name"]) != op_name or int(record["ts_ns"]) < since:
+            return None
+        return record
+
+    def model_run(self, thread: int, ts: int) -> tuple[int, int] | None:
+        log = self.model_runs.get(thread)
+        window = log.latest_at_or_before(ts) if log else None
+        if window is None or (window[2] is not None and window[2] < ts):
+            return None
+        return window[0], window[1]
+
+
+@dataclass
+class FlipLog:
+    """Task-id flips per (device, stream): the batch id of a device task is the number of the
+    last flip at or before its start."""
+
+    flips: dict[tuple[int, int], TimedLog] = field(default_factory=dict)
+
+    def add(self, device: int, stream: int, ts: int, flip_num: int) -> None:
+        self.flips.setdefault((device, stream), TimedLog()).add(ts, flip_num)
+
+    def batch_of(self, device: int, stream: int, ts: int) -> int:
+        log = self.flips.get((device, stream))
+        found = log.latest_at_or_before(ts) if log else None
+        return int(found) if found is not None else 0

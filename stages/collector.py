@@ -1,0 +1,292 @@
+"""The collector: follows a PROF directory as the runtime writes it and ships raw chunks.
+
+New slices are picked up as they appear and bytes as they are appended; a record split
+across device slices is carried over, a partial record at the end of a growing file waits.
+Each chunk is cut at record boundaries and names its stream, file, offset and count.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from pipeline.errors import UserError
+from pipeline.stage import Batch, Source, StageConfig
+from stages import framing
+from stages.formats.files import StreamKind, device_stream_kind, host_stream_kind, split_slice
+
+CONTROL_PREFIXES = ("info.json", "sample.json", "start_info", "end_info", "host_start.log", "dev_start.log")
+READ_LIMIT = 4 << 20  # bytes per stream per pass, so streams progress together
+
+
+@dataclass
+class StreamState:
+    base: str
+    kind: StreamKind
+    device: int | None
+    folder: Path
+    slice_index: int = 0
+    offset: int = 0  # bytes of the current slice already read
+    buffer: bytes = b""  # read but not yet framed
+    buffer_origin: tuple[int, int] = (0, 0)  # (slice, offset) of buffer[0]
+    records: int = 0
+
+    def slice_path(self, index: int | None = None) -> Path:
+        return self.folder / f"{self.base}.slice_{self.slice_index if index is None else index}"
+
+
+@dataclass
+class ProfTree:
+    root: Path
+    control_sent: dict[str, int] = field(default_factory=dict)  # relative path → size sent
+    streams: dict[str, StreamState] = field(default_factory=dict)
+    platforms: dict[int, int] = field(default_factory=dict)
+
+
+class CollectorStage(Source):
+    """Follows ``path`` (a PROF_… directory, or a folder where one will appear)."""
+
+    class Config(StageConfig):
+        path: str = Field("board", description="PROF_… directory, or a folder in which one appears")
+        follow: bool = Field(True, description="keep reading until the runtime marks the job finished")
+        poll_ms: int = Field(20, ge=1, description="how often to look for new bytes")
+        wait_s: float = Field(60.0, ge=0, description="how long to wait for the directory to appear")
+        chunk_records: int = Field(1024, ge=1)
+        chunk_bytes: int = Field(1 << 20, ge=4096)
+
+    def __init__(self, config: Any, ctx: Any) -> None:
+        super().__init__(config, ctx)
+        self._stop = False
+        self.tree: ProfTree | None = None
+        self.collected = 0
+        self.garbage_bytes = 0
+        self.bytes_read = 0
+
+    def stop(self) -> None:
+        self._stop = True
+
+    # -- locating the directory -----------------------------------------------------------
+    def _find_root(self) -> Iterator[None]:
+        base = self.ctx.resolve(self.config.path)
+        deadline = time.monotonic() + (self.config.wait_s if self.config.follow else 0)
+        while True:
+            root = _prof_root(base)
+            if root is not None:
+                self.tree = ProfTree(root)
+                return
+            if self._stop or time.monotonic() >= deadline:
+                what = "does not exist" if not base.exists() else "holds no PROF_… directory (no host/ or device_N/)"
+                raise UserError(f"collector: {base} {what}",
+                                "point the collector's path (or PROF_DIR) at a CANN profiling output directory")
+            yield None
+            time.sleep(self.config.poll_ms / 1000)
+
+    # -- the loop -------------------------------------------------------------------------
+    def batches(self) -> Iterator[Batch | None]:
+        yield from self._find_root()
+        assert self.tree is not None
+        while True:
+            finished = self._job_finished()  # looked at before reading, so no byte is missed
+            progressed = False
+            for batch in self._pass(final=False):
+                progressed = True
+                yield batch
+            if finished or self._stop or not self.config.follow:
+                yield from self._pass(final=True)
+                return
+            if not progressed:
+                yield None
+                time.sleep(self.config.poll_ms / 1000)
+
+    def _job_finished(self) -> bool:
+        assert self.tree is not None
+        folders = _data_parents(self.tree.root)
+        if not folders:
+            return False
+        for folder in folders:
+            suffix = "" if folder.name == "host" else f".{folder.name.removeprefix('device_')}"
+            if not (folder / f"end_info{suffix}").exists():
+                return False
+        return True
+
+    def _pass(self, final: bool) -> Iterator[Batch]:
+        assert self.tree is not None
+        yield from self._control_files()
+        self._discover_streams()
+        for state in list(self.tree.streams.values()):
+            yield from self._read_stream(state, final)
+
+    # -- control files --------------------------------------------------------------------
+    def _control_files(self) -> Iterator[Batch]:
+        assert self.tree is not None
+        for folder in _data_parents(self.tree.root):
+            for path in sorted(folder.iterdir()):
+                if path.is_symlink() or not path.is_file() or not path.name.startswith(CONTROL_PREFIXES):
+                    continue
+                if path.name.endswith(".done"):
+                    continue
+                rel = str(path.relative_to(self.tree.root))
+                size = path.stat().st_size
+                if size == 0 or self.tree.control_sent.get(rel) == size:
+                    continue
+                text = path.read_text(encoding="utf-8", errors="replace")
+                if path.name.startswith(("info.json", "sample.json")) and not _complete_json(text):
+                    continue  # being written: next pass
+                self.tree.control_sent[rel] = size
+                if path.name.startswith("info.json") and folder.name.startswith("device_"):
+                    self._learn_platform(folder, text)
+                yield Batch("control", 0, {"path": rel, "text": text})
+
+    def _learn_platform(self, folder: Path, text: str) -> None:
+        assert self.tree is not None
+        try:
+            platform = int(json.loads(text).get("platform_version", 1))
+        except (ValueError, TypeError):
+            platform = 1
+        self.tree.platforms[int(folder.name.removeprefix("device_"))] = platform
+
+    # -- data streams ---------------------------------------------------------------------
+    def _discover_streams(self) -> None:
+        assert self.tree is not None
+        for folder in _data_parents(self.tree.root):
+            data = folder / "data"
+            if not data.is_dir():
+                continue
+            is_host = folder.name == "host"
+            for path in data.iterdir():
+                parsed = split_slice(path.name)
+                if parsed is None or path.is_symlink():
+                    continue
+                base = parsed[0]
+                key = f"{folder.name}/data/{base}"
+                if key in self.tree.streams:
+                    continue
+                if is_host:
+                    kind, device = host_stream_kind(base), None
+                else:
+                    dev = int(folder.name.removeprefix("device_")) if folder.name[7:].isdigit() else 0
+                    if dev not in self.tree.platforms:
+                        continue  # wait for info.json.N: the chip decides the framing
+                    found = device_stream_kind(base, self.tree.platforms[dev])
+                    kind, device = (found[0], found[1]) if found else (None, None)
+                if kind is None:
+                    continue  # a file family this version does not decode: left alone
+                self.tree.streams[key] = StreamState(base, kind, device, data)
+
+    def _read_stream(self, state: StreamState, final: bool) -> Iterator[Batch]:
+        budget = READ_LIMIT
+        while budget > 0:
+            path = state.slice_path()
+            if not path.exists():
+                break
+            size = path.stat().st_size
+            if size > state.offset:
+                with open(path, "rb") as handle:
+                    handle.seek(state.offset)
+                    data = handle.read(min(size - state.offset, budget))
+                if not state.buffer:
+                    state.buffer_origin = (state.slice_index, state.offset)
+                state.buffer += data
+                state.offset += len(data)
+                budget -= len(data)
+                self.bytes_read += len(data)
+            slice_closed = state.slice_path(state.slice_index + 1).exists() or _done_size(path) == state.offset
+            at_end = state.offset >= path.stat().st_size
+            # Host slices hold whole records: a closed slice's leftover is garbage, not a split record.
+            yield from self._emit(state, final=final and at_end or
+                                  (slice_closed and at_end and state.kind.whole_records_per_slice))
+            if slice_closed and at_end and state.slice_path(state.slice_index + 1).exists():
+                state.slice_index += 1
+                state.offset = 0
+                continue
+            if at_end:
+                break
+        if final:
+            yield from self._emit(state, final=True)
+
+    def _emit(self, state: StreamState, final: bool) -> Iterator[Batch]:
+        if not state.buffer:
+            return
+        framed = framing.frame(state.kind, state.buffer, final)
+        for run in framed.garbage:
+            self.garbage_bytes += len(run)
+            reason = "truncated record at end of stream" if final and run is framed.garbage[-1] and \
+                framed.consumed == len(state.buffer) and len(run) < max(state.kind.record_size, 1) \
+                else "garbage bytes (bad magic or unknown record)"
+            self.ctx.reject(f"{state.kind.name}: {reason}", len(run), run)
+        origin_slice, origin_offset = state.buffer_origin
+        state.buffer = state.buffer[framed.consumed:]
+        state.buffer_origin = (state.slice_index, state.offset - len(state.buffer))
+        if framed.count == 0:
+            return
+        state.records += framed.count
+        self.collected += framed.count
+        yield from self._chunks(state, framed, origin_slice, origin_offset)
+
+    def _chunks(self, state: StreamState, framed: framing.Framed, slice_index: int, offset: int) -> Iterator[Batch]:
+        meta = {"stream": state.base, "kind": state.kind.name, "device": state.device,
+                "file": str(state.slice_path(slice_index).relative_to(self.tree.root)) if self.tree else "",
+                "offset": offset}
+        if state.kind.framing == "text":
+            yield Batch("raw", framed.count, dict(meta), framed.records)
+            return
+        if state.kind.framing == "tlv":
+            yield Batch("raw", framed.count, dict(meta, size=0), framed.records)
+            return
+        size = state.kind.record_size
+        per_chunk = max(1, min(self.config.chunk_records, self.config.chunk_bytes // size))
+        for first in range(0, framed.count, per_chunk):
+            n = min(per_chunk, framed.count - first)
+            body = framed.records[first * size:(first + n) * size]
+            yield Batch("raw", n, dict(meta, size=size, first=first), body)
+
+    # -- report ---------------------------------------------------------------------------
+    def progress(self) -> dict[str, Any]:
+        streams = len(self.tree.streams) if self.tree else 0
+        return {"streams": streams, "records": self.collected, "MB_read": round(self.bytes_read / 1e6, 1)}
+
+    def accounting(self) -> dict[str, int]:
+        return {"records_collected": self.collected, "garbage_bytes": self.garbage_bytes}
+
+
+def _prof_root(base: Path) -> Path | None:
+    if not base.is_dir():
+        return None
+    if (base / "host").is_dir() or any(p.name.startswith("device_") for p in base.iterdir() if p.is_dir()):
+        return base
+    candidates = sorted((p for p in base.iterdir() if p.is_dir() and p.name.startswith("PROF_")),
+                        key=lambda p: p.name)
+    for candidate in reversed(candidates):
+        if (candidate / "host").is_dir() or any(candidate.glob("device_*")):
+            return candidate
+    return None
+
+
+def _data_parents(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()
+                  and (p.name == "host" or p.name.startswith("device_")))
+
+
+def _done_size(path: Path) -> int | None:
+    done = path.with_name(path.name + ".done")
+    try:
+        for line in done.read_text().splitlines():
+            if line.startswith("filesize:"):
+                return int(line.split(":", 1)[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _complete_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True

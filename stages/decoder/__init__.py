@@ -1,0 +1,138 @@
+"""The decoder: raw chunks → typed columnar record batches, times in local wall-clock ns.
+
+Every input record becomes exactly one output record or is counted as rejected with a
+reason (and its bytes kept aside); the stage never raises on bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+from pydantic import Field
+
+from pipeline.stage import Batch, StageConfig, Transform
+from stages.decoder import records
+from stages.decoder.device import DeviceDecoder
+from stages.decoder.host import HostDecoder
+from stages.decoder.timebase import TimeBase
+
+HOST_KINDS = {"api_event", "task_track", "node_basic_info", "tensor_info", "msproftx", "hash_dic", "type_info_dic"}
+
+
+class DecoderStage(Transform):
+    """Decodes every record kind the collector ships (spec §1.4–§1.7)."""
+
+    class Config(StageConfig):
+        max_pending_chunks: int = Field(10_000, ge=1, description="chunks held while a time base is unknown")
+
+    def __init__(self, config: Any, ctx: Any) -> None:
+        super().__init__(config, ctx)
+        self.timebase = TimeBase()
+        self.host = HostDecoder(self.timebase, self._reject)
+        self.device = DeviceDecoder(self.timebase, self._reject)
+        self.pending: list[Batch] = []
+        self.records_in = 0
+        self.decoded = 0
+        self.rejected = 0
+        self.announced: set[int] = set()
+
+    def _reject(self, reason: str, count: int, data: bytes = b"") -> None:
+        self.rejected += count
+        self.ctx.reject(reason, count, data)
+
+    def process(self, batch: Batch) -> Iterable[Batch]:
+        if batch.kind == "control":
+            self.timebase.learn(batch.meta["path"], batch.meta["text"])
+            return list(self._announce()) + list(self._release())
+        if batch.kind != "raw":
+            self.ctx.reject(f"unexpected batch kind '{batch.kind}'", batch.count)
+            self.rejected += batch.count
+            self.records_in += batch.count
+            return ()
+        self.records_in += batch.count
+        if not self._ready(batch):
+            if len(self.pending) >= self.config.max_pending_chunks:
+                self._reject(f"{batch.meta.get('kind')}: no time base (control files missing)", batch.count,
+                             batch.body)
+            else:
+                self.pending.append(batch)
+            return ()
+        return list(self._decode(batch))
+
+    def _ready(self, batch: Batch) -> bool:
+        kind = batch.meta.get("kind")
+        if kind in ("hash_dic", "type_info_dic"):
+            return True
+        if kind in HOST_KINDS:
+            return self.timebase.host_clock() is not None
+        device = batch.meta.get("device")
+        return device is not None and self.timebase.device_clock(int(device)) is not None
+
+    def _release(self) -> Iterator[Batch]:
+        waiting, self.pending = self.pending, []
+        for batch in waiting:
+            if self._ready(batch):
+                yield from self._decode(batch)
+            else:
+                self.pending.append(batch)
+
+    def _announce(self) -> Iterator[Batch]:
+        """A device's facts (chip, clocks, PMU events) for the aggregator, once known."""
+        for rel in list(self.timebase.files):
+            if not rel.startswith("device_") or "/info.json." not in rel:
+                continue
+            device = int(rel.split("/")[0].removeprefix("device_"))
+            if device in self.announced or self.timebase.device_clock(device) is None:
+                continue
+            self.announced.add(device)
+            info, sample = self.timebase.device_info(device), self.timebase.sample(device)
+            events = [int(e, 16) for e in str(sample.get("ai_core_profiling_events", "")).split(",") if e.strip()]
+            facts = {"device": device, "platform": int(info.get("platform_version") or 1),
+                     "ai_core_num": int(info.get("ai_core_num") or 1),
+                     "aic_frequency_mhz": float(info.get("aic_frequency") or 1000),
+                     "hwts_frequency_mhz": float(info.get("hwts_frequency") or 100),
+                     "metric": sample.get("ai_core_metrics", ""), "pmu_events": events,
+                     "pid": int(info.get("pid") or 0), "hostname": info.get("hostname") or ""}
+            yield Batch("device_info", 0, {"facts": facts})
+
+    def _decode(self, batch: Batch) -> Iterator[Batch]:
+        kind = batch.meta["kind"]
+        meta = {"stream": batch.meta.get("stream"), "device": batch.meta.get("device")}
+        try:
+            if kind in HOST_KINDS:
+                outputs = self.host.decode(kind, batch)
+            else:
+                outputs = self.device.decode(kind, batch)
+        except (ValueError, TypeError) as exc:  # bytes that slipped past framing: counted, never fatal
+            self._reject(f"{kind}: undecodable chunk ({exc})", batch.count, batch.body)
+            return
+        for out_kind, payload in outputs:
+            if isinstance(payload, np.ndarray):
+                if len(payload):
+                    self.decoded += len(payload)
+                    yield records.to_batch(out_kind, payload, meta)
+            else:
+                self.decoded += payload.count
+                payload.meta.update(meta)
+                yield payload
+
+    def finish(self) -> Iterable[Batch]:
+        for batch in self.pending:
+            self._reject(f"{batch.meta.get('kind')}: no time base (control files missing)", batch.count,
+                         batch.body)
+        self.pending = []
+        return ()
+
+    def progress(self) -> dict[str, Any]:
+        return {"pending_chunks": len(self.pending)}
+
+    def accounting(self) -> dict[str, int]:
+        return {"records_in": self.records_in, "decoded": self.decoded, "rejected": self.rejected}
+
+    def check(self) -> list[str]:
+        if self.records_in != self.decoded + self.rejected:
+            return [f"stage '{self.ctx.stage_id}': {self.records_in} records in but {self.decoded} decoded + "
+                    f"{self.rejected} rejected"]
+        return []

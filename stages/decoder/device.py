@@ -1,0 +1,126 @@
+"""Device record decoding: HWTS-class logs and PMU (910), the 310's TLV streams (spec §1.7, §6 D5)."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+import numpy as np
+
+from pipeline.stage import Batch
+from stages.decoder import records
+from stages.decoder.timebase import Clock, TimeBase
+from stages.formats import raw
+
+Reject = Callable[[str, int, bytes], None]
+Output = list[tuple[str, "np.ndarray | Batch"]]
+_TLV_HEADER = struct.Struct("<BBH")
+
+
+class DeviceDecoder:
+    def __init__(self, timebase: TimeBase, reject: Reject) -> None:
+        self.timebase = timebase
+        self.reject = reject
+
+    def decode(self, kind: str, batch: Batch) -> Output:
+        device = int(batch.meta["device"])
+        clock = self.timebase.device_clock(device)
+        assert clock is not None
+        if kind == "hwts":
+            return self._hwts(batch.body, device, clock)
+        if kind == "aicore":
+            return self._aicore(batch.body, device)
+        if kind == "ts_track":
+            return self._ts_track(batch.body, device, clock)
+        if kind in ("mini_ts_track", "mini_aicore"):
+            return self._mini(kind, batch.body, device, clock)
+        raise ValueError(f"no decoder for {kind}")
+
+    def _hwts(self, body: bytes, device: int, clock: Clock) -> Output:
+        arr = np.frombuffer(body, dtype=raw.HWTS_LOG)
+        log_type = arr["head"] & 0x7
+        usable = log_type <= raw.HWTS_TASK_END
+        if not usable.all():
+            self.reject("hwts: block-level log types are not used", int((~usable).sum()), arr[~usable].tobytes())
+        arr, log_type = arr[usable], log_type[usable]
+        out = np.zeros(len(arr), records.TASK_LOG)
+        out["device_id"] = device
+        out["stream_id"] = arr["stream_id"] % 2048
+        out["task_id"] = arr["task_id"]
+        out["state"] = np.where(log_type == raw.HWTS_TASK_START, records.STATE_START, records.STATE_END)
+        out["ts_ns"] = clock.to_local_ns(arr["syscnt"])
+        return [("task_log", out)]
+
+    def _aicore(self, body: bytes, device: int) -> Output:
+        arr = np.frombuffer(body, dtype=raw.AICORE_PMU)
+        out = np.zeros(len(arr), records.PMU)
+        out["device_id"] = device
+        out["stream_id"] = arr["stream_id"] % 2048
+        out["task_id"] = arr["task_id"]
+        out["total_cycle"] = arr["total_cycle"]
+        out["pmu"] = arr["pmu"]
+        return [("pmu", out)]
+
+    def _ts_track(self, body: bytes, device: int, clock: Clock) -> Output:
+        arr = np.frombuffer(body, dtype=raw.TS_STEP_TRACE)
+        tags = arr["tag"]
+        steps = arr[tags == raw.TS_TAG_STEP_TRACE]
+        flips = np.frombuffer(body, dtype=raw.TS_TASK_FLIP)[tags == raw.TS_TAG_TASK_FLIP]
+        other = ~np.isin(tags, (raw.TS_TAG_STEP_TRACE, raw.TS_TAG_TASK_FLIP))
+        if other.any():
+            self.reject("ts_track: record tag not used", int(other.sum()), arr[other].tobytes())
+        return [("step", _steps(steps, device, clock)), ("flip", _flips(flips, device, clock))]
+
+    def _mini(self, kind: str, body: bytes, device: int, clock: Clock) -> Output:
+        by_tag: dict[int, list[bytes]] = {}
+        pos = 0
+        while pos + 4 <= len(body):
+            _, tag, size = _TLV_HEADER.unpack_from(body, pos)
+            by_tag.setdefault(tag, []).append(body[pos:pos + size])
+            pos += size
+        outputs: Output = []
+        for tag, chunks in by_tag.items():
+            joined = b"".join(chunks)
+            if tag == raw.MINI_TAG_TIMELINE and kind == "mini_ts_track":
+                arr = np.frombuffer(joined, dtype=raw.MINI_TIMELINE)
+                out = np.zeros(len(arr), records.TASK_LOG)
+                out["device_id"] = device
+                for name in ("stream_id", "task_id"):
+                    out[name] = arr[name]
+                out["state"] = arr["task_state"]
+                out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
+                outputs.append(("task_log", out))
+            elif tag == raw.MINI_TAG_STEP_TRACE and kind == "mini_ts_track":
+                outputs.append(("step", _steps(np.frombuffer(joined, dtype=raw.TS_STEP_TRACE), device, clock)))
+            elif tag == raw.MINI_TAG_EVENT_COUNT and kind == "mini_aicore":
+                arr = np.frombuffer(joined, dtype=raw.MINI_EVENT_COUNT)
+                out = np.zeros(len(arr), records.PMU)
+                out["device_id"] = device
+                for name in ("stream_id", "task_id", "pmu", "block"):
+                    out[name] = arr[name]
+                out["total_cycle"] = arr["task_cycles"]
+                out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
+                outputs.append(("pmu", out))
+            else:
+                self.reject(f"{kind}: TLV tag {tag} not used", len(chunks), joined)
+        return outputs
+
+
+def _steps(arr: np.ndarray, device: int, clock: Clock) -> np.ndarray:
+    out = np.zeros(len(arr), records.STEP)
+    out["device_id"] = device
+    for name in ("index_id", "model_id", "task_id", "tag_id"):
+        out[name] = arr[name]
+    out["stream_id"] = arr["stream_id"] % 2048
+    out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
+    return out
+
+
+def _flips(arr: np.ndarray, device: int, clock: Clock) -> np.ndarray:
+    out = np.zeros(len(arr), records.FLIP)
+    out["device_id"] = device
+    for name in ("flip_num", "task_id"):
+        out[name] = arr[name]
+    out["stream_id"] = arr["stream_id"] % 2048
+    out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
+    return out

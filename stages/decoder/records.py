@@ -1,0 +1,44 @@
+"""Decoded record kinds (decoder → aggregator): numpy structured arrays, times in local ns."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline.stage import Batch
+
+API = np.dtype([("thread_id", "<u4"), ("level", "<u2"), ("type", "<u4"), ("item_id", "<u8"),
+                ("request_id", "<u4"), ("start_ns", "<i8"), ("end_ns", "<i8")])
+EVENT = np.dtype([("thread_id", "<u4"), ("level", "<u2"), ("type", "<u4"), ("item_id", "<u8"),
+                  ("request_id", "<u4"), ("ts_ns", "<i8")])
+NODE_BASIC = np.dtype([("thread_id", "<u4"), ("ts_ns", "<i8"), ("op_name", "<u8"), ("op_type", "<u8"),
+                       ("task_type", "<u4"), ("block_num", "<u4"), ("op_state", "u1")])
+TENSOR = np.dtype([("thread_id", "<u4"), ("ts_ns", "<i8"), ("op_name", "<u8"), ("tensor_num", "<u4"),
+                   ("tensors", "<u4", (5, 11))])
+TASK_TRACK = np.dtype([("thread_id", "<u4"), ("ts_ns", "<i8"), ("device_id", "<u2"), ("stream_id", "<u2"),
+                       ("task_id", "<u2"), ("batch_id", "<u2"), ("task_type", "<u8"), ("kernel_name", "<u8"),
+                       ("num_blocks", "<u2")])
+TX = np.dtype([("thread_id", "<u4"), ("ts_ns", "<i8"), ("process_id", "<u4"), ("tx_thread_id", "<u4"),
+               ("category", "<u4"), ("event_type", "<u4"), ("payload_type", "<i4"), ("payload", "<u8"),
+               ("start_ns", "<i8"), ("end_ns", "<i8"), ("mark_id", "<u8"), ("domain", "<u8"),
+               ("message_type", "<i4"), ("message", "S156")])
+# Device task start/end: state 2 = start, 3 = end (HWTS types 0/1 mapped; 310 TS states kept).
+TASK_LOG = np.dtype([("device_id", "<u2"), ("stream_id", "<u2"), ("task_id", "<u2"), ("state", "u1"),
+                     ("ts_ns", "<i8")])
+PMU = np.dtype([("device_id", "<u2"), ("stream_id", "<u2"), ("task_id", "<u2"), ("ts_ns", "<i8"),
+                ("total_cycle", "<u8"), ("pmu", "<u8", (8,)), ("block", "<u2")])
+STEP = np.dtype([("device_id", "<u2"), ("ts_ns", "<i8"), ("index_id", "<u8"), ("model_id", "<u8"),
+                 ("stream_id", "<u2"), ("task_id", "<u2"), ("tag_id", "<u2")])
+FLIP = np.dtype([("device_id", "<u2"), ("ts_ns", "<i8"), ("stream_id", "<u2"), ("flip_num", "<u2"),
+                 ("task_id", "<u2")])
+
+DTYPES = {"api": API, "event": EVENT, "node_basic": NODE_BASIC, "tensor": TENSOR, "task_track": TASK_TRACK,
+          "tx": TX, "task_log": TASK_LOG, "pmu": PMU, "step": STEP, "flip": FLIP}
+STATE_START, STATE_END = 2, 3
+
+
+def to_batch(kind: str, array: np.ndarray, meta: dict) -> Batch:
+    return Batch(kind, len(array), meta, array.tobytes())
+
+
+def from_batch(batch: Batch) -> np.ndarray:
+    return np.frombuffer(batch.body, dtype=DTYPES[batch.kind])

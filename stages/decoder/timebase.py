@@ -1,0 +1,111 @@
+"""Time bases (spec §1.3): host ticks and device syscnt → local wall-clock ns, in integers."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+_LOG_LINE = re.compile(r"^\s*([A-Za-z_]+)\s*:\s*(-?\d+)\s*$")
+
+
+@dataclass
+class Clock:
+    """ns = mono0 + (ticks − cnt0) / freq, then + local offset."""
+
+    freq_khz: int = 1_000_000  # 1000 MHz: host ticks are already ns
+    cnt0: int = 0
+    mono0: int = 0
+    local_offset: int = 0
+
+    def to_local_ns(self, ticks: np.ndarray) -> np.ndarray:
+        delta = ticks.astype(np.int64) - np.int64(self.cnt0)
+        if self.freq_khz == 1_000_000:
+            ns = delta
+        else:
+            whole, rest = np.divmod(delta, self.freq_khz)
+            ns = whole * 1_000_000 + (rest * 1_000_000) // self.freq_khz
+        result: np.ndarray = ns + np.int64(self.mono0 + self.local_offset)
+        return result
+
+    def duration_ns(self, ticks: int) -> int:
+        return ticks * 1_000_000 // self.freq_khz
+
+
+def _log_values(text: str) -> dict[str, int]:
+    values = {}
+    for line in text.splitlines():
+        match = _LOG_LINE.match(line)
+        if match:
+            values[match.group(1).lower()] = int(match.group(2))
+    return values
+
+
+def _mhz_to_khz(value: object) -> int:
+    return max(1, round(float(str(value)) * 1000))
+
+
+@dataclass
+class TimeBase:
+    """Everything learned from the control files of one PROF directory."""
+
+    files: dict[str, str] = field(default_factory=dict)
+
+    def learn(self, rel_path: str, text: str) -> None:
+        self.files[rel_path] = text
+
+    def _json(self, rel: str) -> dict:
+        try:
+            value = json.loads(self.files[rel])
+        except (KeyError, ValueError):
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    def _offset(self, rel: str) -> int | None:
+        info = self._json(rel)
+        try:
+            return int(info["collectionTimeBegin"]) * 1000 - int(info["clockMonotonicRaw"])
+        except (KeyError, ValueError, TypeError):
+            return None
+
+    def host_clock(self) -> Clock | None:
+        if "host/start_info" not in self.files or "host/host_start.log" not in self.files:
+            return None
+        offset = self._offset("host/start_info")
+        if offset is None:
+            return None
+        info = self._json("host/info.json")
+        cpus = info.get("CPU") or [{}]
+        freq = cpus[0].get("Frequency") if isinstance(cpus, list) and cpus else None
+        log = _log_values(self.files["host/host_start.log"])
+        khz = _mhz_to_khz(freq) if freq not in (None, "", "0") else 1_000_000
+        return Clock(khz, log.get("cntvct", 0), log.get("clock_monotonic_raw", 0), offset)
+
+    def device_clock(self, device: int) -> Clock | None:
+        folder = f"device_{device}"
+        needed = (f"{folder}/info.json.{device}", f"{folder}/dev_start.log.{device}",
+                  f"{folder}/host_start.log.{device}")
+        if any(rel not in self.files for rel in needed):
+            return None
+        offset = self._offset(f"{folder}/start_info.{device}")
+        if offset is None:
+            offset = self._offset("host/start_info")
+        if offset is None:
+            return None
+        info = self.device_info(device)
+        dev_log = _log_values(self.files[f"{folder}/dev_start.log.{device}"])
+        host_log = _log_values(self.files[f"{folder}/host_start.log.{device}"])
+        khz = _mhz_to_khz(info.get("hwts_frequency") or 100)
+        return Clock(khz, dev_log.get("cntvct", 0), host_log.get("clock_monotonic_raw", 0), offset)
+
+    def device_info(self, device: int) -> dict:
+        info = self._json(f"device_{device}/info.json.{device}")
+        devices = info.get("DeviceInfo") or [{}]
+        first = devices[0] if isinstance(devices, list) and devices else {}
+        return dict(first, platform_version=info.get("platform_version", "1"), pid=info.get("pid"),
+                    hostname=info.get("hostname"))
+
+    def sample(self, device: int) -> dict:
+        return self._json(f"device_{device}/sample.json")

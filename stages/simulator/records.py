@@ -1,0 +1,245 @@
+"""Raw record builders (numpy structured arrays of stages.formats.raw) and time-ordered chunks.
+
+Every builder fills `np.zeros(n, dtype)` column by column; scalars broadcast. A `Chunk` is a run of
+records of one stream sorted by the (host monotonic) time the board emits them, so a writer can cut
+it at any burst boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from stages.formats import raw
+
+ArrayLike = np.ndarray | int
+
+COMPACT_DATA_LEN = 40  # payload bytes after the 24-byte header
+ADDITIONAL_DATA_LEN = 232
+MSPROFTX_DATA_TAG = 120
+DEVICE_MODE = 1  # mode byte of device TLV / ts_track records
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Records of one stream: `data` bytes, record `ends` (byte offsets), `emit` times (sorted)."""
+
+    emit: np.ndarray
+    ends: np.ndarray
+    data: bytes
+
+    @property
+    def count(self) -> int:
+        return len(self.emit)
+
+    def split(self, until_ns: int) -> tuple[Chunk, Chunk]:
+        """Records emitted at or before `until_ns`, and the rest."""
+        k = int(np.searchsorted(self.emit, until_ns, side="right"))
+        cut = int(self.ends[k - 1]) if k else 0
+        head = Chunk(self.emit[:k], self.ends[:k], self.data[:cut])
+        tail = Chunk(self.emit[k:], self.ends[k:] - cut, self.data[cut:])
+        return head, tail
+
+
+def merge(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> Chunk:
+    """Interleave structured arrays (emit times, records) of any record sizes into one emit-ordered chunk."""
+    parts = [(np.asarray(emit, dtype=np.int64), recs) for emit, recs in parts if len(recs)]
+    if not parts:
+        return Chunk(np.zeros(0, np.int64), np.zeros(0, np.int64), b"")
+    emit = np.concatenate([e for e, _ in parts])
+    sizes = np.concatenate([np.full(len(r), r.dtype.itemsize, np.int64) for _, r in parts])
+    order = np.argsort(emit, kind="stable")
+    ends_sorted = np.cumsum(sizes[order])
+    starts = np.empty_like(sizes)
+    starts[order] = ends_sorted - sizes[order]
+    out = np.empty(int(ends_sorted[-1]) if len(ends_sorted) else 0, np.uint8)
+    first = 0
+    for _, recs in parts:
+        size = recs.dtype.itemsize
+        rows = np.frombuffer(recs.tobytes(), np.uint8).reshape(len(recs), size)
+        dest = starts[first:first + len(recs), None] + np.arange(size)
+        out[dest] = rows
+        first += len(recs)
+    return Chunk(emit[order], ends_sorted, out.tobytes())
+
+
+def text_chunk(emit_ns: int, lines: Sequence[str]) -> Chunk:
+    """Dictionary lines (one record each) emitted together."""
+    encoded = [f"{line}\n".encode() for line in lines]
+    ends = np.cumsum([len(b) for b in encoded], dtype=np.int64)
+    return Chunk(np.full(len(encoded), emit_ns, np.int64), ends, b"".join(encoded))
+
+
+def _host_header(recs: np.ndarray, level: ArrayLike, type_: ArrayLike, thread_id: int, timestamp: ArrayLike,
+                 data_len: int) -> None:
+    recs["magic"] = raw.HOST_MAGIC
+    recs["level"] = level
+    recs["type"] = type_
+    recs["thread_id"] = thread_id
+    recs["data_len"] = data_len
+    recs["timestamp"] = timestamp
+
+
+def apis(n: int, level: ArrayLike, type_: ArrayLike, thread_id: int, begin: ArrayLike, end: ArrayLike,
+         item_id: ArrayLike = 0, reserve: ArrayLike = 0) -> np.ndarray:
+    """MsprofApi records (api_event stream)."""
+    recs = np.zeros(n, raw.API_EVENT)
+    recs["magic"] = raw.HOST_MAGIC
+    recs["level"] = level
+    recs["type"] = type_
+    recs["thread_id"] = thread_id
+    recs["reserve"] = reserve
+    recs["begin"] = begin
+    recs["end"] = end
+    recs["item_id"] = item_id
+    return recs
+
+
+def events(n: int, level: int, type_: int, thread_id: int, request_id: ArrayLike, timestamp: ArrayLike,
+           item_id: ArrayLike) -> np.ndarray:
+    """MsprofEvent records (api_event stream, end field = EVENT_FLAG)."""
+    recs = apis(n, level, type_, thread_id, timestamp, raw.EVENT_FLAG, item_id, request_id)
+    return recs
+
+
+def task_tracks(n: int, thread_id: int, timestamp: ArrayLike, device_id: int, stream_id: ArrayLike,
+                task_id: ArrayLike, batch_id: ArrayLike, task_type: ArrayLike, kernel_name: ArrayLike,
+                num_blocks: ArrayLike, args_size: ArrayLike) -> np.ndarray:
+    recs = np.zeros(n, raw.TASK_TRACK)
+    _host_header(recs, raw.LEVEL_RUNTIME, 802, thread_id, timestamp, COMPACT_DATA_LEN)
+    recs["device_id"] = device_id
+    recs["stream_id"] = stream_id
+    recs["task_id"] = task_id
+    recs["batch_id"] = batch_id
+    recs["task_type"] = task_type
+    recs["kernel_name"] = kernel_name
+    recs["num_blocks"] = num_blocks
+    recs["args_size"] = args_size
+    return recs
+
+
+def node_basic_infos(n: int, thread_id: int, timestamp: ArrayLike, op_name: ArrayLike, task_type: ArrayLike,
+                     op_type: ArrayLike, block_num: ArrayLike) -> np.ndarray:
+    recs = np.zeros(n, raw.NODE_BASIC_INFO)
+    _host_header(recs, raw.LEVEL_NODE, 0, thread_id, timestamp, COMPACT_DATA_LEN)
+    recs["op_name"] = op_name
+    recs["task_type"] = task_type
+    recs["op_type"] = op_type
+    recs["block_num"] = block_num
+    return recs
+
+
+def tensor_infos(thread_id: int, timestamp: ArrayLike, op_name: ArrayLike, tensor_num: ArrayLike,
+                 tensors: np.ndarray) -> np.ndarray:
+    """One record per row of `tensors` (n, TENSOR_SLOTS, 11) u32 — ops with more tensors span rows."""
+    recs = np.zeros(len(tensors), raw.TENSOR_INFO)
+    _host_header(recs, raw.LEVEL_NODE, 1, thread_id, timestamp, ADDITIONAL_DATA_LEN)
+    recs["op_name"] = op_name
+    recs["tensor_num"] = tensor_num
+    recs["tensors"] = tensors
+    return recs
+
+
+def msproftx(pid: int, thread_id: int, event_type: int, start: int, end: int, message: str) -> np.ndarray:
+    """One msproftx stamp (eventType 0 marker, 2 start/end range); reported at its end."""
+    rec = np.zeros(1, raw.MSPROFTX)
+    _host_header(rec, raw.LEVEL_MSPROFTX, 0, thread_id, end, ADDITIONAL_DATA_LEN)
+    rec["stamp_magic"] = raw.HOST_MAGIC
+    rec["data_tag"] = MSPROFTX_DATA_TAG
+    rec["process_id"] = pid
+    rec["tx_thread_id"] = thread_id
+    rec["event_type"] = event_type
+    rec["start_time"] = start
+    rec["end_time"] = end
+    rec["message"] = message.encode()[:155]
+    return rec
+
+
+def rolling_cnt(first: int, n: int) -> np.ndarray:
+    """4-bit rolling record counter (bits 4–7 of byte 0 of HWTS/AI Core records)."""
+    return ((first + np.arange(n)) % 16).astype(np.uint8) << 4
+
+
+def hwts_logs(log_type: int, task_type: ArrayLike, stream_id: ArrayLike, task_id: ArrayLike, syscnt: ArrayLike,
+              cnt: np.ndarray) -> np.ndarray:
+    recs = np.zeros(len(cnt), raw.HWTS_LOG)
+    recs["head"] = cnt | log_type
+    recs["task_type"] = task_type
+    recs["marker"] = raw.HWTS_MARKER
+    recs["task_id"] = task_id
+    recs["syscnt"] = syscnt
+    recs["stream_id"] = stream_id
+    return recs
+
+
+def aicore_pmus(stream_id: ArrayLike, task_id: ArrayLike, total_cycle: ArrayLike, pmu: np.ndarray,
+                cnt: np.ndarray) -> np.ndarray:
+    recs = np.zeros(len(cnt), raw.AICORE_PMU)
+    recs["head"] = cnt
+    recs["marker"] = raw.HWTS_MARKER
+    recs["task_id"] = task_id
+    recs["total_cycle"] = total_cycle
+    recs["pmu"] = pmu
+    recs["stream_id"] = stream_id
+    return recs
+
+
+def step_traces(n: int, timestamp: ArrayLike, index_id: ArrayLike, model_id: int, stream_id: ArrayLike,
+                task_id: ArrayLike, tag_id: ArrayLike) -> np.ndarray:
+    """Tag-10 step trace / keypoint records (ts_track on every chip, TLV-framed the same on the 310)."""
+    recs = np.zeros(n, raw.TS_STEP_TRACE)
+    recs["mode"] = DEVICE_MODE
+    recs["tag"] = raw.TS_TAG_STEP_TRACE
+    recs["buf_size"] = raw.TS_STEP_TRACE.itemsize
+    recs["timestamp"] = timestamp
+    recs["index_id"] = index_id
+    recs["model_id"] = model_id
+    recs["stream_id"] = stream_id
+    recs["task_id"] = task_id
+    recs["tag_id"] = tag_id
+    return recs
+
+
+def task_flips(n: int, timestamp: ArrayLike, stream_id: ArrayLike, flip_num: ArrayLike) -> np.ndarray:
+    """Tag-14 task flip: the flip task takes task id 0 of the new batch (spec §6 D10)."""
+    recs = np.zeros(n, raw.TS_TASK_FLIP)
+    recs["mode"] = DEVICE_MODE
+    recs["tag"] = raw.TS_TAG_TASK_FLIP
+    recs["buf_size"] = raw.TS_TASK_FLIP.itemsize
+    recs["timestamp"] = timestamp
+    recs["stream_id"] = stream_id
+    recs["flip_num"] = flip_num
+    recs["task_id"] = 0
+    return recs
+
+
+def mini_timelines(n: int, task_type: ArrayLike, task_state: int, stream_id: ArrayLike, task_id: ArrayLike,
+                   timestamp: ArrayLike, device_id: int) -> np.ndarray:
+    recs = np.zeros(n, raw.MINI_TIMELINE)
+    recs["mode"] = DEVICE_MODE
+    recs["tag"] = raw.MINI_TAG_TIMELINE
+    recs["buf_size"] = raw.MINI_TIMELINE.itemsize
+    recs["task_type"] = task_type
+    recs["task_state"] = task_state
+    recs["stream_id"] = stream_id
+    recs["task_id"] = task_id
+    recs["timestamp"] = timestamp
+    recs["device_id"] = device_id
+    return recs
+
+
+def mini_event_counts(stream_id: ArrayLike, task_id: ArrayLike, pmu: np.ndarray, task_cycles: ArrayLike,
+                      timestamp: ArrayLike, block: ArrayLike) -> np.ndarray:
+    recs = np.zeros(len(pmu), raw.MINI_EVENT_COUNT)
+    recs["mode"] = DEVICE_MODE
+    recs["tag"] = raw.MINI_TAG_EVENT_COUNT
+    recs["buf_size"] = raw.MINI_EVENT_COUNT.itemsize
+    recs["stream_id"] = stream_id
+    recs["task_id"] = task_id
+    recs["pmu"] = pmu
+    recs["task_cycles"] = task_cycles
+    recs["timestamp"] = timestamp
+    recs["block"] = block
+    return recs

@@ -1,0 +1,150 @@
+"""Keep complete (``X``) events on one timeline track from overlapping (design §7.3).
+
+Perfetto drops slices that partially overlap on one track. Two policies:
+
+* :class:`SerialTrack` (device streams): tasks run one after another; a task that would start
+  before the previous one ended is shifted to start at that end.
+* :class:`NestedTrack` (host threads): spans may nest but never cross. Spans may arrive in
+  any order (host APIs are reported when they *end*, so outer spans come after inner ones).
+  A crossing span is trimmed at its end so that it nests or follows. Memory is bounded by
+  forgetting spans that ended more than ``window_ns`` before the latest start; a span that
+  starts before what was forgotten is clipped to start after it.
+
+Both return the span to write (possibly adjusted), or ``None`` when nothing of it can be
+placed, and count what they changed.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+
+
+class SerialTrack:
+    __slots__ = ("last_end", "adjusted")
+
+    def __init__(self) -> None:
+        self.last_end = -1
+        self.adjusted = 0
+
+    def place(self, start: int, end: int) -> tuple[int, int]:
+        if end < start:
+            end = start
+        if start < self.last_end:
+            self.adjusted += 1
+            start = self.last_end
+            end = max(end, start)
+        self.last_end = end
+        return start, end
+
+
+class _Span:
+    __slots__ = ("start", "end", "parent")
+
+    def __init__(self, start: int, end: int) -> None:
+        self.start = start
+        self.end = end
+        self.parent: _Span | None = None
+
+
+def _order(span: _Span) -> tuple[int, int]:
+    # outer before inner when starts are equal
+    return (span.start, -span.end)
+
+
+def _start(span: _Span) -> int:
+    return span.start
+
+
+class NestedTrack:
+    """A laminar family of spans sorted by (start, -end); each span knows its innermost container."""
+
+    __slots__ = ("window_ns", "adjusted", "dropped", "_spans", "_floor", "_max_start", "_prune_at")
+
+    def __init__(self, window_ns: int) -> None:
+        self.window_ns = window_ns
+        self.adjusted = 0
+        self.dropped = 0
+        self._spans: list[_Span] = []
+        self._floor = -1  # latest end among forgotten spans
+        self._max_start = -1
+        self._prune_at = 4096
+
+    def __len__(self) -> int:
+        return len(self._spans)
+
+    def place(self, start: int, end: int) -> tuple[int, int] | None:
+        if end < start:
+            end = start
+        orig = (start, end)
+        if start < self._floor:
+            if end < self._floor:
+                self.dropped += 1
+                return None
+            start = self._floor
+        # a span that contains our start but ends before our end: end with it
+        outer = self._container(start)
+        if outer is not None and outer.end < end:
+            end = outer.end
+        # a span that contains our end but starts after our start: end where it starts
+        while True:
+            outer = self._container(end)
+            if outer is None or outer.start <= start:
+                break
+            end = outer.start
+        if (start, end) != orig:
+            self.adjusted += 1
+        self._insert(_Span(start, end))
+        return start, end
+
+    def _container(self, point: int) -> _Span | None:
+        """Innermost span with start < point < end."""
+        spans = self._spans
+        if not spans:
+            return None
+        if spans[-1].start < point:
+            index = len(spans) - 1
+        else:
+            index = bisect_left(spans, point, key=_start) - 1
+            if index < 0:
+                return None
+        span: _Span | None = spans[index]
+        while span is not None and span.end <= point:
+            span = span.parent
+        return span
+
+    def _insert(self, new: _Span) -> None:
+        spans = self._spans
+        key = _order(new)
+        if not spans or _order(spans[-1]) <= key:
+            pos = len(spans)
+        else:
+            pos = bisect_right(spans, key, key=_order)
+        parent = spans[pos - 1] if pos else None
+        while parent is not None and not (parent.start <= new.start and parent.end >= new.end):
+            parent = parent.parent
+        new.parent = parent
+        # spans starting inside the new one are nested in it: adopt the top-level ones
+        index = pos
+        while index < len(spans) and spans[index].start < new.end:
+            if spans[index].parent is parent:
+                spans[index].parent = new
+            index += 1
+        if pos == len(spans):
+            spans.append(new)
+        else:
+            spans.insert(pos, new)
+        if new.start > self._max_start:
+            self._max_start = new.start
+        if len(spans) >= self._prune_at:
+            self._prune()
+
+    def _prune(self) -> None:
+        horizon = self._max_start - self.window_ns
+        kept: list[_Span] = []
+        for span in self._spans:
+            if span.end > horizon:
+                kept.append(span)
+            elif span.end > self._floor:
+                self._floor = span.end
+        self._spans = kept
+        self._prune_at = max(4096, 2 * len(kept))
