@@ -62,7 +62,8 @@ def make_pull(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = 256
         sock.bind(bind_endpoint(endpoint))
     except zmq.ZMQError as exc:
         sock.close(0)
-        raise UserError(f"cannot bind {endpoint}: {exc}", "is another run using it? stop it or change the endpoint") from None
+        raise UserError(f"cannot bind {endpoint}: {exc}",
+                        "is another run using it? stop it or change the endpoint") from None
     return sock
 
 
