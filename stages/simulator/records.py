@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stages.formats import raw
+from stages.simulator import names
 
 ArrayLike = np.ndarray | int
 
@@ -49,20 +50,25 @@ def merge(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> Chunk:
     if not parts:
         return Chunk(np.zeros(0, np.int64), np.zeros(0, np.int64), b"")
     emit = np.concatenate([e for e, _ in parts])
-    sizes = np.concatenate([np.full(len(r), r.dtype.itemsize, np.int64) for _, r in parts])
     order = np.argsort(emit, kind="stable")
-    ends_sorted = np.cumsum(sizes[order])
-    starts = np.empty_like(sizes)
-    starts[order] = ends_sorted - sizes[order]
-    out = np.empty(int(ends_sorted[-1]) if len(ends_sorted) else 0, np.uint8)
+    rows = [np.ascontiguousarray(r).view(np.uint8).reshape(len(r), r.dtype.itemsize) for _, r in parts]
+    sizes = {r.shape[1] for r in rows}
+    if len(sizes) == 1:  # one record size: reorder whole rows
+        size = sizes.pop()
+        ends = np.arange(1, len(emit) + 1, dtype=np.int64) * size
+        flat = rows[0] if len(rows) == 1 else np.concatenate(rows)
+        data = flat.tobytes() if (order[1:] > order[:-1]).all() else flat[order].tobytes()
+        return Chunk(emit[order], ends, data)
+    record_size = np.concatenate([np.full(len(r), r.shape[1], np.int64) for r in rows])
+    ends = np.cumsum(record_size[order])
+    starts = np.empty_like(record_size)
+    starts[order] = ends - record_size[order]
+    out = np.empty(int(ends[-1]), np.uint8)
     first = 0
-    for _, recs in parts:
-        size = recs.dtype.itemsize
-        rows = np.frombuffer(recs.tobytes(), np.uint8).reshape(len(recs), size)
-        dest = starts[first:first + len(recs), None] + np.arange(size)
-        out[dest] = rows
-        first += len(recs)
-    return Chunk(emit[order], ends_sorted, out.tobytes())
+    for r in rows:  # scatter each part's rows to their byte offsets
+        out[starts[first:first + len(r), None] + np.arange(r.shape[1])] = r
+        first += len(r)
+    return Chunk(emit[order], ends, out.tobytes())
 
 
 def text_chunk(emit_ns: int, lines: Sequence[str]) -> Chunk:
@@ -100,15 +106,14 @@ def apis(n: int, level: ArrayLike, type_: ArrayLike, thread_id: int, begin: Arra
 def events(n: int, level: int, type_: int, thread_id: int, request_id: ArrayLike, timestamp: ArrayLike,
            item_id: ArrayLike) -> np.ndarray:
     """MsprofEvent records (api_event stream, end field = EVENT_FLAG)."""
-    recs = apis(n, level, type_, thread_id, timestamp, raw.EVENT_FLAG, item_id, request_id)
-    return recs
+    return apis(n, level, type_, thread_id, timestamp, raw.EVENT_FLAG, item_id, request_id)
 
 
 def task_tracks(n: int, thread_id: int, timestamp: ArrayLike, device_id: int, stream_id: ArrayLike,
                 task_id: ArrayLike, batch_id: ArrayLike, task_type: ArrayLike, kernel_name: ArrayLike,
                 num_blocks: ArrayLike, args_size: ArrayLike) -> np.ndarray:
     recs = np.zeros(n, raw.TASK_TRACK)
-    _host_header(recs, raw.LEVEL_RUNTIME, 802, thread_id, timestamp, COMPACT_DATA_LEN)
+    _host_header(recs, raw.LEVEL_RUNTIME, names.TASK_TRACK_TYPE, thread_id, timestamp, COMPACT_DATA_LEN)
     recs["device_id"] = device_id
     recs["stream_id"] = stream_id
     recs["task_id"] = task_id
@@ -123,7 +128,7 @@ def task_tracks(n: int, thread_id: int, timestamp: ArrayLike, device_id: int, st
 def node_basic_infos(n: int, thread_id: int, timestamp: ArrayLike, op_name: ArrayLike, task_type: ArrayLike,
                      op_type: ArrayLike, block_num: ArrayLike) -> np.ndarray:
     recs = np.zeros(n, raw.NODE_BASIC_INFO)
-    _host_header(recs, raw.LEVEL_NODE, 0, thread_id, timestamp, COMPACT_DATA_LEN)
+    _host_header(recs, raw.LEVEL_NODE, names.NODE_BASIC_INFO_TYPE, thread_id, timestamp, COMPACT_DATA_LEN)
     recs["op_name"] = op_name
     recs["task_type"] = task_type
     recs["op_type"] = op_type
@@ -135,7 +140,7 @@ def tensor_infos(thread_id: int, timestamp: ArrayLike, op_name: ArrayLike, tenso
                  tensors: np.ndarray) -> np.ndarray:
     """One record per row of `tensors` (n, TENSOR_SLOTS, 11) u32 — ops with more tensors span rows."""
     recs = np.zeros(len(tensors), raw.TENSOR_INFO)
-    _host_header(recs, raw.LEVEL_NODE, 1, thread_id, timestamp, ADDITIONAL_DATA_LEN)
+    _host_header(recs, raw.LEVEL_NODE, names.TENSOR_INFO_TYPE, thread_id, timestamp, ADDITIONAL_DATA_LEN)
     recs["op_name"] = op_name
     recs["tensor_num"] = tensor_num
     recs["tensors"] = tensors
@@ -145,7 +150,7 @@ def tensor_infos(thread_id: int, timestamp: ArrayLike, op_name: ArrayLike, tenso
 def msproftx(pid: int, thread_id: int, event_type: int, start: int, end: int, message: str) -> np.ndarray:
     """One msproftx stamp (eventType 0 marker, 2 start/end range); reported at its end."""
     rec = np.zeros(1, raw.MSPROFTX)
-    _host_header(rec, raw.LEVEL_MSPROFTX, 0, thread_id, end, ADDITIONAL_DATA_LEN)
+    _host_header(rec, raw.LEVEL_MSPROFTX, names.MSPROFTX_TYPE, thread_id, end, ADDITIONAL_DATA_LEN)
     rec["stamp_magic"] = raw.HOST_MAGIC
     rec["data_tag"] = MSPROFTX_DATA_TAG
     rec["process_id"] = pid
@@ -162,10 +167,10 @@ def rolling_cnt(first: int, n: int) -> np.ndarray:
     return ((first + np.arange(n)) % 16).astype(np.uint8) << 4
 
 
-def hwts_logs(log_type: int, task_type: ArrayLike, stream_id: ArrayLike, task_id: ArrayLike, syscnt: ArrayLike,
+def hwts_logs(log_type: ArrayLike, task_type: ArrayLike, stream_id: ArrayLike, task_id: ArrayLike, syscnt: ArrayLike,
               cnt: np.ndarray) -> np.ndarray:
     recs = np.zeros(len(cnt), raw.HWTS_LOG)
-    recs["head"] = cnt | log_type
+    recs["head"] = cnt | np.asarray(log_type, np.uint8)
     recs["task_type"] = task_type
     recs["marker"] = raw.HWTS_MARKER
     recs["task_id"] = task_id

@@ -37,9 +37,9 @@ class TimeBase:
         """Device CLOCK_MONOTONIC_RAW at collection start (dev_start.log)."""
         return self.dev_cnt0 * self.ns_per_tick
 
-    def ticks_at(self, mono_ns: np.ndarray) -> np.ndarray:
+    def ticks_at(self, mono_ns: np.ndarray | int) -> np.ndarray:
         """First device tick at or after host monotonic time `mono_ns`."""
-        return self.dev_cnt0 - ((self.host_mono0 - mono_ns) // self.ns_per_tick)
+        return self.dev_cnt0 - ((self.host_mono0 - np.asarray(mono_ns, np.int64)) // self.ns_per_tick)
 
     def mono_at(self, ticks: np.ndarray) -> np.ndarray:
         """Host monotonic ns of device tick(s)."""

@@ -24,6 +24,7 @@ FORMAT_NHWC, FORMAT_ND, FORMAT_NC1HWC0, FORMAT_FRACTAL_Z = 1, 2, 3, 4
 DT_FLOAT, DT_FLOAT16, DT_INT32, DT_UINT8 = 0, 1, 3, 4
 
 AI_CORE_NUM = {"mini": 2, "cloud": 32}
+AIC_MHZ = 1000  # AI Core clock (info.json aic_frequency)
 # Device speed relative to the 310 (AI Core ops gain from 32 cores; AI CPU ops barely).
 SPEEDUP = {"mini": {"AI_CORE": 1.0, "AI_CPU": 1.0}, "cloud": {"AI_CORE": 0.3, "AI_CPU": 0.8}}
 
@@ -129,7 +130,8 @@ def face_mask_ssd(chip: Chip) -> list[Op]:
             heads.append((x, cout, side))
         if pool_us:
             x = b.core(f"maxpool2d_{i}/MaxPoolV3", "MaxPoolV3", (x,), _fivehd(cout, math.ceil(side / 2)), pool_us)
-    locs, confs = [], []
+    locs: list[Tensor] = []
+    confs: list[Tensor] = []
     for k, (feature, cin, side) in enumerate(heads):
         anchors = side * side * ANCHORS_PER_CELL
         for kind, per_anchor, sink in (("cls", 2, confs), ("loc", 4, locs)):
@@ -148,8 +150,8 @@ def face_mask_ssd(chip: Chip) -> list[Op]:
     cls = b.core("cls_branch_softmax/SoftmaxV2", "SoftmaxV2", (cls,), cls, 38.0)
     loc32 = b.core("loc_cast/Cast", "Cast", (loc,), Tensor(loc.shape, DT_FLOAT, FORMAT_ND), 12.0)
     cls32 = b.core("cls_cast/Cast", "Cast", (cls,), Tensor(cls.shape, DT_FLOAT, FORMAT_ND), 10.0)
-    anchors = Tensor((total, 4), DT_FLOAT, FORMAT_ND)
-    boxes = b.cpu("decode_bbox/DecodeBbox", "DecodeBbox", (loc32, anchors),
+    priors = Tensor((total, 4), DT_FLOAT, FORMAT_ND)
+    boxes = b.cpu("decode_bbox/DecodeBbox", "DecodeBbox", (loc32, priors),
                   Tensor((total, 4), DT_FLOAT, FORMAT_ND), 330.0)
     scalar = Tensor((1,), DT_FLOAT, FORMAT_ND)
     b.cpu("nms/NonMaxSuppressionV3", "NonMaxSuppressionV3",

@@ -1,0 +1,369 @@
+"""The simulated board: one app thread running the detector, and device 0 running its tasks.
+
+`Board` advances a simulated host clock image by image and returns, per raw stream, the records
+the CANN runtime and the device would report, ordered by the time they are reported. Host
+timeline per image, all on one thread (intervals nest, never partially overlap):
+
+    msproftx marker "frame N", range "preprocess"
+    aclmdlCreateDataset / aclCreateDataBuffer / aclmdlAddDatasetBuffer (input, output)
+    aclrtMemcpy (H2D) ⊃ runtime MemCopySync
+    aclmdlExecute ⊃ ModelExecute event begin … end (requestId = N, itemId = model id)
+        per op: node "launch" (itemId = op-name hash) ⊃ node_basic_info, tensor_info,
+                runtime KernelLaunch / CpuKernelLaunch ⊃ task_track
+        runtime StreamSynchronize (returns after the last device task ends)
+    aclrtMemcpy (D2H) ⊃ MemCopySync, aclmdlDestroyDataset / aclDestroyDataBuffer
+    msproftx range "postprocess"
+
+Device tasks run in launch order: each starts after its launch (+ submit latency) and after the
+previous task ends, so tasks never overlap on a stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from stages.formats import raw
+from stages.simulator import names
+from stages.simulator import records as rec
+from stages.simulator.timebase import TimeBase
+from stages.simulator.truth import Truth
+from stages.simulator.workload import AI_CORE_NUM, AIC_MHZ, MODEL_ID, Chip, OpTable, hash_name, sample_durations_us
+
+US = 1000  # ns
+TASK_ID_LIMIT = 0x10000
+APP_PID, APP_TID = 14250, 14263
+PMU_CYCLES_PER_ICACHE_REQ = 40
+
+# Stream keys = slice base names (host streams have no device suffix).
+API_EVENT = "unaging.api_event.data"
+NODE_BASIC_INFO = "unaging.compact.node_basic_info"
+TASK_TRACK = "unaging.compact.task_track"
+TENSOR_INFO = "unaging.additional.tensor_info"
+MSPROFTX = "unaging.additional.msproftx"
+HASH_DIC = "unaging.additional.hash_dic"
+TYPE_INFO_DIC = "unaging.additional.type_info_dic"
+HOST_STREAMS = (API_EVENT, NODE_BASIC_INFO, TASK_TRACK, TENSOR_INFO, MSPROFTX, HASH_DIC, TYPE_INFO_DIC)
+
+
+def device_streams(chip: str, device_id: int) -> tuple[str, ...]:
+    bases = ("hwts.data", "aicore.data", "ts_track.data") if chip == "cloud" else ("ts_track.data", "aicore.data")
+    return tuple(f"{base}.{device_id}" for base in bases)
+
+
+@dataclass
+class TaskIds:
+    """Per-stream 16-bit task ids. On flip chips a FLIP task takes id 0 of each new batch (spec §6 D10)."""
+
+    flips: bool
+    next_id: int = 0
+    batch: int = 0
+
+    def allocate(self, n: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        """Ids and batch ids of the next `n` tasks, and the positions a flip task precedes."""
+        ids, batches, flip_at = np.empty(n, np.int64), np.empty(n, np.int64), []
+        i = 0
+        while i < n:
+            if self.next_id >= TASK_ID_LIMIT:
+                self.next_id = 0
+                if self.flips:
+                    self.batch += 1
+                    flip_at.append(i)
+                    self.next_id = 1
+            take = min(TASK_ID_LIMIT - self.next_id, n - i)
+            ids[i:i + take] = self.next_id + np.arange(take)
+            batches[i:i + take] = self.batch
+            self.next_id += take
+            i += take
+        return ids, batches, flip_at
+
+
+@dataclass
+class _HostApis:
+    """Few-per-image API intervals and events, gathered as rows."""
+
+    level: list[int] = field(default_factory=list)
+    type_: list[int] = field(default_factory=list)
+    begin: list[int] = field(default_factory=list)
+    end: list[int] = field(default_factory=list)
+    reserve: list[int] = field(default_factory=list)
+
+    def add(self, level: int, type_: int, begin: int, end: int, reserve: int = 0) -> None:
+        self.level.append(level)
+        self.type_.append(type_)
+        self.begin.append(begin)
+        self.end.append(end)
+        self.reserve.append(reserve)
+
+    def records(self) -> Part:
+        end = np.array(self.end, np.int64)
+        return end, rec.apis(len(end), np.array(self.level), np.array(self.type_), APP_TID,
+                             np.array(self.begin, np.int64), end, 0, np.array(self.reserve))
+
+
+Emission = dict[str, rec.Chunk]
+Part = tuple[np.ndarray, np.ndarray]  # (emit times, records)
+
+
+class Board:
+    def __init__(self, chip: Chip, seed: int, timebase: TimeBase, *, device_id: int = 0,
+                 first_task_id: int = 0) -> None:
+        self.chip = chip
+        self.tb = timebase
+        self.device_id = device_id
+        self.table = OpTable.build(chip)
+        self.truth = Truth(self.table.ops, device_id)
+        self.rng = np.random.default_rng(seed)
+        self.now = timebase.host_mono0 + 1500 * US  # host time of the next action
+        self.device_free = int(timebase.ticks_at(self.now))
+        streams = sorted(set(self.table.stream_id.tolist()))
+        self.task_ids = {s: TaskIds(chip == "cloud", first_task_id % TASK_ID_LIMIT) for s in streams}
+        self.hwts_cnt = self.aic_cnt = 0
+        self._precompute()
+
+    def _precompute(self) -> None:
+        ops, t = self.table.ops, self.table
+        self.op_hash = np.array([hash_name(op.name) for op in ops], np.uint64)
+        self.type_hash = np.array([hash_name(op.op_type) for op in ops], np.uint64)
+        self.kernel_hash = np.array([hash_name(op.kernel_name) for op in ops], np.uint64)
+        self.ge_task_type = np.where(t.is_aicpu, 1, 0)  # GE task type: AI_CORE 0 / AI_CPU 1
+        self.rt_task_type = np.where(t.is_aicpu, names.TASK_KERNEL_AICPU, names.TASK_KERNEL_AICORE)
+        self.rt_api_type = np.where(t.is_aicpu, names.RUNTIME_APIS["CpuKernelLaunch"],
+                                    names.RUNTIME_APIS["KernelLaunch"])
+        rows, row_op, row_num = [], [], []
+        for i, op in enumerate(ops):
+            tensors = [(0, x) for x in op.inputs] + [(1, x) for x in op.outputs]
+            for k in range(0, len(tensors), raw.TENSOR_SLOTS):
+                block = np.zeros((raw.TENSOR_SLOTS, 11), np.uint32)
+                for slot, (kind, x) in enumerate(tensors[k:k + raw.TENSOR_SLOTS]):
+                    block[slot, :3] = (kind, x.fmt, x.dtype)
+                    block[slot, 3:3 + len(x.shape)] = x.shape
+                rows.append(block)
+                row_op.append(i)
+                row_num.append(min(raw.TENSOR_SLOTS, len(tensors) - k))
+        self.tensor_rows = np.stack(rows)
+        self.tensor_row_op = np.array(row_op)
+        self.tensor_row_num = np.array(row_num)
+        self.args_size = np.array([64 + 8 * (len(op.inputs) + len(op.outputs)) for op in ops])
+        self.aicore = ~t.is_aicpu
+        self.busy_cores = np.minimum(t.block_dim, AI_CORE_NUM[self.chip])  # cores a task keeps busy
+
+    # ---- run phases -----------------------------------------------------------------------------
+
+    def start(self) -> Emission:
+        """Type registrations, reported when the app initialises profiling."""
+        return {TYPE_INFO_DIC: rec.text_chunk(self.tb.host_mono0 + 200 * US, names.type_info_lines())}
+
+    def load_model(self) -> Emission:
+        """aclmdlLoadFromFile (≈ 40 ms): streams, device memory; GE registers its name hashes."""
+        host = _HostApis()
+        begin = self.now
+        cursor = begin + 300 * US
+        for api in ("StreamCreate", "StreamCreate", "DevMalloc", "DevMalloc", "DevMalloc"):
+            cursor = self._runtime(host, api, cursor, self._draw_us(30, 6), 0) + self._draw_us(800, 100)
+        end = cursor + self._draw_us(36_000, 2_000)
+        self._acl(host, "aclmdlLoadFromFile", begin, end)
+        self.now = end + 500 * US
+        ops = self.table.ops
+        strings = sorted({op.name for op in ops} | {op.op_type for op in ops} | {op.kernel_name for op in ops})
+        emission: Emission = {API_EVENT: rec.merge([host.records()])}
+        emission[HASH_DIC] = rec.text_chunk(end, [f"{hash_name(s)}:{s}" for s in strings])
+        return emission
+
+    def unload_model(self) -> Emission:
+        host = _HostApis()
+        begin = self.now
+        cursor = begin + 40 * US
+        for api in ("DevFree", "DevFree", "DevFree", "StreamDestroy", "StreamDestroy"):
+            cursor = self._runtime(host, api, cursor, self._draw_us(25, 5), 0) + self._draw_us(60, 10)
+        end = cursor + self._draw_us(900, 80)
+        self._acl(host, "aclmdlUnload", begin, end)
+        self.now = end + 200 * US
+        return {API_EVENT: rec.merge([host.records()])}
+
+    def run_image(self, iteration: int) -> Emission:
+        """Pre-process, run the model once, post-process; returns every record of this image."""
+        host, tx = _HostApis(), []
+        t0 = self.now
+        tx.append(self._msproftx(0, t0, t0, f"frame {iteration}"))
+        pre_end = t0 + US + self._draw_us(2_600, 250)
+        tx.append(self._msproftx(2, t0 + US, pre_end, "preprocess"))
+        cursor = pre_end + self._draw_us(20, 4)
+        for api in ("aclmdlCreateDataset", "aclCreateDataBuffer", "aclmdlAddDatasetBuffer") * 2:
+            cursor = self._acl(host, api, cursor, cursor + self._draw_us(3, 1)) + self._draw_us(1, 0.3)
+        cursor = self._memcpy(host, cursor, self._draw_us(95, 8)) + self._draw_us(4, 1)
+        cursor, api_parts, emission = self._execute(host, iteration, cursor)
+        cursor = self._memcpy(host, cursor + self._draw_us(3, 0.5), self._draw_us(35, 4)) + self._draw_us(2, 0.5)
+        for api in ("aclmdlDestroyDataset", "aclDestroyDataBuffer") * 2:
+            cursor = self._acl(host, api, cursor, cursor + self._draw_us(2, 0.5)) + self._draw_us(1, 0.3)
+        post_end = cursor + self._draw_us(1_400, 150)
+        tx.append(self._msproftx(2, cursor, post_end, "postprocess"))
+        self.now = post_end + self._draw_us(600, 100)
+        self.truth.iterations = iteration
+        emission[API_EVENT] = rec.merge([host.records(), *api_parts])
+        emission[MSPROFTX] = rec.merge(tx)
+        return emission
+
+    # ---- host helpers ---------------------------------------------------------------------------
+
+    def _draw_us(self, mean_us: float, sd_us: float) -> int:
+        """A positive duration in ns (normal, floored at half the mean)."""
+        return int(max(mean_us / 2, self.rng.normal(mean_us, sd_us)) * US)
+
+    def _acl(self, host: _HostApis, name: str, begin: int, end: int) -> int:
+        host.add(raw.LEVEL_ACL, names.ACL_APIS[name], begin, end)
+        self.truth.add_api("acl", name, 1, end - begin)
+        return end
+
+    def _runtime(self, host: _HostApis, name: str, begin: int, duration: int, reserve: int) -> int:
+        host.add(raw.LEVEL_RUNTIME, names.RUNTIME_APIS[name], begin, begin + duration, reserve)
+        self.truth.add_api("runtime", name, 1, duration)
+        return begin + duration
+
+    def _memcpy(self, host: _HostApis, begin: int, duration: int) -> int:
+        self._runtime(host, "MemCopySync", begin + 2 * US, duration - 4 * US, 0)
+        return self._acl(host, "aclrtMemcpy", begin, begin + duration)
+
+    def _msproftx(self, event_type: int, start: int, end: int, message: str) -> Part:
+        if event_type == 2:
+            self.truth.add_msproftx(message, end - start)
+        return np.array([end], np.int64), rec.msproftx(APP_PID, APP_TID, event_type, start, end, message)
+
+    # ---- one model execution --------------------------------------------------------------------
+
+    def _execute(self, host: _HostApis, iteration: int, begin: int) -> tuple[int, list[Part], Emission]:
+        """aclmdlExecute at `begin`: its end, its api_event parts, and every other stream's records."""
+        rng, t, n = self.rng, self.table, len(self.table)
+        ev_begin = begin + self._draw_us(4, 0.5)
+        # Host launches: node API [s, s + L] ⊃ runtime API [rt_b, rt_e] ⊃ task_track.
+        launch = np.where(t.is_aicpu, rng.normal(28, 4, n), rng.normal(17, 2.5, n))
+        length = (np.maximum(launch, 9.0) * US).astype(np.int64)
+        gap = rng.integers(400, 1500, n)
+        node_b = ev_begin + self._draw_us(5, 1) + np.concatenate(([0], np.cumsum(length[:-1] + gap[:-1])))
+        node_e = node_b + length
+        rt_b = node_b + 2000 + rng.integers(0, 300, n)
+        rt_e = node_e - 1200
+        track_ts = rt_b + 1
+        ids, batches = np.empty(n, np.int64), np.empty(n, np.int64)
+        flips: list[tuple[int, int]] = []  # (op index, new batch)
+        for stream, alloc in self.task_ids.items():
+            idx = np.flatnonzero(t.stream_id == stream)
+            ids[idx], batches[idx], flip_at = alloc.allocate(len(idx))
+            flips += [(int(idx[k]), int(batches[idx[k]])) for k in flip_at]
+        flip_ops = np.array([op for op, _ in flips], np.int64)
+        track_ts[flip_ops] += 1  # the flip task's track comes first, at rt_b + 1
+        # Device: start after launch + submit latency and after the previous task (running-max form).
+        dur = np.maximum(1, np.rint(sample_durations_us(t, rng) * self.tb.hwts_mhz)).astype(np.int64)
+        latency = np.where(t.is_aicpu, rng.integers(1500, 4000, n), rng.integers(150, 400, n))
+        dev_gap = rng.integers(20, 120, n)
+        ready = self.tb.ticks_at(track_ts) + latency
+        ready[0] = max(ready[0], self.device_free + dev_gap[0])
+        offset = np.concatenate(([0], np.cumsum(dur[:-1] + dev_gap[1:])))
+        start = np.maximum.accumulate(ready - offset) + offset
+        end = start + dur
+        self.device_free = int(end[-1])
+        self.truth.add_tasks(dur * self.tb.ns_per_tick)
+        # Host: wait for the device, close the model execution.
+        sync_b = int(node_e[-1]) + self._draw_us(1.5, 0.3)
+        sync_e = max(sync_b + 3 * US, int(self.tb.mono_at(end[-1])) + self._draw_us(10, 3))
+        self._runtime(host, "StreamSynchronize", sync_b, sync_e - sync_b, iteration)
+        ev_end = sync_e + self._draw_us(2, 0.3)
+        acl_end = self._acl(host, "aclmdlExecute", begin, ev_end + self._draw_us(4, 0.5))
+        self.truth.add_api("model", "ModelExecute", 1, ev_end - ev_begin)
+        self.truth.add_api("node", "launch", n, int(length.sum()))
+        for core, api in ((False, "KernelLaunch"), (True, "CpuKernelLaunch")):
+            sel = t.is_aicpu == core
+            self.truth.add_api("runtime", api, int(sel.sum()), int((rt_e - rt_b)[sel].sum()))
+        self.truth.flips += len(flips)
+        ev_ts = np.array([ev_begin, ev_end])
+        api_parts = [
+            (ev_ts, rec.events(2, raw.LEVEL_MODEL, raw.MODEL_EXECUTE_TYPE, APP_TID, iteration, ev_ts, MODEL_ID)),
+            (node_e, rec.apis(n, raw.LEVEL_NODE, names.NODE_LAUNCH_TYPE, APP_TID, node_b, node_e, self.op_hash,
+                              iteration)),
+            (rt_e, rec.apis(n, raw.LEVEL_RUNTIME, self.rt_api_type, APP_TID, rt_b, rt_e, 0, iteration)),
+        ]
+        out: Emission = {
+            NODE_BASIC_INFO: rec.merge([(node_b + 600, rec.node_basic_infos(
+                n, APP_TID, node_b + 600, self.op_hash, self.ge_task_type, self.type_hash, t.block_dim))]),
+            TENSOR_INFO: rec.merge([(node_b[self.tensor_row_op] + 1100, rec.tensor_infos(
+                APP_TID, node_b[self.tensor_row_op] + 1100, self.op_hash[self.tensor_row_op],
+                self.tensor_row_num, self.tensor_rows))]),
+            TASK_TRACK: self._task_tracks(track_ts, t.stream_id, ids, batches, flips, rt_b),
+        }
+        out.update(self._device_records(iteration, ids, start, end, flips))
+        return acl_end, api_parts, out
+
+    def _task_tracks(self, track_ts: np.ndarray, stream: np.ndarray, ids: np.ndarray, batches: np.ndarray,
+                     flips: list[tuple[int, int]], rt_b: np.ndarray) -> rec.Chunk:
+        n = len(ids)
+        parts = [(track_ts, rec.task_tracks(n, APP_TID, track_ts, self.device_id, stream, ids, batches,
+                                            self.rt_task_type, self.kernel_hash, self.table.block_dim,
+                                            self.args_size))]
+        if flips:
+            at = np.array([op for op, _ in flips])
+            ts = rt_b[at] + 1
+            parts.append((ts, rec.task_tracks(len(at), APP_TID, ts, self.device_id, stream[at], 0,
+                                              np.array([b for _, b in flips]), names.TASK_FLIP, 0, 0, 0)))
+        return rec.merge(parts)
+
+    # ---- device records -------------------------------------------------------------------------
+
+    def _pmu(self, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Total cycles and the 8 PipeUtilization counters of the AI Core tasks (op order)."""
+        rng, sel = self.rng, self.aicore
+        m = int(sel.sum())
+        cycles_per_tick = AIC_MHZ // self.tb.hwts_mhz
+        total = (dur[sel] * cycles_per_tick * self.busy_cores[sel] * rng.uniform(0.86, 0.96, m)).astype(np.int64)
+        pipes = self.table.pipe[sel] * rng.uniform(0.95, 1.05, (m, 6))
+        pmu = np.zeros((m, 8), np.uint64)
+        pmu[:, :6] = np.minimum(total[:, None], (pipes * total[:, None]).astype(np.int64))
+        req = (total / PMU_CYCLES_PER_ICACHE_REQ * rng.uniform(0.9, 1.1, m)).astype(np.int64)
+        pmu[:, 6] = req
+        pmu[:, 7] = (req * rng.uniform(0.01, 0.05, m)).astype(np.int64)
+        return total, pmu
+
+    def _device_records(self, iteration: int, ids: np.ndarray, start: np.ndarray, end: np.ndarray,
+                        flips: list[tuple[int, int]]) -> Emission:
+        t, dev = self.table, self.device_id
+        mono = self.tb.mono_at
+        total, pmu = self._pmu(end - start)
+        sel = self.aicore
+        keypoints = rec.step_traces(2, np.array([start[0] - 1, end[-1] + 1]), iteration, MODEL_ID,
+                                    t.stream_id[[0, -1]], ids[[0, -1]], np.array([0, 1]))
+        steps = (mono(keypoints["timestamp"].astype(np.int64)), keypoints)
+        task_type = np.where(t.is_aicpu, 1, 0)
+        if self.chip == "mini":
+            return {
+                f"ts_track.data.{dev}": rec.merge([
+                    steps,
+                    (mono(start), rec.mini_timelines(len(ids), task_type, raw.MINI_STATE_RUNNING, t.stream_id, ids,
+                                                     start, dev)),
+                    (mono(end), rec.mini_timelines(len(ids), task_type, raw.MINI_STATE_COMPLETE, t.stream_id, ids,
+                                                   end, dev)),
+                ]),
+                f"aicore.data.{dev}": rec.merge([(mono(end[sel]), rec.mini_event_counts(
+                    t.stream_id[sel], ids[sel], pmu, total, end[sel], t.block_dim[sel]))]),
+            }
+        # HWTS chips: start/end log, AI Core PMU, ts_track step trace + flips; rolling counters in file order.
+        ticks = np.concatenate((start, end))
+        order = np.argsort(ticks, kind="stable")
+        kind = np.repeat([raw.HWTS_TASK_START, raw.HWTS_TASK_END], len(ids))[order]
+        both = np.concatenate((np.arange(len(ids)), np.arange(len(ids))))[order]
+        hwts = rec.hwts_logs(kind, task_type[both], t.stream_id[both], ids[both], ticks[order],
+                             rec.rolling_cnt(self.hwts_cnt, len(order)))
+        self.hwts_cnt = (self.hwts_cnt + len(order)) % 16
+        m = int(sel.sum())
+        aic = rec.aicore_pmus(t.stream_id[sel], ids[sel], total, pmu, rec.rolling_cnt(self.aic_cnt, m))
+        self.aic_cnt = (self.aic_cnt + m) % 16
+        track = [steps]
+        if flips:
+            at = np.array([op for op, _ in flips])
+            flip_ticks = start[at] - 1
+            track.append((mono(flip_ticks), rec.task_flips(len(at), flip_ticks, t.stream_id[at],
+                                                           np.array([b for _, b in flips]))))
+        return {
+            f"hwts.data.{dev}": rec.merge([(mono(ticks[order]), hwts)]),
+            f"aicore.data.{dev}": rec.merge([(mono(end[sel]), aic)]),
+            f"ts_track.data.{dev}": rec.merge(track),
+        }

@@ -1,0 +1,127 @@
+"""Drive a simulated board: generate images, write bursts, pace to wall time, stop cleanly.
+
+`simulate()` is the CLI entry (`pipeline simulate OUT_DIR …`); `Simulation` is the same loop with
+live counters and a `stop()` safe to call from a signal handler (it only sets a flag, polled at
+least every 10 ms). However the run ends, the PROF directory is completed: queued records are
+written, the last slices closed with `.done`, end_info written, and the truth file beside it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import cast
+
+import structlog
+
+from stages.simulator.board import APP_PID, Board
+from stages.simulator.timebase import TimeBase
+from stages.simulator.truth import TRUTH_FILE
+from stages.simulator.workload import Chip
+from stages.simulator.writer import ProfWriter, Rate
+
+CHIPS = ("mini", "cloud")
+MIN_SLICE_BYTES = 1024
+TRUTH_REFRESH_NS = 1_000_000_000
+POLL_S = 0.01
+
+log = structlog.get_logger()
+
+
+class Simulation:
+    def __init__(self, out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rate = "realtime",
+                 seed: int = 0, slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, *,
+                 first_task_id: int = 0, start_time_ns: int | None = None) -> None:
+        if chip not in CHIPS:
+            raise ValueError(f"chip must be one of {CHIPS}, not {chip!r}")
+        if rate not in ("realtime", "max"):
+            raise ValueError(f"rate must be 'realtime' or 'max', not {rate!r}")
+        if iterations < 0 or burst_ms < 1 or slice_bytes < MIN_SLICE_BYTES:
+            raise ValueError(f"need iterations >= 0, burst_ms >= 1, slice_bytes >= {MIN_SLICE_BYTES}")
+        self.out_dir = Path(out_dir)
+        self.chip, self.iterations, self.rate, self.seed = cast(Chip, chip), iterations, rate, seed
+        self.slice_bytes, self.burst_ns = slice_bytes, burst_ms * 1_000_000
+        self.first_task_id, self.start_time_ns = first_task_id, start_time_ns
+        self.iteration = 0
+        self.records_written = 0
+        self.prof_dir: Path | None = None
+        self._stopping = False
+        self._should_stop: Callable[[], bool] = lambda: False
+
+    def stop(self) -> None:
+        """Finish soon (signal-handler safe)."""
+        self._stopping = True
+
+    def stopped(self) -> bool:
+        return self._stopping or self._should_stop()
+
+    def run(self, should_stop: Callable[[], bool] | None = None) -> Path:
+        """Write the whole PROF directory (iterations = 0: until stopped); returns its path."""
+        if should_stop is not None:
+            self._should_stop = should_stop
+        tb = TimeBase(wall0_ns=self.start_time_ns if self.start_time_ns is not None else time.time_ns())
+        board = Board(self.chip, self.seed, tb, first_task_id=self.first_task_id)
+        writer = ProfWriter(self.out_dir, self.chip, tb, self.seed, self.slice_bytes, APP_PID)
+        self.prof_dir = writer.prof_dir
+        log.info("simulator.start", prof_dir=str(writer.prof_dir), chip=self.chip, iterations=self.iterations,
+                 rate=self.rate, seed=self.seed)
+        self._board, self._writer = board, writer
+        self._wall0 = time.monotonic()
+        self._next_burst = tb.host_mono0 + self.burst_ns
+        self._next_truth = tb.host_mono0 + TRUTH_REFRESH_NS
+        writer.add(board.start())
+        writer.add(board.load_model())
+        self._advance(board.now)
+        while not self.stopped() and (self.iterations == 0 or self.iteration < self.iterations):
+            writer.add(board.run_image(self.iteration + 1))
+            self.iteration += 1
+            self._advance(board.now)
+        writer.add(board.unload_model())
+        self.records_written += writer.finish(board.now)
+        self._write_truth(complete=True)
+        log.info("simulator.done", prof_dir=str(writer.prof_dir), iterations=self.iteration,
+                 records=self.records_written, stopped=self.stopped())
+        return writer.prof_dir
+
+    def _advance(self, now_ns: int) -> None:
+        """Write every burst whose boundary simulated time has passed, pacing to wall time if realtime."""
+        while self._next_burst <= now_ns and not self.stopped():
+            if self.rate == "realtime" and not self._wait_until(self._next_burst):
+                return
+            self.records_written += self._writer.flush_until(self._next_burst)
+            if self._next_burst >= self._next_truth:
+                self._write_truth(complete=False)
+                self._next_truth += TRUTH_REFRESH_NS
+            self._next_burst += self.burst_ns
+
+    def _wait_until(self, mono_ns: int) -> bool:
+        """Sleep until wall time catches up with simulated `mono_ns`; False if asked to stop."""
+        due = self._wall0 + (mono_ns - self._board.tb.host_mono0) / 1e9
+        while (left := due - time.monotonic()) > 0:
+            if self.stopped():
+                return False
+            time.sleep(min(left, POLL_S))
+        return True
+
+    def _write_truth(self, complete: bool) -> None:
+        truth = self._board.truth
+        truth.records = Counter(self._writer.record_counts())
+        truth.slices = Counter(self._writer.slice_counts())
+        truth.write(self.out_dir / TRUTH_FILE, self._writer.prof_dir, self.chip, complete)
+
+
+def simulate(out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rate = "realtime", seed: int = 0,
+             slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, stop_event: threading.Event | None = None,
+             *, first_task_id: int = 0, start_time_ns: int | None = None) -> Path:
+    """Write one PROF_ directory under `out_dir` (and `out_dir/simulator_truth.json`); returns its path.
+
+    `first_task_id`: task ids already used on each stream when profiling starts (reach a 16-bit wrap
+    sooner); `start_time_ns`: wall clock of the collection start (default now; fix it for byte-identical
+    control files).
+    """
+    sim = Simulation(out_dir, chip, iterations, rate, seed, slice_bytes, burst_ms, first_task_id=first_task_id,
+                     start_time_ns=start_time_ns)
+    return sim.run(stop_event.is_set if stop_event is not None else None)

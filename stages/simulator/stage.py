@@ -1,0 +1,53 @@
+"""`simulator` stage: a board that writes a live PROF_ directory for the collector to follow.
+
+Example (YAML):
+
+    board: {type: simulator, chip: mini, iterations: 200, rate: realtime, seed: 0, output: board}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from pydantic import Field
+
+from pipeline.stage import Batch, Source, StageConfig, StageContext
+from stages.simulator.run import MIN_SLICE_BYTES, Simulation, simulate
+
+__all__ = ["SimulatorStage", "simulate"]
+
+
+class SimulatorStage(Source):
+    """Runs the simulated board in-process; emits no batches (its output is the directory)."""
+
+    outputs = ()
+
+    class Config(StageConfig):
+        chip: Literal["mini", "cloud"] = "mini"  # mini = Ascend 310 (TS timeline), cloud = Ascend 910 (HWTS)
+        iterations: int = Field(200, ge=0)  # images to run; 0 = until stopped
+        rate: Literal["realtime", "max"] = "realtime"  # pace to wall time, or write as fast as possible
+        seed: int = 0  # same seed, same records
+        slice_bytes: int = Field(2 * 1024 * 1024, ge=MIN_SLICE_BYTES)  # slice rotation size
+        output: str = "board"  # folder that receives PROF_…/ and simulator_truth.json; relative to the run
+        burst_ms: int = Field(20, ge=1)  # records are appended in bursts this far apart (simulated time)
+
+    def __init__(self, config: Any, ctx: StageContext) -> None:
+        if not isinstance(config, SimulatorStage.Config):
+            config = SimulatorStage.Config.model_validate(config)
+        super().__init__(config, ctx)
+        self.simulation = Simulation(ctx.resolve(config.output), config.chip, config.iterations, config.rate,
+                                     config.seed, config.slice_bytes, config.burst_ms)
+
+    def batches(self) -> Iterator[Batch]:
+        self.simulation.run()
+        return iter(())
+
+    def stop(self) -> None:
+        self.simulation.stop()
+
+    def progress(self) -> dict[str, Any]:
+        return {"iteration": self.simulation.iteration, "records_written": self.simulation.records_written}
+
+    def accounting(self) -> dict[str, int]:
+        return {"records_written": self.simulation.records_written}

@@ -1,0 +1,90 @@
+"""Ground truth of a simulated run: what an exact parser must find in the PROF directory.
+
+Device task durations are Δticks × 10 ns (exact integers), host API durations are end − begin ns,
+record counts are what the writer put on disk (text dictionaries count lines).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stages.simulator.workload import Op
+
+TRUTH_FILE = "simulator_truth.json"
+
+
+class Truth:
+    def __init__(self, ops: tuple[Op, ...], device_id: int) -> None:
+        self.ops = ops
+        self.device_id = device_id
+        n = len(ops)
+        self.task_count = np.zeros(n, np.int64)
+        self.task_total = np.zeros(n, np.int64)
+        self.task_min = np.full(n, np.iinfo(np.int64).max, np.int64)
+        self.task_max = np.zeros(n, np.int64)
+        self.api_count: Counter[tuple[str, str]] = Counter()
+        self.api_total: Counter[tuple[str, str]] = Counter()
+        self.msproftx: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        self.records: Counter[str] = Counter()
+        self.slices: Counter[str] = Counter()
+        self.iterations = 0
+        self.flips = 0
+
+    def add_tasks(self, durations_ns: np.ndarray) -> None:
+        """One execution of every op (durations in op order)."""
+        self.task_count += 1
+        self.task_total += durations_ns
+        np.minimum(self.task_min, durations_ns, out=self.task_min)
+        np.maximum(self.task_max, durations_ns, out=self.task_max)
+
+    def add_api(self, level: str, name: str, count: int, total_ns: int) -> None:
+        self.api_count[level, name] += count
+        self.api_total[level, name] += total_ns
+
+    def add_msproftx(self, message: str, duration_ns: int) -> None:
+        entry = self.msproftx[message]
+        entry[0] += 1
+        entry[1] += duration_ns
+
+    def op_statistic(self) -> list[dict[str, Any]]:
+        """Per (device, op type, core type): count, total, min, max of device durations (ns)."""
+        groups: dict[tuple[str, str], list[int]] = {}
+        for i, op in enumerate(self.ops):
+            if not self.task_count[i]:
+                continue
+            g = groups.setdefault((op.op_type, op.core), [0, 0, int(self.task_min[i]), 0])
+            g[0] += int(self.task_count[i])
+            g[1] += int(self.task_total[i])
+            g[2] = min(g[2], int(self.task_min[i]))
+            g[3] = max(g[3], int(self.task_max[i]))
+        return [{"device_id": self.device_id, "op_type": op_type, "core_type": core, "count": c, "total_ns": t,
+                 "min_ns": lo, "max_ns": hi} for (op_type, core), (c, t, lo, hi) in sorted(groups.items())]
+
+    def to_dict(self, prof_dir: Path, chip: str, complete: bool) -> dict[str, Any]:
+        return {
+            "prof_dir": str(prof_dir),
+            "chip": chip,
+            "complete": complete,
+            "iterations": self.iterations,
+            "ns_per_tick": 10,
+            "op_statistic": self.op_statistic(),
+            "api_statistic": [{"level": level, "api_name": name, "count": self.api_count[level, name],
+                               "total_ns": self.api_total[level, name]} for level, name in sorted(self.api_count)],
+            "msproftx": [{"message": m, "count": c, "total_ns": t} for m, (c, t) in sorted(self.msproftx.items())],
+            "task_flips": self.flips,
+            "records": dict(sorted(self.records.items())),
+            "records_total": sum(self.records.values()),
+            "slices": dict(sorted(self.slices.items())),
+        }
+
+    def write(self, path: Path, prof_dir: Path, chip: str, complete: bool) -> None:
+        """Atomically (re)write the truth file."""
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.to_dict(prof_dir, chip, complete), indent=1) + "\n")
+        os.replace(tmp, path)
