@@ -27,7 +27,8 @@ def _cmd_stage(args: argparse.Namespace) -> int:
 
     overrides = {"run.output": args.output} if args.output else {}
     config = load_config(args.config, overrides)
-    return run_stage(config, args.stage_id, args.run_id or f"{config.run.name}-standalone", args.control)
+    return run_stage(config, args.stage_id, args.run_id or f"{config.run.name}-standalone", args.control,
+                     args.stamp)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -102,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     stage.add_argument("--output", help="override run.output")
     stage.add_argument("--run-id", help="run id for logs (default: <run name>-standalone)")
     stage.add_argument("--control", help="supervisor control endpoint (set by `pipeline run`)")
+    stage.add_argument("--stamp", help="YYYYmmddHHMMSS of output file names (default: when the stage starts)")
     stage.set_defaults(func=_cmd_stage)
 
     for name, func, text in (("validate", _cmd_validate, "check a config and say what is wrong"),

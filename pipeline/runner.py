@@ -62,7 +62,8 @@ class Control:
 
 
 class StageRunner:
-    def __init__(self, config: PipelineConfig, stage_id: str, run_id: str, control: str | None) -> None:
+    def __init__(self, config: PipelineConfig, stage_id: str, run_id: str, control: str | None,
+                 export_stamp: str | None = None) -> None:
         if stage_id not in config.stages:
             raise UserError(f"{config.path}: no stage '{stage_id}'", f"stages: {', '.join(config.stages)}")
         self.config = config
@@ -75,7 +76,7 @@ class StageRunner:
         out_dir = config.output_dir
         self.ctx = StageContext(stage_id=stage_id, run_id=run_id, output_dir=out_dir,
                                 upstream=tuple(f"{p}.{port}" for p, port in self.spec.inputs),
-                                aside_dir=out_dir / "rejected")
+                                aside_dir=out_dir / "rejected", export_stamp=export_stamp)
         self.ctx.report_view = self._report_view
         self.stage = self.spec.cls(self.spec.config, self.ctx)
         self.stop_requested = False
@@ -286,5 +287,6 @@ class StageRunner:
         return 0 if final["ok"] else 1
 
 
-def run_stage(config: PipelineConfig, stage_id: str, run_id: str, control: str | None) -> int:
-    return StageRunner(config, stage_id, run_id, control).run()
+def run_stage(config: PipelineConfig, stage_id: str, run_id: str, control: str | None,
+              export_stamp: str | None = None) -> int:
+    return StageRunner(config, stage_id, run_id, control, export_stamp).run()

@@ -51,6 +51,7 @@ class StageContext:
     rejected: Counter[str] = field(default_factory=Counter)
     aside_dir: Path | None = None
     report_view: Callable[[dict[str, Any]], None] | None = None  # live view → supervisor
+    export_stamp: str | None = None  # the {timestamp} of output file names, one per run
 
     def reject(self, reason: str, count: int = 1, data: bytes = b"") -> None:
         """Count records that could not be used, and keep their bytes aside for inspection."""

@@ -48,6 +48,7 @@ class Supervisor:
         self.state = "running"
         self.interrupts = 0
         self.started = time.monotonic()
+        self.stamp = time.strftime("%Y%m%d%H%M%S")
         self.zctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
 
     # -- processes ------------------------------------------------------------------------
@@ -56,7 +57,8 @@ class Supervisor:
         stages = sorted(self.config.enabled_stages().values(), key=lambda spec: order.get(spec.cls.role, 1))
         for spec in stages:
             command = [sys.executable, "-m", "pipeline", "stage", spec.stage_id, "--config", str(self.config.path),
-                       "--run-id", self.run_id, "--control", control, "--output", str(self.config.output_dir)]
+                       "--run-id", self.run_id, "--control", control, "--output", str(self.config.output_dir),
+                       "--stamp", self.stamp]
             popen = subprocess.Popen(command, start_new_session=True)  # Ctrl-C reaches the supervisor only
             self.procs[spec.stage_id] = StageProcess(spec.stage_id, spec.cls.role, popen)
 

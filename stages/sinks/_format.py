@@ -34,10 +34,12 @@ MSTX_EVENT_TYPES = {0: "marker", 1: "push/pop", 2: "start/end", 3: "marker_ex"}
 
 def us(ns: int) -> str:
     """Integer ns -> µs string with exactly three decimals, exact (no float)."""
+    if ns >= 1000:
+        text = str(ns)
+        return f"{text[:-3]}.{text[-3:]}"
     if ns < 0:
         return "-" + us(-ns)
-    whole, frac = divmod(ns, 1000)
-    return f"{whole}.{frac:03d}"
+    return f"0.{ns:03d}"
 
 
 def us_trimmed(ns: int) -> str:

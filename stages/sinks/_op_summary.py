@@ -1,0 +1,334 @@
+"""op_summary files: live append, then a sorted rewrite at close (spec §3.1, §3.2).
+
+While the run goes, rows are appended in arrival order to ``op_summary_{ts}.csv`` (further
+``op_summary_slice_{k}_{ts}.csv`` past ``max_rows``), whole lines per write, so the file parses
+at every moment. ``Task Wait Time(us)`` is computed per device from the previous row written.
+
+At close the rows are sorted by (Device_id, start) with an external merge sort (bounded
+memory: ``chunk_rows`` rows at a time), the wait time is recomputed over the sorted order, and
+every output file is replaced atomically (temp file + ``os.replace``); more than ``max_rows``
+rows become ``op_summary_slice_{k}_{ts}``, k from 0, as msprof names them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator
+from itertools import chain
+from pathlib import Path
+
+from stages.sinks._format import NA, us, us_to_ns
+from stages.sinks._jsonarray import JsonArrayFile
+
+BASE_HEADER = [
+    "Device_id", "Model ID", "Task ID", "Stream ID", "Op Name", "OP Type", "OP State", "Task Type",
+    "Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)",
+]
+START, DURATION, WAIT = 8, 9, 10
+TENSOR_COLUMNS = range(14, 20)  # shapes / data types / formats: msprof's quoted form
+MERGE_FAN_IN = 64
+
+SortKey = tuple[int, int, int, int, int]  # device, start ns, stream, task, duration ns
+Row = tuple[int, int, int, int, int, str]  # sort key + the line as written
+
+_SPECIAL = re.compile(r'[,"\t\n\r]')
+_BLANKS = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
+
+
+def op_summary_header(block_header: str, pmu_columns: Iterable[str]) -> list[str]:
+    return [*BASE_HEADER, block_header, f"Mix {block_header}", "HF32 Eligible", "Input Shapes",
+            "Input Data Types", "Input Formats", "Output Shapes", "Output Data Types", "Output Formats",
+            "Context ID", *pmu_columns]
+
+
+def csv_cell(text: str) -> str:
+    """A text cell: never a TAB or newline (the TAB marks the start column), quoted when needed."""
+    if not _SPECIAL.search(text):
+        return text
+    text = text.translate(_BLANKS)
+    if "," in text or '"' in text:
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def csv_tensor_cell(text: str) -> str:
+    """msprof writes ``"81920,4096;8192,512"`` (quotes included) as ``\"\"\"81920,4096;8192,512\"\"\"``."""
+    if "," in text and not (len(text) > 1 and text[0] == '"' and text[-1] == '"'):
+        text = f'"{text}"'
+    return csv_cell(text)
+
+
+class CsvCodec:
+    suffix = "csv"
+
+    def __init__(self, header: list[str]) -> None:
+        self.header = header
+
+    def header_text(self) -> str:
+        return ",".join(self.header) + "\n"
+
+    def line(self, cells: list[str]) -> str:
+        out = [csv_cell(c) for c in cells]
+        out[START] = cells[START] + "\t"  # msprof's spreadsheet guard
+        for i in TENSOR_COLUMNS:
+            out[i] = csv_tensor_cell(cells[i])
+        return ",".join(out)
+
+    @staticmethod
+    def key(line: str) -> SortKey:
+        """(device, start ns, stream, task, duration ns) of a line: the TAB occurs only after the start."""
+        device, _model, task, stream, _rest = line.split(",", 4)
+        tab = line.index("\t")
+        start_at = line.rindex(",", 0, tab) + 1
+        dur_end = line.index(",", tab + 2)
+        return int(device), us_to_ns(line[start_at:tab]), _int(stream), _int(task), us_to_ns(line[tab + 2 : dur_end])
+
+    @staticmethod
+    def with_wait(line: str, wait: str) -> str:
+        dur_end = line.index(",", line.index("\t") + 2)
+        wait_end = line.index(",", dur_end + 1)
+        return f"{line[: dur_end + 1]}{wait}{line[wait_end:]}"
+
+    def read(self, path: Path) -> Iterator[str]:
+        with open(path, encoding="utf-8", newline="\n") as lines:
+            next(lines, None)  # header
+            for line in lines:
+                if line.endswith("\n"):
+                    yield line[:-1]
+
+
+class JsonCodec:
+    suffix = "json"
+
+    def __init__(self, header: list[str]) -> None:
+        self.header = header
+
+    def line(self, cells: list[str]) -> str:
+        return json.dumps(dict(zip(self.header, cells, strict=True)), ensure_ascii=False)
+
+    def key(self, line: str) -> SortKey:
+        row = json.loads(line)
+        name = self.header
+        return (int(row[name[0]]), us_to_ns(row[name[START]]), _int(row[name[3]]), _int(row[name[2]]),
+                us_to_ns(row[name[DURATION]]))
+
+    def with_wait(self, line: str, wait: str) -> str:
+        row = json.loads(line)
+        row[self.header[WAIT]] = wait
+        return json.dumps({name: row.get(name, NA) for name in self.header}, ensure_ascii=False)
+
+    @staticmethod
+    def read(path: Path) -> Iterator[str]:
+        with open(path, encoding="utf-8") as lines:
+            for line in lines:
+                line = line.strip().strip(",")
+                if line not in ("[", "]", ""):
+                    yield line
+
+
+class OpSummaryWriter:
+    """Appends op_summary rows live and rewrites them sorted at :meth:`finish`."""
+
+    def __init__(self, directory: Path, timestamp: str, fmt: str, header: list[str], max_rows: int,
+                 chunk_rows: int) -> None:
+        self.directory = directory
+        self.timestamp = timestamp
+        self.codec: CsvCodec | JsonCodec = CsvCodec(header) if fmt == "csv" else JsonCodec(header)
+        self.max_rows = max_rows
+        self.chunk_rows = chunk_rows
+        self.files: list[Path] = []
+        self.rows = 0
+        self._rows_in_file = 0
+        self._fd = -1
+        self._json: JsonArrayFile | None = None
+        self._last: dict[int, tuple[int, int]] = {}  # device -> (start, end) of the previous row
+        self._runs_made = 0
+        directory.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def header(self) -> list[str]:
+        return self.codec.header
+
+    def name(self, index: int, sliced: bool) -> Path:
+        if not sliced:
+            return self.directory / f"op_summary_{self.timestamp}.{self.codec.suffix}"
+        return self.directory / f"op_summary_slice_{index}_{self.timestamp}.{self.codec.suffix}"
+
+    def append(self, rows: list[tuple[int, int, int, list[str]]]) -> None:
+        """Rows as (device, start ns, end ns, cells); the wait cell is filled in here."""
+        lines: list[str] = []
+        for device, start, end, cells in rows:
+            previous = self._last.get(device)
+            cells[WAIT] = us(max(0, start - previous[1]) if previous else 0)
+            self._last[device] = (start, end)
+            lines.append(self.codec.line(cells))
+        while lines:
+            if self._fd < 0 and self._json is None or self._rows_in_file >= self.max_rows:
+                self._next_file()
+            room = self.max_rows - self._rows_in_file
+            part, lines = lines[:room], lines[room:]
+            if self._json is not None:
+                self._json.append(part)
+            else:
+                _write_all(self._fd, ("\n".join(part) + "\n").encode())
+            self._rows_in_file += len(part)
+            self.rows += len(part)
+
+    def add_columns(self, names: list[str]) -> None:
+        """New PMU columns after rows were written: rows written so far get N/A there."""
+        self.codec.header.extend(names)
+        if not self.files or isinstance(self.codec, JsonCodec):
+            return  # JSON objects are completed at finish()
+        pad = ",N/A" * len(names)
+        self._close_current()
+        for path in self.files:
+            padded = (f"{line}{pad}\n" for line in self.codec.read(path))
+            write_atomic(path, chain([self.codec.header_text()], padded))
+        self._fd = os.open(self.files[-1], os.O_WRONLY | os.O_APPEND)
+
+    def finish(self) -> list[Path]:
+        """Sort, recompute wait times, replace the live files; returns the final files."""
+        self._close_current()
+        if not self.rows:
+            return []
+        runs, tail = self._sorted_runs()
+        try:
+            while len(runs) > MERGE_FAN_IN:
+                groups = [runs[i : i + MERGE_FAN_IN] for i in range(0, len(runs), MERGE_FAN_IN)]
+                runs = [self._write_run(_merge(group)) for group in groups]
+                for group in groups:
+                    _remove(group)
+            merged = _merge(runs) if runs else iter(tail)
+            final = self._write_sorted(merged)
+        finally:
+            _remove(runs)
+        for stale in set(self.files) - set(final):
+            stale.unlink(missing_ok=True)
+        self.files = final
+        return final
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _next_file(self) -> None:
+        self._close_current()
+        path = self.name(len(self.files), sliced=bool(self.files))
+        self.files.append(path)
+        self._rows_in_file = 0
+        if isinstance(self.codec, CsvCodec):
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+            _write_all(self._fd, self.codec.header_text().encode())
+        else:
+            self._json = JsonArrayFile(path)
+
+    def _close_current(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        if self._json is not None:
+            self._json.close()
+            self._json = None
+
+    def _sorted_runs(self) -> tuple[list[Path], list[Row]]:
+        """Sorted chunks as run files; a single chunk stays in memory (the tail)."""
+        runs: list[Path] = []
+        chunk: list[Row] = []
+        for path in self.files:
+            for line in self.codec.read(path):
+                chunk.append((*self.codec.key(line), line))
+                if len(chunk) >= self.chunk_rows:
+                    chunk.sort()
+                    runs.append(self._write_run(chunk))
+                    chunk = []
+        chunk.sort()
+        if runs and chunk:
+            runs.append(self._write_run(chunk))
+            chunk = []
+        return runs, chunk
+
+    def _write_run(self, rows: Iterable[Row]) -> Path:
+        self._runs_made += 1
+        path = self.directory / f".op_summary_{self.timestamp}.run{self._runs_made}"
+        with open(path, "w", encoding="utf-8", newline="\n") as run:
+            for *key, line in rows:
+                run.write("\t".join(map(str, key)) + f"\t{line}\n")
+        return path
+
+    def _write_sorted(self, rows: Iterator[Row]) -> list[Path]:
+        """Stream sorted rows into the final files, ``max_rows`` per file, each replaced atomically."""
+        sliced = self.rows > self.max_rows
+        is_csv = isinstance(self.codec, CsvCodec)
+        final: list[Path] = []
+        out: _AtomicText | None = None
+        previous: tuple[int, int, int] | None = None  # device, start, duration
+        count = 0
+        for device, start, _stream, _task, dur, line in rows:
+            if out is None:
+                out = _AtomicText(self.name(len(final), sliced))
+                out.write(self.codec.header_text() if isinstance(self.codec, CsvCodec) else "[\n")
+                count = 0
+            same_device = previous is not None and previous[0] == device
+            wait = max(0, start - previous[1] - previous[2]) if previous is not None and same_device else 0
+            previous = (device, start, dur)
+            text = self.codec.with_wait(line, us(wait))
+            out.write(f"{text}\n" if is_csv else f"{',' if count else ''}{text}\n")
+            count += 1
+            if count >= self.max_rows:
+                final.append(out.commit("" if is_csv else "]"))
+                out = None
+        if out is not None:
+            final.append(out.commit("" if is_csv else "]"))
+        return final
+
+
+class _AtomicText:
+    """A text file written under a temp name and renamed into place when complete."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.temp = path.with_name(f".{path.name}.tmp")
+        self._out = open(self.temp, "w", encoding="utf-8", newline="\n")
+        self.write = self._out.write
+
+    def commit(self, ending: str) -> Path:
+        self._out.write(ending)
+        self._out.close()
+        os.replace(self.temp, self.path)
+        return self.path
+
+
+def _int(text: str) -> int:
+    """Stream / task ids; N/A (communication ops) sorts first."""
+    return int(text) if text.isdigit() else -1
+
+
+def _read_run(path: Path) -> Iterator[Row]:
+    with open(path, encoding="utf-8", newline="\n") as run:
+        for text in run:
+            device, start, stream, task, dur, line = text[:-1].split("\t", 5)
+            yield int(device), int(start), int(stream), int(task), int(dur), line
+
+
+def _merge(runs: list[Path]) -> Iterator[Row]:
+    return heapq.merge(*(_read_run(path) for path in runs))
+
+
+def _remove(paths: Iterable[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def write_atomic(path: Path, parts: Iterable[str]) -> None:
+    """Write to a temp file next to ``path`` and rename over it: readers never see half a file."""
+    temp = path.with_name(f".{path.name}.tmp")
+    with open(temp, "w", encoding="utf-8", newline="\n") as out:
+        out.writelines(parts)
+    os.replace(temp, path)

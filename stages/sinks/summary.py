@@ -1,0 +1,213 @@
+"""Summary sink: msprof's op_summary, op_statistic and api_statistic files (spec §3.1, §3.2).
+
+Example config::
+
+    summary:
+      type: summary
+      inputs: [aggregate.tasks, aggregate.stats]
+      directory: mindstudio_profiler_output   # under the run's output folder
+      timestamp: "20240101120000"             # the {timestamp} of file names (default: when the sink opens)
+      format: csv                             # or json: the same rows as an array of objects
+      block_header: Block Dim                 # or "Block Num" (msprof after 2026-01)
+      max_rows: 1000000                       # op_summary rows per file before slicing
+      refresh_s: 1.0                          # at most one statistics rewrite per interval
+      sort_chunk_rows: 100000                 # rows held in memory by the sort at close
+
+Files are ``{module}_{timestamp}.{csv|json}``. op_summary grows as task batches arrive and is
+sorted at close (see :mod:`._op_summary`); it lists device tasks that have host task info
+(an op name), except task types msprof leaves out (WRITE_BACK, INVALID, HCCL_AI_CPU,
+COMMUNICATION). The statistics files are rewritten atomically from the latest snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from pipeline.stage import Batch, Sink, StageConfig, StageContext
+from stages.schema import SymbolTable, unpack_rows
+from stages.sinks._format import (
+    DEFAULT_OUTPUT_DIR,
+    NA,
+    export_timestamp,
+    learn_symbols,
+    level_name,
+    num3,
+    text_of,
+    us,
+    us_trimmed,
+)
+from stages.sinks._op_summary import OpSummaryWriter, csv_cell, op_summary_header, write_atomic
+
+OP_STATISTIC_HEADER = ["Device_id", "OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)",
+                       "Avg Time(us)", "Max Time(us)", "Ratio(%)"]
+API_STATISTIC_HEADER = ["Device_id", "Level", "API Name", "Time(us)", "Count", "Avg(us)", "Min(us)", "Max(us)",
+                        "Variance"]
+SKIPPED_TASK_TYPES = frozenset({"WRITE_BACK", "INVALID", "HCCL_AI_CPU", "COMMUNICATION"})
+STATISTICS = ("op_statistic", "api_statistic")
+
+
+def op_statistic_rows(symbols: SymbolTable, rows: list[list[Any]]) -> list[list[str]]:
+    """Snapshot rows -> cells, by total time descending; ratio within the device."""
+    device_totals: dict[int, int] = {}
+    decoded = []
+    for device, op_type, core_type, count, total, low, high in rows:
+        decoded.append((device, text_of(symbols, op_type), text_of(symbols, core_type), count, total, low, high))
+        device_totals[device] = device_totals.get(device, 0) + total
+    decoded.sort(key=lambda r: (-r[4], r[0], r[1], r[2]))
+    return [
+        [str(device), op_type or NA, core_type or NA, str(count), us_trimmed(total), us_trimmed(low),
+         num3(total / count / 1000 if count else 0), us_trimmed(high),
+         num3(total * 100 / device_totals[device] if device_totals[device] else 0)]
+        for device, op_type, core_type, count, total, low, high in decoded
+    ]
+
+
+def api_statistic_rows(symbols: SymbolTable, rows: list[list[Any]]) -> list[list[str]]:
+    """Snapshot rows -> cells, by (API name, level) as msprof orders them; population variance."""
+    decoded = sorted(
+        ((text_of(symbols, name), level_name(level), count, total, low, high, sum_sq)
+         for level, name, count, total, low, high, sum_sq in rows),
+        key=lambda r: (r[0], r[1]),
+    )
+    cells = []
+    for name, level, count, total, low, high, sum_sq in decoded:
+        mean = total / 1000 / count if count else 0.0
+        variance = max(0.0, sum_sq / count - mean * mean) if count else 0.0
+        cells.append(["host", level, name, us_trimmed(total), str(count), num3(mean), us_trimmed(low),
+                      us_trimmed(high), num3(variance)])
+    return cells
+
+
+def write_table(path: Path, header: list[str], rows: list[list[str]], fmt: str) -> None:
+    if fmt == "csv":
+        lines = (",".join(csv_cell(cell) for cell in row) + "\n" for row in rows)
+        write_atomic(path, [",".join(header) + "\n", *lines])
+    else:
+        objects = ",\n".join(json.dumps(dict(zip(header, row, strict=True)), ensure_ascii=False) for row in rows)
+        write_atomic(path, ["[\n", objects, "\n]"])
+
+
+class SummarySink(Sink):
+    """Writes msprof's summary files live from task batches and statistics snapshots."""
+
+    class Config(StageConfig):
+        directory: str = Field(DEFAULT_OUTPUT_DIR, description="output folder, relative to the run output")
+        timestamp: str | None = Field(None, description="the {timestamp} of file names; default: open time")
+        format: Literal["csv", "json"] = Field("csv", description="csv as msprof, or a JSON array of objects")
+        block_header: Literal["Block Dim", "Block Num"] = Field("Block Dim", description="op_summary spelling")
+        max_rows: int = Field(1_000_000, gt=0, description="op_summary rows per file before slicing")
+        refresh_s: float = Field(1.0, ge=0, description="minimum seconds between statistics rewrites")
+        sort_chunk_rows: int = Field(100_000, gt=0, description="rows in memory while sorting op_summary")
+
+    def __init__(self, config: Any, ctx: StageContext) -> None:
+        if not isinstance(config, self.Config):
+            config = self.Config.model_validate(config or {})
+        super().__init__(config, ctx)
+        self.config: SummarySink.Config = config
+        self.symbols = SymbolTable()
+        self.timestamp = ""
+        self.directory = Path()
+        self.op_summary: OpSummaryWriter | None = None
+        self._pmu_columns: list[str] = []
+        self._pending: dict[str, list[list[str]]] = {}
+        self._last_refresh = float("-inf")
+        self.counts = {"tasks_skipped": 0, "op_statistic_writes": 0, "api_statistic_writes": 0}
+
+    # -- stage interface -------------------------------------------------------------------
+
+    def open(self) -> None:
+        self.timestamp = export_timestamp(self.config.timestamp or self.ctx.export_stamp)
+        self.directory = self.ctx.resolve(self.config.directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+
+    def write_batch(self, batch: Batch) -> None:
+        learn_symbols(self.symbols, batch)
+        if not self.timestamp:
+            self.open()
+        if batch.kind == "task":
+            self._tasks(unpack_rows(batch), batch.meta.get("pmu_columns") or [])
+        elif batch.kind in STATISTICS:
+            make = op_statistic_rows if batch.kind == "op_statistic" else api_statistic_rows
+            self._pending[batch.kind] = make(self.symbols, unpack_rows(batch))
+            self._refresh(force=bool(batch.meta.get("final")))
+
+    def flush(self) -> None:
+        self._refresh(force=False)
+
+    def close(self) -> None:
+        self._refresh(force=True)
+        if self.op_summary is not None:
+            self.op_summary.finish()
+
+    def accounting(self) -> dict[str, int]:
+        rows = self.op_summary.rows if self.op_summary is not None else 0
+        return {"op_summary_rows": rows, **self.counts}
+
+    # -- op_summary -------------------------------------------------------------------------
+
+    def _tasks(self, rows: list[list[Any]], pmu_columns: list[str]) -> None:
+        sym = self.symbols
+        entries: list[tuple[int, int, int, list[str]]] = []
+        for row in rows:
+            (device, model_id, _iteration, stream_id, task_id, _batch_id, start, end, op_name, op_type,
+             task_type, op_state, block_dim, mix_block_dim, _connection_id, _thread_id, in_shapes,
+             in_dtypes, in_formats, out_shapes, out_dtypes, out_formats, pmu) = row
+            name = sym[op_name]
+            kind = sym[task_type]
+            if not name or kind in SKIPPED_TASK_TYPES:
+                self.counts["tasks_skipped"] += 1
+                continue
+            cells = [
+                str(device), str(model_id), str(task_id), str(stream_id), name, sym[op_type] or NA,
+                sym[op_state] or NA, kind or NA, us(start), us(end - start), "0",
+                NA if block_dim is None else str(block_dim), NA if mix_block_dim is None else str(mix_block_dim),
+                NA, sym[in_shapes] or NA, sym[in_dtypes] or NA, sym[in_formats] or NA, sym[out_shapes] or NA,
+                sym[out_dtypes] or NA, sym[out_formats] or NA, NA,
+            ]
+            cells.extend(self._pmu_cells(pmu or [], pmu_columns))
+            entries.append((device, start, end, cells))
+        if entries:
+            self._writer(pmu_columns).append(entries)
+
+    def _writer(self, pmu_columns: list[str]) -> OpSummaryWriter:
+        if self.op_summary is None:
+            self._pmu_columns = list(pmu_columns)
+            header = op_summary_header(self.config.block_header, pmu_columns)
+            self.op_summary = OpSummaryWriter(self.directory, self.timestamp, self.config.format, header,
+                                              self.config.max_rows, self.config.sort_chunk_rows)
+        return self.op_summary
+
+    def _pmu_cells(self, values: list[float | None], columns: list[str]) -> list[str]:
+        if self.op_summary is None or columns == self._pmu_columns:
+            cells = [num3(value) for value in values[: len(columns)]]
+            return cells + [NA] * (len(columns) - len(cells))
+        added = [name for name in columns if name not in self._pmu_columns]
+        if added:  # columns the header lacks: widen the header, earlier rows get N/A
+            self.op_summary.add_columns(added)
+            self._pmu_columns.extend(added)
+        cells = [NA] * len(self._pmu_columns)
+        position = {name: i for i, name in enumerate(self._pmu_columns)}
+        for name, value in zip(columns, values, strict=False):
+            cells[position[name]] = num3(value)
+        return cells
+
+    # -- statistics -------------------------------------------------------------------------
+
+    def _refresh(self, force: bool) -> None:
+        if not self._pending:
+            return
+        now = time.monotonic()
+        if not force and now - self._last_refresh < self.config.refresh_s:
+            return
+        self._last_refresh = now
+        headers = {"op_statistic": OP_STATISTIC_HEADER, "api_statistic": API_STATISTIC_HEADER}
+        for kind, rows in self._pending.items():
+            path = self.directory / f"{kind}_{self.timestamp}.{self.config.format}"
+            write_table(path, headers[kind], rows, self.config.format)
+            self.counts[f"{kind}_writes"] += 1
+        self._pending.clear()

@@ -1,0 +1,340 @@
+"""Timeline sink: msprof's chrome-trace JSON array, written as events arrive (spec §3.3).
+
+Example config::
+
+    timeline:
+      type: timeline
+      inputs: [aggregate.tasks]
+      directory: mindstudio_profiler_output   # under the run's output folder
+      timestamp: "20240101120000"             # the {ts} of file names (default: when the sink opens)
+      rotate_bytes: 209715200                 # start msprof_{ts}_1.json ... past this size
+      overlap_window_s: 5.0                   # how far back host spans are checked for overlap
+      fsync: false                            # fsync on every flush (close always does)
+
+Layout as current msprof writes it: a "CANN" process (label CPU, sort 7) with one thread per
+host thread and ``{Level}@{api}`` events; an "Ascend Hardware" process per device (label
+``NPU {dev}``, sort 14) with one thread per stream and one event per device task; the
+application's process (label CPU, sort 6) for MsprofTx ranges; ``HostToDevice`` flows from
+Node-level APIs to their device tasks. pid = (app pid << 10) | (sort index << 5) | device id,
+with device id 31 for the host. ``ts`` is a µs string with three decimals, exact from ns.
+
+The file is a complete JSON array after every batch (see :mod:`._jsonarray`), each rotated file
+carries its own metadata, and no two complete events cross on one track (see :mod:`._tracks`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from pipeline.stage import Batch, Sink, StageConfig, StageContext
+from stages.schema import SymbolTable, unpack_rows
+from stages.sinks._format import (
+    DEFAULT_OUTPUT_DIR,
+    LEVELS,
+    MSTX_EVENT_TYPES,
+    NA,
+    NODE_LEVEL,
+    UINT32_NONE,
+    RunInfo,
+    export_timestamp,
+    learn_symbols,
+    level_code,
+    us,
+)
+from stages.sinks._jsonarray import JsonArrayFile
+from stages.sinks._tracks import NestedTrack, SerialTrack
+
+HOST_DEVICE_ID = 31
+SORT_TX, SORT_CANN, SORT_HARDWARE = 6, 7, 14
+FLOW_MEMORY = 1 << 16  # connection ids remembered to pair flows whose ends arrive apart
+
+
+def format_pid(pid: int, sort_index: int, device_id: int) -> int:
+    """msprof's ``GetFormatPid`` (uint32 arithmetic)."""
+    return ((pid << 10) | (sort_index << 5) | (device_id & 31)) & 0xFFFFFFFF
+
+
+def _js(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _meta(name: str, pid: int, tid: int, key: str, value: Any) -> str:
+    arg = json.dumps(value, ensure_ascii=False)
+    return f'{{"name":"{name}","pid":{pid},"tid":{tid},"args":{{"{key}":{arg}}},"ph":"M"}}'
+
+
+class _Bounded:
+    """An insertion-ordered map that forgets its oldest entries past ``cap``."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.data: OrderedDict[int, Any] = OrderedDict()
+
+    def put(self, key: int, value: Any = None) -> None:
+        self.data[key] = value
+        if len(self.data) > self.cap:
+            self.data.popitem(last=False)
+
+
+class TimelineSink(Sink):
+    """Streams msprof_{timestamp}.json (chrome-trace array) as task/api/tx batches arrive."""
+
+    class Config(StageConfig):
+        directory: str = Field(DEFAULT_OUTPUT_DIR, description="output folder, relative to the run output")
+        timestamp: str | None = Field(None, description="the {timestamp} of file names; default: open time")
+        rotate_bytes: int = Field(200 * 1024 * 1024, gt=0, description="start a new file past this size")
+        overlap_window_s: float = Field(5.0, gt=0, description="how long host spans are kept for overlap checks")
+        fsync: bool = Field(False, description="fsync the file on every flush()")
+
+    def __init__(self, config: Any, ctx: StageContext) -> None:
+        if not isinstance(config, self.Config):
+            config = self.Config.model_validate(config or {})
+        super().__init__(config, ctx)
+        self.config: TimelineSink.Config = config
+        self.symbols = SymbolTable()
+        self.info = RunInfo()
+        self.timestamp = ""
+        self.paths: list[Path] = []
+        self._file: JsonArrayFile | None = None
+        self._announced: set[tuple[int, int]] = set()
+        self._serial: dict[tuple[int, int], SerialTrack] = {}
+        self._nested: dict[tuple[int, int], NestedTrack] = {}
+        self._names: dict[tuple[int, int], str] = {}  # (level code | -1, symbol) -> JSON string
+        self._texts: dict[int, str] = {}  # symbol -> JSON string
+        self._node_connections = _Bounded(FLOW_MEMORY)
+        self._waiting_flow_ends = _Bounded(FLOW_MEMORY)  # connection id -> (pid, tid, ts)
+        self.counts = {"task": 0, "api": 0, "tx": 0, "flows": 0}
+
+    # -- stage interface -------------------------------------------------------------------
+
+    def open(self) -> None:
+        self.timestamp = export_timestamp(self.config.timestamp or self.ctx.export_stamp)
+        self._start_file()
+
+    def write_batch(self, batch: Batch) -> None:
+        learn_symbols(self.symbols, batch)
+        kind = batch.kind
+        if kind == "run_info":
+            rows = unpack_rows(batch)
+            if rows and rows[0] and isinstance(rows[0][0], dict):
+                self.info = RunInfo.from_row(rows[0][0])
+            return
+        if kind not in ("task", "api", "tx"):
+            return
+        if self._file is None:  # tolerate a runner that skips open()
+            self.open()
+        out: list[str] = []
+        rows = unpack_rows(batch)
+        if kind == "task":
+            self._tasks(rows, out)
+        elif kind == "api":
+            self._apis(rows, out)
+        else:
+            self._txs(rows, out)
+        self._write(out)
+
+    def flush(self) -> None:
+        if self._file is not None and self.config.fsync:
+            self._file.sync()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.sync()
+            self._file.close()
+            self._file = None
+
+    def accounting(self) -> dict[str, int]:
+        adjusted = sum(t.adjusted for t in self._serial.values()) + sum(
+            t.adjusted for t in self._nested.values()
+        )
+        dropped = sum(t.dropped for t in self._nested.values())
+        return {
+            "tasks_written": self.counts["task"],
+            "apis_written": self.counts["api"],
+            "tx_written": self.counts["tx"],
+            "flows_written": self.counts["flows"],
+            "events_adjusted_for_overlap": adjusted,
+            "events_dropped_for_overlap": dropped,
+            "files": len(self.paths),
+        }
+
+    # -- files ------------------------------------------------------------------------------
+
+    def _start_file(self) -> None:
+        directory = self.ctx.resolve(self.config.directory)
+        suffix = f"_{len(self.paths)}" if self.paths else ""
+        path = directory / f"msprof_{self.timestamp}{suffix}.json"
+        self._file = JsonArrayFile(path)
+        self.paths.append(path)
+        self._announced.clear()
+
+    def _write(self, out: list[str]) -> None:
+        if not out:
+            return
+        assert self._file is not None
+        self._file.append(out)
+        if self._file.size >= self.config.rotate_bytes:
+            self._file.close()
+            self._start_file()
+
+    # -- metadata -----------------------------------------------------------------------------
+
+    def _process(self, out: list[str], pid: int, name: str, label: str, sort_index: int) -> None:
+        if (pid, -1) in self._announced:
+            return
+        self._announced.add((pid, -1))
+        out.append(_meta("process_name", pid, 0, "name", name))
+        out.append(_meta("process_labels", pid, 0, "labels", label))
+        out.append(_meta("process_sort_index", pid, 0, "sort_index", sort_index))
+
+    def _thread(self, out: list[str], pid: int, tid: int, name: str) -> None:
+        if (pid, tid) in self._announced:
+            return
+        self._announced.add((pid, tid))
+        out.append(_meta("thread_name", pid, tid, "name", name))
+        out.append(_meta("thread_sort_index", pid, tid, "sort_index", tid))
+
+    def _text(self, symbol: int, default: str = "") -> str:
+        """A symbol's text as a JSON string."""
+        if not symbol:
+            return _js(default)
+        cached = self._texts.get(symbol)
+        if cached is None:
+            cached = self._texts[symbol] = _js(self.symbols[symbol] or default)
+        return cached
+
+    def _task_name(self, op_name: int, task_type: int) -> str:
+        """Op name, else the task type (MEMCPY_ASYNC, EVENT_RECORD ...), as a JSON string."""
+        key = (-1, op_name) if op_name else (-2, task_type or 0)
+        cached = self._names.get(key)
+        if cached is None:
+            cached = self._names[key] = _js(self.symbols[key[1]] or "UNKNOWN")
+        return cached
+
+    def _api_name(self, code: int, api_name: int) -> str:
+        """``{AscendCL|Model|Node|Runtime|Communication|Api}@{name}`` as a JSON string."""
+        key = (code, api_name)
+        cached = self._names.get(key)
+        if cached is None:
+            prefix = LEVELS[code][1] if code in LEVELS else "Api"
+            cached = self._names[key] = _js(f"{prefix}@{self.symbols[api_name]}")
+        return cached
+
+    # -- events -------------------------------------------------------------------------------
+
+    def _tasks(self, rows: list[list[Any]], out: list[str]) -> None:
+        app_pid = self.info.pid
+        written = 0
+        for row in rows:
+            (device_id, model_id, _iteration, stream_id, task_id, batch_id, start_ns, end_ns,
+             op_name, _op_type, task_type, *_rest) = row
+            connection_id = row[14]
+            pid = format_pid(app_pid, SORT_HARDWARE, device_id)
+            if (pid, -1) not in self._announced:
+                self._process(out, pid, "Ascend Hardware", f"NPU {device_id}", SORT_HARDWARE)
+            if (pid, stream_id) not in self._announced:
+                self._thread(out, pid, stream_id, f"Stream {stream_id}")
+            track = self._serial.get((pid, stream_id))
+            if track is None:
+                track = self._serial[(pid, stream_id)] = SerialTrack()
+            start_ns, end_ns = track.place(start_ns, end_ns)
+            name = self._task_name(op_name, task_type)
+            task_type_text = self._texts.get(task_type) or self._text(task_type, NA)
+            ts = us(start_ns)
+            conn = UINT32_NONE if connection_id is None else connection_id
+            out.append(
+                f'{{"name":{name},"pid":{pid},"tid":{stream_id},"ts":"{ts}","dur":{us(end_ns - start_ns)},'
+                f'"args":{{"Model Id":{model_id},"Task Type":{task_type_text},'
+                f'"Physic Stream Id":{stream_id},"Task Id":{task_id},"Batch Id":{batch_id},'
+                f'"Subtask Id":{UINT32_NONE},"connection_id":{conn}}},"ph":"X"}}'
+            )
+            written += 1
+            if connection_id is not None:
+                if connection_id in self._node_connections.data:
+                    out.append(self._flow_end(connection_id, pid, stream_id, ts))
+                else:
+                    self._waiting_flow_ends.put(connection_id, (pid, stream_id, ts))
+        self.counts["task"] += written
+
+    def _apis(self, rows: list[list[Any]], out: list[str]) -> None:
+        pid = format_pid(self.info.pid, SORT_CANN, HOST_DEVICE_ID)
+        self._process(out, pid, "CANN", "CPU", SORT_CANN)
+        window_ns = int(self.config.overlap_window_s * 1e9)
+        written = 0
+        for start_ns, end_ns, level, struct_type, api_name, thread_id, connection_id, item_id in rows:
+            if (pid, thread_id) not in self._announced:
+                self._thread(out, pid, thread_id, f"Thread {thread_id}")
+            track = self._nested.get((pid, thread_id))
+            if track is None:
+                track = self._nested[(pid, thread_id)] = NestedTrack(window_ns)
+            placed = track.place(start_ns, end_ns)
+            if placed is None:
+                continue
+            start_ns, end_ns = placed
+            code = level_code(level)
+            code = -3 if code is None else code
+            level_text = LEVELS[code][0] if code in LEVELS else ""
+            ts = us(start_ns)
+            conn = UINT32_NONE if connection_id is None else connection_id
+            item_text = f'"{item_id}"' if type(item_id) is int else _js(str(item_id))
+            out.append(
+                f'{{"name":{self._api_name(code, api_name)},"pid":{pid},'
+                f'"tid":{thread_id},"ts":"{ts}","dur":{us(end_ns - start_ns)},'
+                f'"args":{{"Thread Id":{thread_id},"Mode":{self._texts.get(struct_type) or self._text(struct_type)},'
+                f'"level":"{level_text}","id":{self._texts.get(api_name) or self._text(api_name)},'
+                f'"item_id":{item_text},"connection_id":{conn}}},"ph":"X"}}'
+            )
+            written += 1
+            if code == NODE_LEVEL and connection_id is not None:
+                out.append(self._flow_start(connection_id, pid, thread_id, ts))
+                self._node_connections.put(connection_id)
+                waiting = self._waiting_flow_ends.data.pop(connection_id, None)
+                if waiting is not None:
+                    out.append(self._flow_end(connection_id, *waiting))
+        self.counts["api"] += written
+
+    def _txs(self, rows: list[list[Any]], out: list[str]) -> None:
+        pid = format_pid(self.info.pid, SORT_TX, HOST_DEVICE_ID)
+        self._process(out, pid, self.info.pid_name or "MsprofTx", "CPU", SORT_TX)
+        window_ns = int(self.config.overlap_window_s * 1e9)
+        written = 0
+        for row in rows:
+            (start_ns, end_ns, _process_id, thread_id, category, event_type, payload_type,
+             payload_value, message_type, message, domain, _mark_id) = row
+            self._thread(out, pid, thread_id, f"Thread {thread_id}")
+            track = self._nested.get((pid, thread_id))
+            if track is None:
+                track = self._nested[(pid, thread_id)] = NestedTrack(window_ns)
+            placed = track.place(start_ns, end_ns)
+            if placed is None:
+                continue
+            start_ns, end_ns = placed
+            kind = MSTX_EVENT_TYPES.get(event_type, "") if isinstance(event_type, int) else str(event_type)
+            if kind == "marker_ex":
+                args: dict[str, Any] = {"event_type": kind, "domain": domain}
+            else:
+                args = {"Category": str(category), "Payload_type": payload_type,
+                        "Payload_value": payload_value, "Message_type": message_type, "event_type": kind}
+            out.append(
+                f'{{"name":{_js(self.symbols[message] if isinstance(message, int) else str(message or ""))},'
+                f'"pid":{pid},"tid":{thread_id},"ts":"{us(start_ns)}","dur":{us(end_ns - start_ns)},'
+                f'"args":{json.dumps(args, ensure_ascii=False, separators=(",", ":"))},"ph":"X"}}'
+            )
+            written += 1
+        self.counts["tx"] += written
+
+    def _flow_start(self, connection_id: int, pid: int, tid: int, ts: str) -> str:
+        flow_id = connection_id << 32
+        self.counts["flows"] += 1
+        return (f'{{"name":"HostToDevice{flow_id}","ph":"s","cat":"HostToDevice","id":"{flow_id}",'
+                f'"pid":{pid},"tid":{tid},"ts":"{ts}"}}')
+
+    def _flow_end(self, connection_id: int, pid: int, tid: int, ts: str) -> str:
+        flow_id = connection_id << 32
+        return (f'{{"name":"HostToDevice{flow_id}","ph":"f","id":"{flow_id}","ts":"{ts}",'
+                f'"cat":"HostToDevice","pid":{pid},"tid":{tid},"bp":"e"}}')
