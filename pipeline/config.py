@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from pipeline.plugins import load_stage_class
 from pipeline.stage import Stage, StageConfig
 
 COMMON_STAGE_KEYS = ("type", "inputs", "endpoint", "enabled")
+STAGE_ID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 
 
 class BatchSettings(BaseModel):
@@ -53,6 +55,7 @@ class PipelineConfig:
     path: Path
     run: RunSettings
     stages: dict[str, StageSpec] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)  # the tree as read (with overrides), not interpolated
 
     @property
     def output_dir(self) -> Path:
@@ -119,8 +122,10 @@ def parse_config(raw: Any, path: Path, env: Mapping[str, str] | None = None) -> 
     stages_tree = tree.get("stages")
     if not isinstance(stages_tree, dict) or not stages_tree:
         raise _located(where, "'stages' must map stage ids to stage settings")
-    config = PipelineConfig(path=path, run=run)
+    config = PipelineConfig(path=path, run=run, raw=raw)
     for stage_id, body in stages_tree.items():
+        if not STAGE_ID.match(str(stage_id)):
+            raise _located(f"{where}: stages.{stage_id}", "stage ids use letters, digits, '_' and '-' (at most 40)")
         config.stages[str(stage_id)] = _parse_stage(str(stage_id), body, where)
     _check_graph(config, where)
     return config

@@ -9,16 +9,21 @@ def run_problems(finals: dict[str, dict[str, Any] | None], exit_codes: dict[str,
                  interrupted: bool) -> list[str]:
     """Every reason this run is not a clean, fully reconciled run, one line each."""
     problems: list[str] = []
+    stopped: list[str] = []
+    failed_first = any(f is not None and f.get("error") for f in finals.values())
     for sid, final in finals.items():
         code = exit_codes.get(sid)
         if final is None:
-            problems.append(f"stage '{sid}' ended without a report (exit {code}): it crashed or was killed")
+            if failed_first and code is not None and code < 0:
+                stopped.append(f"stage '{sid}' was stopped (signal {-code}) after the failure above")
+            else:
+                problems.append(f"stage '{sid}' ended without a report (exit {code}): it crashed or was killed")
             continue
         if final.get("error"):
             problems.append(final["error"].removeprefix("error: "))
         problems.extend(final.get("problems", []))
     problems.extend(_cross_checks(finals, interrupted))
-    return problems
+    return problems + stopped
 
 
 def _cross_checks(finals: dict[str, dict[str, Any] | None], interrupted: bool) -> list[str]:

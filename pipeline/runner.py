@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -88,6 +89,7 @@ class StageRunner:
         self.inputs: dict[tuple[str, str], InputTally] = {key: InputTally() for key in self.spec.inputs}
         self.wire_rejected: Counter[str] = Counter()
         self.started = time.monotonic()
+        self.parent = os.getppid() if control else None
         self._last_metrics = 0.0
         self._last_log = time.monotonic()
 
@@ -109,6 +111,8 @@ class StageRunner:
                 sock.send_multipart(frames, copy=len(frames[1]) < 65536)
                 return
             except zmq.Again:
+                if self._supervisor_gone():
+                    self.abort = True
                 if self.abort:
                     raise UserError(f"stage '{self.stage_id}': aborted while a consumer was not reading") from None
 
@@ -134,11 +138,19 @@ class StageRunner:
         if isinstance(self.stage, Source):
             self.stage.stop()
 
+    def _supervisor_gone(self) -> bool:
+        return self.parent is not None and os.getppid() != self.parent
+
     def _metrics(self, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self._last_metrics < METRICS_INTERVAL_S:
             return
         self._last_metrics = now
+        if self._supervisor_gone() and not self.abort:
+            self.log.error("supervisor is gone: stopping")
+            self.abort = True
+            if isinstance(self.stage, Source):
+                self.stage.stop()
         received = sum(t.records for t in self.inputs.values())
         self.control.send({"type": "metrics", "t": time.time(), "in": received,
                            "out": dict(self.out_records), "rejected": sum(self.ctx.rejected.values()),
@@ -269,7 +281,8 @@ class StageRunner:
                 self._run_consumer()
         except UserError as exc:
             error = exc.line()
-            print(error, file=sys.stderr)
+            if self.control.sock is None:  # supervised stages report through the supervisor
+                print(error, file=sys.stderr)
         except Exception as exc:  # a bug: keep the traceback in the log, one line in the report
             error = f"stage '{self.stage_id}' crashed: {type(exc).__name__}: {exc}"
             self.log.error("stage crashed", traceback=traceback.format_exc())

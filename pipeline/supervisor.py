@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from types import FrameType
 from typing import Any
 
 import msgpack
+import yaml
 import zmq
 
 from pipeline import transport
@@ -52,11 +54,26 @@ class Supervisor:
         self.zctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
 
     # -- processes ------------------------------------------------------------------------
+    def _effective_config(self) -> Path:
+        """The config as this run sees it (overrides applied), for the stage processes to load."""
+        path = transport.socket_dir(self.config) / "config.yaml"
+        path.write_text(yaml.safe_dump(self.config.raw, sort_keys=False))
+        return path
+
+    def _private_socket_dir(self) -> None:
+        """Local ipc sockets of this run live in a directory no other run uses."""
+        if self.config.run.socket_dir:
+            return
+        private = transport.socket_root() / f"{self.config.run.name[:16]}-{uuid.uuid4().hex[:8]}"
+        self.config.run.socket_dir = str(private)
+        self.config.raw.setdefault("run", {})["socket_dir"] = str(private)
+
     def _spawn(self, control: str) -> None:
+        config_path = self._effective_config()
         order = {"sink": 0, "transform": 1, "source": 2}  # consumers bind before producers connect
         stages = sorted(self.config.enabled_stages().values(), key=lambda spec: order.get(spec.cls.role, 1))
         for spec in stages:
-            command = [sys.executable, "-m", "pipeline", "stage", spec.stage_id, "--config", str(self.config.path),
+            command = [sys.executable, "-m", "pipeline", "stage", spec.stage_id, "--config", str(config_path),
                        "--run-id", self.run_id, "--control", control, "--output", str(self.config.output_dir),
                        "--stamp", self.stamp]
             popen = subprocess.Popen(command, start_new_session=True)  # Ctrl-C reaches the supervisor only
@@ -128,6 +145,7 @@ class Supervisor:
     def run(self) -> int:
         out_dir = self.config.output_dir
         out_dir.mkdir(parents=True, exist_ok=True)
+        self._private_socket_dir()
         control_ep = transport.control_endpoint(self.config)
         control = self.zctx.socket(zmq.PULL)
         control.bind(control_ep)
@@ -140,6 +158,9 @@ class Supervisor:
         previous = signal.signal(signal.SIGINT, self._on_interrupt)
         signal.signal(signal.SIGTERM, self._on_interrupt)
         self._spawn(control_ep)
+        run_file = json.loads((out_dir / "run.json").read_text())
+        run_file["stage_pids"] = {sid: proc.popen.pid for sid, proc in self.procs.items()}
+        (out_dir / "run.json").write_text(json.dumps(run_file, indent=2))
         display = _LiveDisplay() if self.live else None
         try:
             self._loop(control, publisher, display)
@@ -153,6 +174,7 @@ class Supervisor:
         control.close(0)
         publisher.close(0)
         self.zctx.term()
+        shutil.rmtree(transport.socket_dir(self.config), ignore_errors=True)
         return self._finish()
 
     def _loop(self, control: zmq.Socket[bytes], publisher: zmq.Socket[bytes], display: _LiveDisplay | None) -> None:

@@ -21,9 +21,8 @@ def resolve_endpoint(target: str) -> str:
     path = Path(target).expanduser()
     if path.is_file() and path.suffix in (".yaml", ".yml"):
         from pipeline.config import load_config
-        from pipeline.transport import top_endpoint
 
-        return top_endpoint(load_config(path))
+        path = load_config(path).output_dir  # the running supervisor wrote run.json there
     run_file = path / "run.json" if path.is_dir() else path
     if run_file.is_file():
         endpoint: str = json.loads(run_file.read_text())["top_endpoint"]

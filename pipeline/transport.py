@@ -17,13 +17,18 @@ LINGER_MS = 30_000
 SEND_POLL_MS = 200
 
 
+def socket_root() -> Path:
+    """Where run socket directories live: $XDG_RUNTIME_DIR or the temp folder, per user."""
+    root = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    return Path(root) / f"ascend-pipeline-{os.getuid()}"
+
+
 def socket_dir(config: PipelineConfig) -> Path:
     """Per-run socket directory, private to the user (0700)."""
     if config.run.socket_dir:
         base = Path(config.run.socket_dir).expanduser()
     else:
-        root = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-        base = Path(root) / f"ascend-pipeline-{os.getuid()}" / config.run.name
+        base = socket_root() / config.run.name
     base.mkdir(parents=True, exist_ok=True, mode=0o700)
     for directory in (base, base.parent):
         if directory.stat().st_uid == os.getuid():
@@ -35,7 +40,7 @@ def input_endpoint(config: PipelineConfig, stage_id: str) -> str:
     spec = config.stages[stage_id]
     if spec.endpoint:
         return spec.endpoint
-    endpoint = f"ipc://{socket_dir(config) / (stage_id + '.ipc')}"
+    endpoint = f"ipc://{socket_dir(config) / ('in-' + stage_id + '.ipc')}"
     if len(endpoint) - len("ipc://") > IPC_PATH_LIMIT:
         raise UserError(f"ipc path too long for stage '{stage_id}': {endpoint}",
                         "set run.socket_dir to a shorter directory")
@@ -43,11 +48,11 @@ def input_endpoint(config: PipelineConfig, stage_id: str) -> str:
 
 
 def control_endpoint(config: PipelineConfig) -> str:
-    return f"ipc://{socket_dir(config) / 'control.ipc'}"
+    return f"ipc://{socket_dir(config) / 'supervisor-control.ipc'}"
 
 
 def top_endpoint(config: PipelineConfig) -> str:
-    return config.run.top_endpoint or f"ipc://{socket_dir(config) / 'top.ipc'}"
+    return config.run.top_endpoint or f"ipc://{socket_dir(config) / 'supervisor-top.ipc'}"
 
 
 def bind_endpoint(endpoint: str) -> str:

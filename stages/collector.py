@@ -22,7 +22,6 @@ from stages import framing
 from stages.formats.files import StreamKind, device_stream_kind, host_stream_kind, split_slice
 
 CONTROL_PREFIXES = ("info.json", "sample.json", "start_info", "end_info", "host_start.log", "dev_start.log")
-READ_LIMIT = 4 << 20  # bytes per stream per pass, so streams progress together
 
 
 @dataclass
@@ -59,6 +58,8 @@ class CollectorStage(Source):
         wait_s: float = Field(60.0, ge=0, description="how long to wait for the directory to appear")
         chunk_records: int = Field(1024, ge=1)
         chunk_bytes: int = Field(1 << 20, ge=4096)
+        read_quantum_bytes: int = Field(256 << 10, ge=4096,
+                                        description="bytes read per stream per pass, so streams advance together")
 
     def __init__(self, config: Any, ctx: Any) -> None:
         super().__init__(config, ctx)
@@ -67,6 +68,7 @@ class CollectorStage(Source):
         self.collected = 0
         self.garbage_bytes = 0
         self.bytes_read = 0
+        self.left_at_stop = 0
 
     def stop(self) -> None:
         self._stop = True
@@ -93,16 +95,19 @@ class CollectorStage(Source):
         assert self.tree is not None
         while True:
             finished = self._job_finished()  # looked at before reading, so no byte is missed
-            progressed = False
-            for batch in self._pass(final=False):
-                progressed = True
-                yield batch
-            if finished or self._stop or not self.config.follow:
+            before = self.bytes_read
+            yield from self._pass(final=False)
+            if self._stop:
+                self.left_at_stop = sum(len(s.buffer) for s in self.tree.streams.values())
+                return  # asked to stop: what is on disk stays there for a later import
+            if self.bytes_read > before:
+                yield None
+                continue  # more to read: keep going before deciding anything
+            if finished or not self.config.follow:
                 yield from self._pass(final=True)
                 return
-            if not progressed:
-                yield None
-                time.sleep(self.config.poll_ms / 1000)
+            yield None
+            time.sleep(self.config.poll_ms / 1000)
 
     def _job_finished(self) -> bool:
         assert self.tree is not None
@@ -180,7 +185,7 @@ class CollectorStage(Source):
                 self.tree.streams[key] = StreamState(base, kind, device, data)
 
     def _read_stream(self, state: StreamState, final: bool) -> Iterator[Batch]:
-        budget = READ_LIMIT
+        budget = self.config.read_quantum_bytes
         while budget > 0:
             path = state.slice_path()
             if not path.exists():

@@ -192,7 +192,8 @@ class AggregatorStage(Transform):
             thread, ts = int(record["thread_id"]), int(record["ts_ns"])
             node_api = self.host.node_api(thread, ts)
             type_name = self._type_name(raw.LEVEL_RUNTIME, int(record["task_type"]))
-            if (node_api is None or type_name is None) and not self._expired(task.arrived, now):
+            if not self._host_context_complete(thread, ts, node_api, type_name) and \
+                    not self._expired(task.arrived, now):
                 return
             self.pending_host.popleft()
             task.resolved = self._describe(record, node_api, type_name)
@@ -201,6 +202,16 @@ class AggregatorStage(Transform):
             key = (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]),
                    int(record["batch_id"]))
             self._meet(key, host=task)
+
+    def _host_context_complete(self, thread: int, ts: int, node_api: Interval | None, type_name: str | None) -> bool:
+        """Everything that describes a task at ``ts`` has arrived: its Node API, its node_basic_info
+        and, when a tensor_info stream exists, tensor records up to ``ts`` (streams arrive in time order)."""
+        if type_name == "FLIP_TASK":
+            return True
+        if node_api is None or type_name is None or self.host.node_info(thread, ts, node_api.start) is None:
+            return False
+        tensor_marks = [mark for stream, mark in self.watermarks.items() if "tensor_info" in stream]
+        return all(mark >= ts for mark in tensor_marks)
 
     def _describe(self, record: Any, node_api: Interval | None, type_name: str | None) -> dict[str, Any] | None:
         if type_name == "FLIP_TASK":
@@ -316,7 +327,18 @@ class AggregatorStage(Transform):
         yield pack_rows("op_statistic", self.stats.op_rows(), "stats", dict(meta))
         yield pack_rows("api_statistic", self.stats.api_rows(), "stats", dict(meta))
 
+    def _prune(self) -> None:
+        """Host context older than every task still to come is no longer needed."""
+        track_marks = [mark for stream, mark in self.watermarks.items() if "task_track" in stream]
+        if not track_marks:
+            return
+        low = min(track_marks)
+        if self.pending_host:
+            low = min(low, int(self.pending_host[0].record["ts_ns"]))
+        self.host.prune_before(low)
+
     def tick(self, now: float) -> Iterable[Batch]:
+        self._prune()
         out = list(self._advance(now))
         out.extend(self._flush_rows(force=True))
         if self.stats.changed and now - self.last_snapshot >= self.config.snapshot_every_s:

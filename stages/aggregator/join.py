@@ -14,15 +14,22 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-HISTORY = 8192  # entries kept per thread and kind: far more than the records of one op launch
+HARD_LIMIT = 1_000_000  # entries per thread and kind, whatever the low-water mark says
 
 
 @dataclass
 class TimedLog:
-    """Entries sorted by time (appended in order, as each host stream is), bounded."""
+    """Entries sorted by time (appended in order, as each host stream is). Bounded by
+    :meth:`prune_before`, which the owner calls with the oldest time still needed."""
 
-    times: deque[int] = field(default_factory=lambda: deque(maxlen=HISTORY))
-    items: deque[Any] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    times: deque[int] = field(default_factory=lambda: deque(maxlen=HARD_LIMIT))
+    items: deque[Any] = field(default_factory=lambda: deque(maxlen=HARD_LIMIT))
+
+    def prune_before(self, ts: int) -> None:
+        """Forget entries older than ``ts`` except the newest of them (it may still contain ``ts``)."""
+        while len(self.times) > 1 and self.times[1] <= ts:
+            self.times.popleft()
+            self.items.popleft()
 
     def add(self, ts: int, item: Any) -> None:
         if self.times and ts < self.times[-1]:  # rare out-of-order record: keep sorted
@@ -94,6 +101,11 @@ class HostIndex:
         if record is None or int(record["op_name"]) != op_name or int(record["ts_ns"]) < since:
             return None
         return record
+
+    def prune_before(self, ts: int) -> None:
+        for table in (self.node_apis, self.node_basic, self.tensors, self.model_runs):
+            for log in table.values():
+                log.prune_before(ts)
 
     def model_run(self, thread: int, ts: int) -> tuple[int, int] | None:
         log = self.model_runs.get(thread)

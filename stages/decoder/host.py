@@ -79,7 +79,8 @@ class HostDecoder:
         api_out["start_ns"] = clock.to_local_ns(apis["begin"])  # type: ignore[attr-defined]
         api_out["end_ns"] = clock.to_local_ns(apis["end"])  # type: ignore[attr-defined]
         event_out["ts_ns"] = clock.to_local_ns(events["begin"])  # type: ignore[attr-defined]
-        return [("api", api_out), ("event", event_out)]
+        # Events first: a ModelExecute window must be known before the APIs inside it are resolved.
+        return [("event", event_out), ("api", api_out)]
 
     def _hash_dic(self, batch: Batch) -> Output:
         rows, bad = [], []
