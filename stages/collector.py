@@ -141,7 +141,7 @@ class CollectorStage(Source):
                 if size == 0 or self.tree.control_sent.get(rel) == size:
                     continue
                 text = path.read_text(encoding="utf-8", errors="replace")
-                if path.name.startswith(("info.json", "sample.json")) and not _complete_json(text):
+                if not _control_complete(path, text):
                     continue  # being written: next pass
                 self.tree.control_sent[rel] = size
                 if path.name.startswith("info.json") and folder.name.startswith("device_"):
@@ -289,9 +289,15 @@ def _done_size(path: Path) -> int | None:
     return None
 
 
-def _complete_json(text: str) -> bool:
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
+def _control_complete(path: Path, text: str) -> bool:
+    """A control file is whole when its .done says so, else when it parses (JSON) or ends a line."""
+    done = _done_size(path)
+    if done is not None:
+        return done == len(text.encode("utf-8", errors="replace"))
+    if path.name.startswith(("info.json", "sample.json", "start_info", "end_info")):
+        try:
+            json.loads(text)
+        except ValueError:
+            return False
+        return True
+    return text.endswith("\n")

@@ -1,56 +1,6 @@
-"""Shared fixtures: configs for real pipeline runs in a temporary folder."""
+"""Test-wide settings: helper modules in tests/ are importable by name."""
 
-from __future__ import annotations
-
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
-import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-
-
-def stage_config(out: Path, iterations: int, rate: str = "realtime", chip: str = "mini",
-                 extra_stages: str = "", slice_bytes: int = 65536) -> str:
-    return f"""
-run: {{name: t{os.getpid()}-{abs(hash(str(out))) % 100000}, output: "{out}", progress_s: 1}}
-stages:
-  board: {{type: simulator, chip: {chip}, iterations: {iterations}, rate: {rate}, seed: 3,
-           slice_bytes: {slice_bytes}, output: board}}
-  collect: {{type: collector, path: board, follow: true, wait_s: 20}}
-  decode: {{type: decoder, inputs: [collect]}}
-  aggregate: {{type: aggregator, inputs: [decode], snapshot_every_s: 0.5}}
-  timeline: {{type: timeline, inputs: [aggregate.tasks]}}
-  summary: {{type: summary, inputs: [aggregate.tasks, aggregate.stats], refresh_s: 0.2}}
-  db: {{type: sqlite, inputs: [aggregate.tasks, aggregate.stats]}}
-  top: {{type: live, inputs: [aggregate.stats]}}
-{extra_stages}"""
-
-
-def pipeline_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests" / "plugins"), env.get("PYTHONPATH", "")])
-    env.pop("PROF_DIR", None)
-    return env
-
-
-def run_cli(*args: str, timeout: float = 240, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True,
-                          timeout=timeout, env=pipeline_env(), **kwargs)
-
-
-def read_report(out: Path) -> dict[str, Any]:
-    report: dict[str, Any] = json.loads((out / "run_report.json").read_text())
-    return report
-
-
-@pytest.fixture
-def shared_dir() -> Path:
-    if not SHARED.is_dir():
-        pytest.skip(f"{SHARED} is absent (a user's clone): sample-based checks need the shared folder")
-    return SHARED
+sys.path.insert(0, str(Path(__file__).parent))

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import pipeline_env, read_report, run_cli, stage_config
+from pipeline_runs import pipeline_env, read_report, run_cli, stage_config
 
 pytestmark = pytest.mark.slow
 

@@ -100,7 +100,7 @@ class AggregatorStage(Transform):
         return list(self._advance(now))
 
     def _ingest(self, kind: str, arr: np.ndarray, stream: str, now: float) -> None:
-        if len(arr) and "ts_ns" in arr.dtype.names:
+        if len(arr) and "ts_ns" in (arr.dtype.names or ()):
             self.watermarks[stream] = max(self.watermarks.get(stream, 0), int(arr["ts_ns"].max()))
         if kind == "api":
             for record in arr:

@@ -61,7 +61,7 @@ def op_statistic_rows(symbols: SymbolTable, rows: list[list[Any]]) -> list[list[
     decoded.sort(key=lambda r: (-r[4], r[0], r[1], r[2]))
     return [
         [str(device), op_type or NA, core_type or NA, str(count), us_trimmed(total), us_trimmed(low),
-         num3(total / count / 1000 if count else 0), us_trimmed(high),
+         us_trimmed(total // count if count else 0), us_trimmed(high),  # msprof averages integer ns
          num3(total * 100 / device_totals[device] if device_totals[device] else 0)]
         for device, op_type, core_type, count, total, low, high in decoded
     ]
@@ -77,7 +77,8 @@ def api_statistic_rows(symbols: SymbolTable, rows: list[list[Any]]) -> list[list
     cells = []
     for name, level, count, total, low, high, sum_sq in decoded:
         mean = total / 1000 / count if count else 0.0
-        variance = max(0.0, sum_sq / count - mean * mean) if count else 0.0
+        rounded = round(mean, 3)  # msprof's C++ assembler takes deviations from the rounded mean
+        variance = max(0.0, sum_sq / count - 2 * rounded * mean + rounded * rounded) if count else 0.0
         cells.append(["host", level, name, us_trimmed(total), str(count), num3(mean), us_trimmed(low),
                       us_trimmed(high), num3(variance)])
     return cells
