@@ -10,7 +10,8 @@ def run_problems(finals: dict[str, dict[str, Any] | None], exit_codes: dict[str,
     """Every reason this run is not a clean, fully reconciled run, one line each."""
     problems: list[str] = []
     stopped: list[str] = []
-    failed_first = any(f is not None and f.get("error") for f in finals.values())
+    failed_first = any(f is not None and f.get("error") and not f["error"].startswith("stopped:")
+                       for f in finals.values())
     for sid, final in finals.items():
         code = exit_codes.get(sid)
         if final is None:
@@ -19,11 +20,19 @@ def run_problems(finals: dict[str, dict[str, Any] | None], exit_codes: dict[str,
             else:
                 problems.append(f"stage '{sid}' ended without a report (exit {code}): it crashed or was killed")
             continue
-        if final.get("error"):
+        if (final.get("error") or "").startswith("stopped:"):
+            stopped.append(final["error"].removeprefix("stopped: "))
+        elif final.get("error"):
             problems.append(final["error"].removeprefix("error: "))
         problems.extend(final.get("problems", []))
     problems.extend(_cross_checks(finals, interrupted))
     return problems + stopped
+
+
+def root_causes(problems: list[str]) -> list[str]:
+    """The problems a user must act on (not the stages stopped because of them)."""
+    return [line for line in problems if "after another stage failed" not in line
+            and "after the failure above" not in line]
 
 
 def _cross_checks(finals: dict[str, dict[str, Any] | None], interrupted: bool) -> list[str]:

@@ -82,6 +82,7 @@ class StageRunner:
         self.stage = self.spec.cls(self.spec.config, self.ctx)
         self.stop_requested = False
         self.abort = False
+        self.stopped_by_supervisor = False
         self.outputs: dict[str, list[tuple[str, zmq.Socket[bytes]]]] = {}
         self.out_seq: Counter[tuple[str, str]] = Counter()
         self.out_batches: Counter[str] = Counter()
@@ -135,6 +136,13 @@ class StageRunner:
         if self.stop_requested:
             self.abort = True
         self.stop_requested = True
+        if isinstance(self.stage, Source):
+            self.stage.stop()
+
+    def _on_abort(self, signum: int, frame: FrameType | None) -> None:
+        """The supervisor stops this stage because another one failed."""
+        self.abort = True
+        self.stopped_by_supervisor = True
         if isinstance(self.stage, Source):
             self.stage.stop()
 
@@ -271,6 +279,7 @@ class StageRunner:
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGUSR1, self._on_abort)
         self.control.send({"type": "hello", "role": self.spec.cls.role})
         error: str | None = None
         try:
@@ -281,6 +290,8 @@ class StageRunner:
                 self._run_consumer()
         except UserError as exc:
             error = exc.line()
+            if self.stopped_by_supervisor:
+                error = f"stopped: stage '{self.stage_id}' was stopped after another stage failed"
             if self.control.sock is None:  # supervised stages report through the supervisor
                 print(error, file=sys.stderr)
         except Exception as exc:  # a bug: keep the traceback in the log, one line in the report

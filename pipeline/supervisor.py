@@ -21,7 +21,7 @@ import zmq
 
 from pipeline import transport
 from pipeline.config import PipelineConfig
-from pipeline.report import render_report, run_problems
+from pipeline.report import render_report, root_causes, run_problems
 from pipeline.views import progress_line
 
 KILL_GRACE_S = 5.0
@@ -83,6 +83,12 @@ class Supervisor:
         for proc in self.procs.values():
             if proc.role == "source" and proc.popen.poll() is None:
                 proc.popen.send_signal(signal.SIGTERM)
+
+    def _stop_others(self) -> None:
+        """A stage failed: stop the others now (they report what they had), kill stragglers later."""
+        for proc in self.procs.values():
+            if proc.popen.poll() is None:
+                proc.popen.send_signal(signal.SIGUSR1)
 
     def _kill_all(self) -> None:
         for proc in self.procs.values():
@@ -207,7 +213,7 @@ class Supervisor:
             if failed and failure_seen_at is None:
                 failure_seen_at = now
                 self.state = "failing"
-                self._signal_sources()
+                self._stop_others()
             if failure_seen_at is not None and now - failure_seen_at > KILL_GRACE_S:
                 self._kill_all()
             if self.state == "draining" and now - self.started > 0 and self._sources_done():
@@ -242,11 +248,20 @@ class Supervisor:
         out_dir = self.config.output_dir
         (out_dir / "run_report.json").write_text(json.dumps(report, indent=2, default=str))
         print(render_report(report), flush=True)
-        for line in problems:
+        for line in root_causes(problems):
             print(f"error: {line}", file=sys.stderr)
         if self.state == "aborted":
+            print(self._aborted_line(), file=sys.stderr)
             return 130
         return 1 if problems else 0
+
+
+    def _aborted_line(self) -> str:
+        """What a second Ctrl-C lost: records read from disk but not through every stage."""
+        read = sum(sum(p.metrics.get("out", {}).values()) for p in self.procs.values() if p.role == "source")
+        through = min((p.metrics.get("in", 0) for p in self.procs.values() if p.role == "transform"), default=0)
+        return (f"aborted: {read:,} records were read but only {through:,} reached every transform; the rest are "
+                f"not in the outputs. The raw files are untouched: `pipeline import` parses them completely.")
 
 
 class _LiveDisplay:

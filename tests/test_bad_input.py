@@ -1,0 +1,98 @@
+"""Bad input gets one clear line and no traceback; garbage in raw data is counted, not fatal."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from pipeline_runs import read_report, run_cli
+
+NO_TRACEBACK = "Traceback"
+
+
+def _error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("error:")]
+
+
+def test_import_missing_directory(tmp_path: Path) -> None:
+    result = run_cli("import", str(tmp_path / "nope"), "--output", str(tmp_path / "out"))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: import: {tmp_path / 'nope'} is not a directory "
+        "(pass a PROF_… directory written by CANN or the simulator)"]
+
+
+def test_run_with_missing_prof_dir_names_the_collector(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(f"""
+run: {{name: missing, output: "{tmp_path / 'out'}"}}
+stages:
+  collect: {{type: collector, path: "{tmp_path / 'absent'}", wait_s: 0.5}}
+  decode: {{type: decoder, inputs: [collect]}}
+  aggregate: {{type: aggregator, inputs: [decode]}}
+  summary: {{type: summary, inputs: [aggregate.tasks, aggregate.stats]}}
+""")
+    result = run_cli("run", str(config), "--live", "off", timeout=120)
+    assert result.returncode == 1
+    assert NO_TRACEBACK not in result.stderr
+    errors = _error_lines(result.stderr)
+    assert errors == [f"error: collector: {tmp_path / 'absent'} does not exist (point the collector's path "
+                      "(or PROF_DIR) at a CANN profiling output directory)"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("stages: {c: {type: collector}\n", "invalid YAML"),
+        ("stages:\n  c: {type: not_a_stage}\n", "stages.c: unknown stage type 'not_a_stage'"),
+        ("stages:\n  c: {type: collector, pth: x}\n", "stages.c.pth: unknown key"),
+        ("stages:\n  c: {type: collector, follow: maybe}\n", "stages.c.follow: input should be a valid boolean"),
+    ],
+)
+def test_run_with_bad_config_is_one_line(tmp_path: Path, text: str, expected: str) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(text)
+    result = run_cli("run", str(config), "--live", "off")
+    assert result.returncode == 2
+    assert NO_TRACEBACK not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0] and str(config) in lines[0]
+
+
+def _slices(folder: Path, base: str) -> list[Path]:
+    found = [p for p in folder.glob(f"{base}.slice_*") if not p.name.endswith(".done")]
+    return sorted(found, key=lambda p: int(p.name.rsplit("_", 1)[1]))
+
+
+def test_garbage_appended_to_slices_is_counted_and_the_rest_decoded(tmp_path: Path) -> None:
+    # Slices of 40 KiB end on record boundaries of every device kind (64, 128, 40 bytes).
+    result = run_cli("simulate", str(tmp_path / "board"), "--chip", "cloud", "--iterations", "40",
+                     "--rate", "max", "--slice-bytes", str(64 * 128 * 5))
+    assert result.returncode == 0, result.stderr
+    truth = json.loads((tmp_path / "board" / "simulator_truth.json").read_text())
+    prof = Path(truth["prof_dir"])
+    host_slice = _slices(prof / "host" / "data", "unaging.api_event.data")[0]
+    device_slice = _slices(prof / "device_0" / "data", "hwts.data.0")[0]
+    garbage = bytes(range(7, 7 + 45))
+    for path in (host_slice, device_slice):
+        with open(path, "ab") as handle:
+            handle.write(garbage)
+
+    result = run_cli("import", str(prof), "--output", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert NO_TRACEBACK not in result.stderr
+    report = read_report(tmp_path / "out")
+    collector = report["stages"]["collect"]
+    assert collector["accounting"]["garbage_bytes"] == 2 * len(garbage)
+    assert sum(collector["rejected"].values()) == 2 * len(garbage)
+    assert collector["accounting"]["records_collected"] == truth["records_total"]
+    assert report["stages"]["decode"]["accounting"]["decoded"] == truth["records_total"]
+    kept_aside = list((tmp_path / "out" / "rejected").glob("collect.*"))
+    assert sum(p.stat().st_size for p in kept_aside) == 2 * len(garbage)
+
+    out_csv = next((tmp_path / "out" / "mindstudio_profiler_output").glob("op_statistic_*.csv"))
+    with open(out_csv, newline="") as handle:
+        counts = {(r["OP Type"], r["Core Type"]): int(r["Count"]) for r in csv.DictReader(handle)}
+    assert counts == {(t["op_type"], t["core_type"]): t["count"] for t in truth["op_statistic"]}

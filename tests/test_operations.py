@@ -1,0 +1,95 @@
+"""Operating a run: attach `pipeline top`, Ctrl-C drains, stages started alone over tcp."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pipeline_runs import pipeline_env, read_report, run_cli, stage_config
+
+pytestmark = pytest.mark.slow
+
+
+def _start(config: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "pipeline", "run", str(config), "--live", "off"],
+                            env=pipeline_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _top_view(out: Path, deadline_s: float = 60) -> dict:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if (out / "run.json").exists():
+            result = run_cli("top", str(out), "--json", "--once", "--timeout", "5", timeout=30)
+            if result.returncode == 0:
+                view: dict = json.loads(result.stdout.splitlines()[0])
+                if view["stats"].get("ops"):
+                    return view
+        time.sleep(0.5)
+    raise AssertionError("pipeline top never showed operator statistics")
+
+
+def test_top_attaches_and_ctrl_c_drains(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    config = tmp_path / "c.yaml"
+    config.write_text(stage_config(out, iterations=100_000))
+    run = _start(config)
+    try:
+        view = _top_view(out)
+        assert set(view["stages"]) == {"board", "collect", "decode", "aggregate", "timeline", "summary", "db", "top"}
+        op_types = {row[1] for row in view["stats"]["ops"]}
+        assert {"Conv2D", "TransData", "NonMaxSuppressionV3"} <= op_types
+        assert all(row[3] > 0 and row[4] >= row[5] * row[3] for row in view["stats"]["ops"])  # total ≥ min × count
+        run.send_signal(signal.SIGINT)
+        stdout, stderr = run.communicate(timeout=120)
+    finally:
+        run.kill()
+    assert run.returncode == 0, stderr[-2000:]
+    assert "draining" in stderr
+    report = read_report(out)
+    assert report["problems"] == []
+    for final in report["stages"].values():
+        assert all(row["ok"] for row in final["reconcile"])
+    decoder = report["stages"]["decode"]["accounting"]
+    assert decoder["records_in"] == decoder["decoded"] > 0
+    truth = json.loads((out / "board" / "simulator_truth.json").read_text())
+    assert truth["complete"]  # the board was stopped cleanly too
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def test_stages_started_alone_over_tcp(tmp_path: Path) -> None:
+    result = run_cli("simulate", str(tmp_path / "board"), "--iterations", "20", "--rate", "max")
+    assert result.returncode == 0, result.stderr
+    prof = json.loads((tmp_path / "board" / "simulator_truth.json").read_text())["prof_dir"]
+    decode_port, aggregate_port, summary_port = _free_port(), _free_port(), _free_port()
+    config = tmp_path / "split.yaml"
+    config.write_text(f"""
+run: {{name: split, output: "{tmp_path / 'out'}"}}
+stages:
+  collect: {{type: collector, path: "{prof}", follow: false}}
+  decode: {{type: decoder, inputs: [collect], endpoint: "tcp://127.0.0.1:{decode_port}"}}
+  aggregate: {{type: aggregator, inputs: [decode], endpoint: "tcp://127.0.0.1:{aggregate_port}"}}
+  summary: {{type: summary, inputs: [aggregate.tasks, aggregate.stats], endpoint: "tcp://127.0.0.1:{summary_port}"}}
+""")
+    processes = {sid: subprocess.Popen([sys.executable, "-m", "pipeline", "stage", sid, "--config", str(config)],
+                                       env=pipeline_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for sid in ("summary", "aggregate", "decode", "collect")}
+    try:
+        codes = {sid: proc.wait(timeout=120) for sid, proc in processes.items()}
+    finally:
+        for proc in processes.values():
+            proc.kill()
+    assert codes == dict.fromkeys(processes, 0), {sid: p.stderr.read()[-500:] for sid, p in processes.items()}
+    op_statistic = next((tmp_path / "out" / "mindstudio_profiler_output").glob("op_statistic_*.csv"))
+    assert "Conv2D" in op_statistic.read_text()
