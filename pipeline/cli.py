@@ -17,6 +17,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     overrides = {"run.output": args.output} if args.output else {}
     config = load_config(args.config, overrides)
+    if args.no_follow:
+        followers = {f"stages.{sid}.follow": False for sid, spec in config.stages.items()
+                     if "follow" in type(spec.config).model_fields}
+        config = load_config(args.config, {**overrides, **followers})
     live = None if args.live == "auto" else args.live == "on"
     return run_pipeline(config, live=live)
 
@@ -95,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--output", help="override run.output")
     run.add_argument("--live", choices=("auto", "on", "off"), default="auto",
                      help="show the live view (default: when stdout is a terminal)")
+    run.add_argument("--no-follow", action="store_true",
+                     help="collectors read what is on disk and end, instead of waiting for the job to finish")
     run.set_defaults(func=_cmd_run)
 
     stage = sub.add_parser("stage", help="run one stage alone (e.g. the collector on the board)")

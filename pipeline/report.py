@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 
@@ -62,7 +63,7 @@ def render_report(report: dict[str, Any]) -> str:
         if final is None:
             lines.append(f"  {sid:<12} {'?':<11} {'(no report: crashed or killed)':>40}")
             continue
-        out = sum(final["out"].values())
+        out = sum(final["out"].values()) or final.get("accounting", {}).get("records_written", 0)
         rejected = sum(final["rejected"].values())
         moved = max(final["in"], out)
         lines.append(f"  {sid:<12} {final['stage_type'][:11]:<11} {final['in']:>11,} {out:>11,} {rejected:>9,} "
@@ -75,3 +76,12 @@ def render_report(report: dict[str, Any]) -> str:
     status = "all counts reconcile" if not report["problems"] else f"{len(report['problems'])} problem(s)"
     lines.append(f"  {status}")
     return "\n".join(lines)
+
+
+def outputs_line(out_dir: Path) -> str:
+    """Where the results are, for the user to open next."""
+    found = sorted(out_dir.glob("msprof_*.db")) + sorted((out_dir / "mindstudio_profiler_output").glob("*"))
+    if not found:
+        return f"outputs: none written under {out_dir}"
+    names = ", ".join(p.name for p in found[:8]) + (f" (+{len(found) - 8} more)" if len(found) > 8 else "")
+    return f"outputs in {out_dir}: {names}"

@@ -21,7 +21,7 @@ import zmq
 
 from pipeline import transport
 from pipeline.config import PipelineConfig
-from pipeline.report import render_report, root_causes, run_problems
+from pipeline.report import outputs_line, render_report, root_causes, run_problems
 from pipeline.views import progress_line
 
 KILL_GRACE_S = 5.0
@@ -127,9 +127,13 @@ class Supervisor:
         elif kind == "view":
             self.view = message["view"]
 
+    def _in_config_order(self) -> list[str]:
+        return [sid for sid in self.config.stages if sid in self.procs]
+
     def snapshot(self) -> dict[str, Any]:
         stages = {}
-        for sid, proc in self.procs.items():
+        for sid in self._in_config_order():
+            proc = self.procs[sid]
             metrics = proc.metrics
             stages[sid] = {"role": proc.role, "in": metrics.get("in", 0), "out": sum(metrics.get("out", {}).values()),
                            "rejected": metrics.get("rejected", 0), "rate_in": proc.rate_in, "rate_out": proc.rate_out,
@@ -239,22 +243,24 @@ class Supervisor:
                 return
 
     def _finish(self) -> int:
-        finals = {sid: p.final for sid, p in self.procs.items()}
-        exit_codes = {sid: p.popen.returncode for sid, p in self.procs.items()}
+        finals = {sid: self.procs[sid].final for sid in self._in_config_order()}
+        exit_codes = {sid: self.procs[sid].popen.returncode for sid in self._in_config_order()}
         problems = run_problems(finals, exit_codes, interrupted=self.interrupts > 0)
+        if self.state == "running":
+            self.state = "completed" if not problems else "failed"
         report = {"run_id": self.run_id, "config": str(self.config.path), "state": self.state,
                   "wall_s": time.monotonic() - self.started, "stages": finals, "exit_codes": exit_codes,
                   "problems": problems}
         out_dir = self.config.output_dir
         (out_dir / "run_report.json").write_text(json.dumps(report, indent=2, default=str))
         print(render_report(report), flush=True)
+        print(outputs_line(out_dir), flush=True)
         for line in root_causes(problems):
             print(f"error: {line}", file=sys.stderr)
         if self.state == "aborted":
             print(self._aborted_line(), file=sys.stderr)
             return 130
         return 1 if problems else 0
-
 
     def _aborted_line(self) -> str:
         """What a second Ctrl-C lost: records read from disk but not through every stage."""

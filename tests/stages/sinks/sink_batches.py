@@ -18,7 +18,7 @@ from stages.schema import (
     pack_rows,
 )
 
-SAMPLES = Path("/work/shared/samples")
+SAMPLES = Path(__file__).resolve().parents[3].parent / "shared" / "samples"
 TRACE_VIEW = SAMPLES / "mstt_torch_npu_outputs" / "trace_view.json"
 TIMESTAMP = "20240101120000"
 
