@@ -221,10 +221,8 @@ class CollectorStage(Source):
         framed = framing.frame(state.kind, state.buffer, final)
         for run in framed.garbage:
             self.garbage_bytes += len(run)
-            reason = "truncated record at end of stream" if final and run is framed.garbage[-1] and \
-                framed.consumed == len(state.buffer) and len(run) < max(state.kind.record_size, 1) \
-                else "garbage bytes (bad magic or unknown record)"
-            self.ctx.reject(f"{state.kind.name}: {reason}", len(run), run)
+            self.ctx.reject(f"{state.kind.name}: bytes that are not a whole record (bad magic, unknown tag or "
+                            "truncated)", len(run), run)
         origin_slice, origin_offset = state.buffer_origin
         state.buffer = state.buffer[framed.consumed:]
         state.buffer_origin = (state.slice_index, state.offset - len(state.buffer))

@@ -141,11 +141,11 @@ class AggregatorStage(Transform):
             if state == records.STATE_START:
                 self.starts.setdefault(key, deque()).append(int(record["ts_ns"]))
             elif state == records.STATE_END:
-                started = self.starts.get(key)
-                if not started:
+                start = _take(self.starts, key)
+                if start is None:
                     self.ctx.reject("task end log without a start", 1)
                     continue
-                self.pending_device.append(DeviceTask(*key, 0, started.popleft(), int(record["ts_ns"]), now))
+                self.pending_device.append(DeviceTask(*key, 0, start, int(record["ts_ns"]), now))
 
     def _tx_rows(self, arr: np.ndarray) -> None:
         for r in arr:
@@ -253,15 +253,15 @@ class AggregatorStage(Transform):
     def _meet(self, key: tuple[int, int, int, int], host: HostTask | None = None,
               device: DeviceTask | None = None) -> None:
         if host is not None:
-            partners = self.device_ready.get(key)
-            if partners:
-                self._matched(host, partners.popleft())
+            partner = _take(self.device_ready, key)
+            if partner is not None:
+                self._matched(host, partner)
             else:
                 self.host_ready.setdefault(key, deque()).append(host)
         elif device is not None:
-            partners_h = self.host_ready.get(key)
-            if partners_h:
-                self._matched(partners_h.popleft(), device)
+            waiting_host = _take(self.host_ready, key)
+            if waiting_host is not None:
+                self._matched(waiting_host, device)
             else:
                 self.device_ready.setdefault(key, deque()).append(device)
 
@@ -272,12 +272,12 @@ class AggregatorStage(Transform):
         while self.awaiting_pmu:
             host, device, arrived = self.awaiting_pmu[0]
             assert host.resolved is not None
-            queue = self.pmu.get((device.device, device.stream, device.task))
+            pmu_key = (device.device, device.stream, device.task)
             wants_pmu = host.resolved["task_type"] in ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV")
-            if wants_pmu and not queue and not self._expired(arrived, now):
+            if wants_pmu and not self.pmu.get(pmu_key) and not self._expired(arrived, now):
                 return
             self.awaiting_pmu.popleft()
-            pmu_record = queue.popleft() if wants_pmu and queue else None
+            pmu_record = _take(self.pmu, pmu_key) if wants_pmu else None
             self._emit_task(host.resolved, device, pmu_record)
 
     def _emit_task(self, info: dict[str, Any], device: DeviceTask, pmu_record: Any) -> None:
@@ -356,6 +356,11 @@ class AggregatorStage(Transform):
             self.ctx.reject("host task without a device task log", unmatched_host)
         if unmatched_device:
             self.ctx.reject("device task without a host task_track", unmatched_device)
+        for reason, table in (("PMU record without a device task", self.pmu),
+                              ("task start log without an end", self.starts)):
+            left = sum(len(q) for q in table.values())
+            if left:
+                self.ctx.reject(reason, left)
         out.extend(self._flush_rows(force=True))
         out.extend(self._snapshot(final=True))
         return out
@@ -368,6 +373,17 @@ class AggregatorStage(Transform):
 
     def accounting(self) -> dict[str, int]:
         return {"records_in": self.records_in, "tasks_out": self.tasks_out}
+
+
+def _take(table: dict[Any, deque[Any]], key: Any) -> Any:
+    """Oldest entry waiting under ``key`` (the key is forgotten once empty, so state stays bounded)."""
+    waiting = table.get(key)
+    if not waiting:
+        return None
+    item = waiting.popleft()
+    if not waiting:
+        del table[key]
+    return item
 
 
 def _chip_name(platform: Any) -> str:
