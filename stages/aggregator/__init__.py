@@ -97,6 +97,8 @@ class AggregatorStage(Transform):
             self._ingest(kind, records.from_batch(batch), str(batch.meta.get("stream")), now)
         else:
             self.ctx.reject(f"unexpected record kind '{kind}'", batch.count)
+        if not batch.meta.get("chunk_end", True):
+            return ()  # the rest of this raw chunk follows: resolve once it is all in
         return list(self._advance(now))
 
     def _ingest(self, kind: str, arr: np.ndarray, stream: str, now: float) -> None:

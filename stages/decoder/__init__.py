@@ -108,15 +108,21 @@ class DecoderStage(Transform):
         except (ValueError, TypeError) as exc:  # bytes that slipped past framing: counted, never fatal
             self._reject(f"{kind}: undecodable chunk ({exc})", batch.count, batch.body)
             return
+        produced: list[Batch] = []
         for out_kind, payload in outputs:
             if isinstance(payload, np.ndarray):
                 if len(payload):
                     self.decoded += len(payload)
-                    yield records.to_batch(out_kind, payload, meta)
+                    produced.append(records.to_batch(out_kind, payload, dict(meta)))
             else:
                 self.decoded += payload.count
                 payload.meta.update(meta)
-                yield payload
+                produced.append(payload)
+        # One raw chunk may become several batches (steps and flips, APIs and events): the
+        # aggregator acts on a stream's progress only once all of them are in.
+        for batch in produced[:-1]:
+            batch.meta["chunk_end"] = False
+        yield from produced
 
     def finish(self) -> Iterable[Batch]:
         for batch in self.pending:
