@@ -54,3 +54,23 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip(f"{SHARED} is absent (a user's clone): sample-based checks need the shared folder")
     return SHARED
+
+
+def crossing_slices(events: list[dict[str, Any]]) -> int:
+    """Complete events on one track that partially overlap (Perfetto drops those); nesting is fine."""
+    tracks: dict[tuple[Any, Any], list[tuple[float, float]]] = {}
+    for event in events:
+        if event.get("ph") == "X":
+            start = float(event["ts"])
+            tracks.setdefault((event["pid"], event["tid"]), []).append((start, start + float(event["dur"])))
+    crossings = 0
+    for spans in tracks.values():
+        spans.sort(key=lambda span: (span[0], -span[1]))
+        open_ends: list[float] = []
+        for start, end in spans:
+            while open_ends and open_ends[-1] <= start + 1e-6:
+                open_ends.pop()
+            if open_ends and end > open_ends[-1] + 1e-6:
+                crossings += 1
+            open_ends.append(end)
+    return crossings

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pipeline_runs import pipeline_env, read_report, run_cli, stage_config
+from pipeline_runs import crossing_slices, pipeline_env, read_report, run_cli, stage_config
 
 pytestmark = pytest.mark.slow
 
@@ -87,6 +87,7 @@ def test_live_run_reconciles_matches_truth_and_import(tmp_path: Path) -> None:
     timeline = json.loads(next((out / "mindstudio_profiler_output").glob("msprof_*.json")).read_text())
     names = {e["args"]["name"] for e in timeline if e.get("ph") == "M" and e["name"] == "process_name"}
     assert {"CANN", "Ascend Hardware"} <= names
+    assert crossing_slices(timeline) == 0
     with sqlite3.connect(next(out.glob("msprof_*.db"))) as db:
         assert db.execute("SELECT count(*) FROM TASK").fetchone()[0] == tasks
 

@@ -206,12 +206,15 @@ class AggregatorStage(Transform):
             self._meet(key, host=task)
 
     def _host_context_complete(self, thread: int, ts: int, node_api: Interval | None, type_name: str | None) -> bool:
-        """Everything that describes a task at ``ts`` has arrived: its Node API, its node_basic_info
-        and, when a tensor_info stream exists, tensor records up to ``ts`` (streams arrive in time order)."""
+        """Everything that describes a task at ``ts`` has arrived: its Node API, its node_basic_info with
+        both names in hash_dic and, when a tensor_info stream exists, tensor records up to ``ts``."""
         if type_name == "FLIP_TASK":
             return True
-        if node_api is None or type_name is None or self.host.node_info(thread, ts, node_api.start) is None:
+        if node_api is None or type_name is None:
             return False
+        node = self.host.node_info(thread, ts, node_api.start)
+        if node is None or int(node["op_name"]) not in self.hashes or int(node["op_type"]) not in self.hashes:
+            return False  # names come from hash_dic, which the runtime may flush later than the records
         tensor_marks = [mark for stream, mark in self.watermarks.items() if "tensor_info" in stream]
         return all(mark >= ts for mark in tensor_marks)
 
