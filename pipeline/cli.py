@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from importlib import resources
 from pathlib import Path
@@ -26,13 +27,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_stage(args: argparse.Namespace) -> int:
+    # Signals that arrive while the stage is still importing are kept and replayed, not fatal.
+    early: list[int] = []
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+        signal.signal(signum, lambda number, frame: early.append(number))
+
     from pipeline.config import load_config
     from pipeline.runner import run_stage
 
     overrides = {"run.output": args.output} if args.output else {}
     config = load_config(args.config, overrides)
     return run_stage(config, args.stage_id, args.run_id or f"{config.run.name}-standalone", args.control,
-                     args.stamp)
+                     args.stamp, early)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -67,6 +73,9 @@ def _cmd_import(args: argparse.Namespace) -> int:
     prof = Path(args.prof_dir).expanduser()
     if not prof.is_dir():
         raise UserError(f"import: {prof} is not a directory",
+                        "pass a PROF_… directory written by CANN or the simulator")
+    if not ((prof / "host").is_dir() or any(prof.glob("device_*")) or any(prof.glob("PROF_*"))):
+        raise UserError(f"import: {prof} holds no host/ or device_N/ folder",
                         "pass a PROF_… directory written by CANN or the simulator")
     output = Path(args.output).expanduser() if args.output else prof / "pipeline_output"
     template = resources.files("pipeline") / "builtin_configs" / "import.yaml"
@@ -155,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `pipeline graph … | head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -112,12 +112,15 @@ def parse_config(raw: Any, path: Path, env: Mapping[str, str] | None = None) -> 
         tree = interpolate_tree(raw, os.environ if env is None else env)
     except InterpolationError as exc:
         raise _located(where, str(exc)) from None
+    if tree.get("version", 1) != 1:
+        raise _located(f"{where}: version", f"unsupported config version {tree['version']!r}", "this release reads 1")
     try:
         run = RunSettings.model_validate(tree.get("run") or {})
     except ValidationError as exc:
         error = exc.errors()[0]
         key = ".".join(str(part) for part in error["loc"])
-        raise _located(f"{where}: run.{key}", error["msg"].lower(),
+        message = "unknown key" if error["type"] == "extra_forbidden" else error["msg"].lower()
+        raise _located(f"{where}: run.{key}", message,
                        f"allowed keys: {', '.join(RunSettings.model_fields)}") from None
     stages_tree = tree.get("stages")
     if not isinstance(stages_tree, dict) or not stages_tree:

@@ -64,7 +64,7 @@ class Control:
 
 class StageRunner:
     def __init__(self, config: PipelineConfig, stage_id: str, run_id: str, control: str | None,
-                 export_stamp: str | None = None) -> None:
+                 export_stamp: str | None = None, early_signals: list[int] | None = None) -> None:
         if stage_id not in config.stages:
             raise UserError(f"{config.path}: no stage '{stage_id}'", f"stages: {', '.join(config.stages)}")
         self.config = config
@@ -77,12 +77,15 @@ class StageRunner:
         out_dir = config.output_dir
         self.ctx = StageContext(stage_id=stage_id, run_id=run_id, output_dir=out_dir,
                                 upstream=tuple(f"{p}.{port}" for p, port in self.spec.inputs),
-                                aside_dir=out_dir / "rejected", export_stamp=export_stamp)
+                                aside_dir=out_dir / "rejected", export_stamp=export_stamp,
+                                batch_records=config.run.batch.max_records,
+                                batch_bytes=config.run.batch.max_bytes)
         self.ctx.report_view = self._report_view
         self.stage = self.spec.cls(self.spec.config, self.ctx)
         self.stop_requested = False
         self.abort = False
         self.stopped_by_supervisor = False
+        self.early_signals = early_signals if early_signals is not None else []
         self.outputs: dict[str, list[tuple[str, zmq.Socket[bytes]]]] = {}
         self.out_seq: Counter[tuple[str, str]] = Counter()
         self.out_batches: Counter[str] = Counter()
@@ -280,6 +283,8 @@ class StageRunner:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGUSR1, self._on_abort)
+        for signum in self.early_signals:  # arrived while the process was still starting
+            (self._on_abort if signum == signal.SIGUSR1 else self._on_signal)(signum, None)
         self.control.send({"type": "hello", "role": self.spec.cls.role})
         error: str | None = None
         try:
@@ -312,5 +317,5 @@ class StageRunner:
 
 
 def run_stage(config: PipelineConfig, stage_id: str, run_id: str, control: str | None,
-              export_stamp: str | None = None) -> int:
-    return StageRunner(config, stage_id, run_id, control, export_stamp).run()
+              export_stamp: str | None = None, early_signals: list[int] | None = None) -> int:
+    return StageRunner(config, stage_id, run_id, control, export_stamp, early_signals).run()

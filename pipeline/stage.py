@@ -52,6 +52,8 @@ class StageContext:
     aside_dir: Path | None = None
     report_view: Callable[[dict[str, Any]], None] | None = None  # live view → supervisor
     export_stamp: str | None = None  # the {timestamp} of output file names, one per run
+    batch_records: int = 1024  # run.batch: records per message ...
+    batch_bytes: int = 1 << 20  # ... and bytes per message, unless a stage sets its own
 
     def reject(self, reason: str, count: int = 1, data: bytes = b"") -> None:
         """Count records that could not be used, and keep their bytes aside for inspection."""

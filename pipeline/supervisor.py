@@ -51,6 +51,7 @@ class Supervisor:
         self.interrupts = 0
         self.started = time.monotonic()
         self.stamp = time.strftime("%Y%m%d%H%M%S")
+        self.owns_socket_dir = False
         self.zctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
 
     # -- processes ------------------------------------------------------------------------
@@ -64,6 +65,7 @@ class Supervisor:
         """Local ipc sockets of this run live in a directory no other run uses."""
         if self.config.run.socket_dir:
             return
+        self.owns_socket_dir = True
         private = transport.socket_root() / f"{self.config.run.name[:16]}-{uuid.uuid4().hex[:8]}"
         self.config.run.socket_dir = str(private)
         self.config.raw.setdefault("run", {})["socket_dir"] = str(private)
@@ -184,7 +186,8 @@ class Supervisor:
         control.close(0)
         publisher.close(0)
         self.zctx.term()
-        shutil.rmtree(transport.socket_dir(self.config), ignore_errors=True)
+        if self.owns_socket_dir:  # never a directory the user named
+            shutil.rmtree(transport.socket_dir(self.config), ignore_errors=True)
         return self._finish()
 
     def _loop(self, control: zmq.Socket[bytes], publisher: zmq.Socket[bytes], display: _LiveDisplay | None) -> None:
@@ -252,7 +255,11 @@ class Supervisor:
                   "wall_s": time.monotonic() - self.started, "stages": finals, "exit_codes": exit_codes,
                   "problems": problems}
         out_dir = self.config.output_dir
-        (out_dir / "run_report.json").write_text(json.dumps(report, indent=2, default=str))
+        try:
+            (out_dir / "run_report.json").write_text(json.dumps(report, indent=2, default=str))
+        except OSError as exc:
+            print(f"error: cannot write {out_dir / 'run_report.json'}: {exc.strerror} (free space or fix "
+                  "permissions; the report follows on stdout)", file=sys.stderr)
         print(render_report(report), flush=True)
         print(outputs_line(out_dir), flush=True)
         for line in root_causes(problems):

@@ -15,9 +15,14 @@ from pipeline.errors import UserError
 from pipeline.views import render_view
 
 
+def _connectable(endpoint: str) -> str:
+    """A bind address such as tcp://*:5555 or tcp://0.0.0.0:5555 is reached on this host's loopback."""
+    return endpoint.replace("tcp://*:", "tcp://127.0.0.1:").replace("tcp://0.0.0.0:", "tcp://127.0.0.1:")
+
+
 def resolve_endpoint(target: str) -> str:
     if target.startswith(("ipc://", "tcp://")):
-        return target
+        return _connectable(target)
     path = Path(target).expanduser()
     if path.is_file() and path.suffix in (".yaml", ".yml"):
         from pipeline.config import load_config
@@ -26,7 +31,7 @@ def resolve_endpoint(target: str) -> str:
     run_file = path / "run.json" if path.is_dir() else path
     if run_file.is_file():
         endpoint: str = json.loads(run_file.read_text())["top_endpoint"]
-        return endpoint
+        return _connectable(endpoint)
     raise UserError(f"top: {target} is not a config, a run output folder (with run.json) or an endpoint",
                     "pass configs/live.yaml, the run's output folder, or ipc://…")
 

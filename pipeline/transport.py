@@ -29,10 +29,12 @@ def socket_dir(config: PipelineConfig) -> Path:
         base = Path(config.run.socket_dir).expanduser()
     else:
         base = socket_root() / config.run.name
-    base.mkdir(parents=True, exist_ok=True, mode=0o700)
-    for directory in (base, base.parent):
-        if directory.stat().st_uid == os.getuid():
-            directory.chmod(stat.S_IRWXU)
+    root = socket_root()
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    root.chmod(stat.S_IRWXU)
+    if not base.exists():
+        base.mkdir(parents=True, mode=0o700)
+        base.chmod(stat.S_IRWXU)  # a directory we made is private; a user's own is left as it is
     return base
 
 

@@ -56,8 +56,8 @@ class CollectorStage(Source):
         follow: bool = Field(True, description="keep reading until the runtime marks the job finished")
         poll_ms: int = Field(20, ge=1, description="how often to look for new bytes")
         wait_s: float = Field(60.0, ge=0, description="how long to wait for the directory to appear")
-        chunk_records: int = Field(1024, ge=1)
-        chunk_bytes: int = Field(1 << 20, ge=4096)
+        chunk_records: int | None = Field(None, ge=1, description="records per message (default: run.batch)")
+        chunk_bytes: int | None = Field(None, ge=4096, description="bytes per message (default: run.batch)")
         read_quantum_bytes: int = Field(256 << 10, ge=4096,
                                         description="bytes read per stream per pass, so streams advance together")
 
@@ -69,6 +69,7 @@ class CollectorStage(Source):
         self.garbage_bytes = 0
         self.bytes_read = 0
         self.left_at_stop = 0
+        self.symlinks: set[Path] = set()
 
     def stop(self) -> None:
         self._stop = True
@@ -77,8 +78,10 @@ class CollectorStage(Source):
     def _find_root(self) -> Iterator[None]:
         base = self.ctx.resolve(self.config.path)
         deadline = time.monotonic() + (self.config.wait_s if self.config.follow else 0)
+        # Following a folder: PROF_ directories already finished when we start belong to earlier jobs.
+        old = _finished_children(base) if self.config.follow else set()
         while True:
-            root = _prof_root(base)
+            root = _prof_root(base, skip=old)
             if root is not None:
                 self.tree = ProfTree(root)
                 return
@@ -148,6 +151,12 @@ class CollectorStage(Source):
                     self._learn_platform(folder, text)
                 yield Batch("control", 0, {"path": rel, "text": text})
 
+    def _refuse_symlink(self, path: Path) -> None:
+        """Symlinks in a PROF tree are not followed (as msprof refuses them); each is counted once."""
+        if path not in self.symlinks:
+            self.symlinks.add(path)
+            self.ctx.reject("symlink in the PROF directory not followed", 1)
+
     def _learn_platform(self, folder: Path, text: str) -> None:
         assert self.tree is not None
         try:
@@ -166,7 +175,10 @@ class CollectorStage(Source):
             is_host = folder.name == "host"
             for path in data.iterdir():
                 parsed = split_slice(path.name)
-                if parsed is None or path.is_symlink():
+                if parsed is None:
+                    continue
+                if path.is_symlink():
+                    self._refuse_symlink(path)
                     continue
                 base = parsed[0]
                 key = f"{folder.name}/data/{base}"
@@ -243,7 +255,8 @@ class CollectorStage(Source):
             yield Batch("raw", framed.count, dict(meta, size=0), framed.records)
             return
         size = state.kind.record_size
-        per_chunk = max(1, min(self.config.chunk_records, self.config.chunk_bytes // size))
+        records = self.config.chunk_records or self.ctx.batch_records
+        per_chunk = max(1, min(records, (self.config.chunk_bytes or self.ctx.batch_bytes) // size))
         for first in range(0, framed.count, per_chunk):
             n = min(per_chunk, framed.count - first)
             body = framed.records[first * size:(first + n) * size]
@@ -258,13 +271,26 @@ class CollectorStage(Source):
         return {"records_collected": self.collected, "garbage_bytes": self.garbage_bytes}
 
 
-def _prof_root(base: Path) -> Path | None:
+def _is_finished(prof: Path) -> bool:
+    parents = _data_parents(prof)
+    return bool(parents) and all(
+        (folder / ("end_info" if folder.name == "host" else f"end_info.{folder.name.removeprefix('device_')}")).exists()
+        for folder in parents)
+
+
+def _finished_children(base: Path) -> set[Path]:
+    if not base.is_dir() or (base / "host").is_dir():
+        return set()
+    return {p for p in base.iterdir() if p.is_dir() and p.name.startswith("PROF_") and _is_finished(p)}
+
+
+def _prof_root(base: Path, skip: set[Path] | None = None) -> Path | None:
     if not base.is_dir():
         return None
     if (base / "host").is_dir() or any(p.name.startswith("device_") for p in base.iterdir() if p.is_dir()):
         return base
-    candidates = sorted((p for p in base.iterdir() if p.is_dir() and p.name.startswith("PROF_")),
-                        key=lambda p: p.name)
+    candidates = sorted((p for p in base.iterdir() if p.is_dir() and p.name.startswith("PROF_")
+                         and p not in (skip or set())), key=lambda p: p.name)
     for candidate in reversed(candidates):
         if (candidate / "host").is_dir() or any(candidate.glob("device_*")):
             return candidate

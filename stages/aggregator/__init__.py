@@ -53,7 +53,7 @@ class AggregatorStage(Transform):
     class Config(StageConfig):
         snapshot_every_s: float = Field(1.0, gt=0, description="seconds between statistics snapshots")
         hold_s: float = Field(5.0, gt=0, description="longest wait for a missing join partner before giving up")
-        max_batch_rows: int = Field(1024, ge=1)
+        max_batch_rows: int | None = Field(None, ge=1, description="rows per message (default: run.batch)")
 
     def __init__(self, config: Any, ctx: Any) -> None:
         super().__init__(config, ctx)
@@ -316,9 +316,10 @@ class AggregatorStage(Transform):
         return pack_rows("run_info", [[info]], "tasks")
 
     def _flush_rows(self, force: bool) -> Iterator[Batch]:
+        limit = self.config.max_batch_rows or self.ctx.batch_records
         for kind, rows in self.rows.items():
-            while rows and (force or len(rows) >= self.config.max_batch_rows):
-                chunk, self.rows[kind] = rows[:self.config.max_batch_rows], rows[self.config.max_batch_rows:]
+            while rows and (force or len(rows) >= limit):
+                chunk, self.rows[kind] = rows[:limit], rows[limit:]
                 rows = self.rows[kind]
                 meta: dict[str, Any] = {"symbols": self.symbols.take_unsent()}
                 if kind == "task":

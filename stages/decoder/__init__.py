@@ -6,6 +6,7 @@ reason (and its bytes kept aside); the stage never raises on bytes.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -18,6 +19,7 @@ from stages.decoder.device import DeviceDecoder
 from stages.decoder.host import HostDecoder
 from stages.decoder.timebase import TimeBase
 
+SAMPLE_WAIT_S = 2.0  # how long a device's data waits for its sample.json (PMU event list) after its clocks
 HOST_KINDS = {"api_event", "task_track", "node_basic_info", "tensor_info", "msproftx", "hash_dic", "type_info_dic"}
 
 
@@ -37,6 +39,8 @@ class DecoderStage(Transform):
         self.decoded = 0
         self.rejected = 0
         self.announced: set[int] = set()
+        self.clock_known_at: dict[int, float] = {}
+        self.finishing = False
 
     def _reject(self, reason: str, count: int, data: bytes = b"") -> None:
         self.rejected += count
@@ -68,7 +72,16 @@ class DecoderStage(Transform):
         if kind in HOST_KINDS:
             return self.timebase.host_clock() is not None
         device = batch.meta.get("device")
-        return device is not None and self.timebase.device_clock(int(device)) is not None
+        return device is not None and self._device_ready(int(device))
+
+    def _device_ready(self, device: int) -> bool:
+        """Clocks known, and the PMU event list too (or it is not coming: a short wait, then go on)."""
+        if self.timebase.device_clock(device) is None:
+            return False
+        if f"device_{device}/sample.json" in self.timebase.files or self.finishing:
+            return True
+        first_seen = self.clock_known_at.setdefault(device, time.monotonic())
+        return time.monotonic() - first_seen > SAMPLE_WAIT_S
 
     def _release(self) -> Iterator[Batch]:
         waiting, self.pending = self.pending, []
@@ -84,7 +97,7 @@ class DecoderStage(Transform):
             if not rel.startswith("device_") or "/info.json." not in rel:
                 continue
             device = int(rel.split("/")[0].removeprefix("device_"))
-            if device in self.announced or self.timebase.device_clock(device) is None:
+            if device in self.announced or not self._device_ready(device):
                 continue
             self.announced.add(device)
             info, sample = self.timebase.device_info(device), self.timebase.sample(device)
@@ -124,12 +137,19 @@ class DecoderStage(Transform):
             batch.meta["chunk_end"] = False
         yield from produced
 
+    def tick(self, now: float) -> Iterable[Batch]:
+        if not self.pending:
+            return ()
+        return list(self._announce()) + list(self._release())
+
     def finish(self) -> Iterable[Batch]:
+        self.finishing = True  # nothing more is coming: stop waiting for sample.json
+        released = list(self._announce()) + list(self._release())
         for batch in self.pending:
             self._reject(f"{batch.meta.get('kind')}: no time base (control files missing)", batch.count,
                          batch.body)
         self.pending = []
-        return ()
+        return released
 
     def progress(self) -> dict[str, Any]:
         return {"pending_chunks": len(self.pending)}

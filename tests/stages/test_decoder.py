@@ -25,6 +25,7 @@ CONTROL = {
     "device_0/start_info.0": '{"collectionTimeBegin": "1700000000000000", "clockMonotonicRaw": "5000000000"}',
     "device_0/dev_start.log.0": "clock_monotonic_raw: 1\ncntvct: 1000\n",
     "device_0/host_start.log.0": "[Device0]\nclock_monotonic_raw: 6000000000\ncntvct: 6000000000\n",
+    "device_0/sample.json": '{"ai_core_metrics": "PipeUtilization", "ai_core_profiling_events": "0x8,0xa"}',
 }
 OFFSET = 1_700_000_000_000_000_000 - 5_000_000_000  # local ns − monotonic ns
 
@@ -86,6 +87,7 @@ def test_device_chunks_wait_for_their_time_base(tmp_path) -> None:  # type: igno
     for path, text in CONTROL.items():
         released.extend(decoder.process(Batch("control", 0, {"path": path, "text": text})))
     assert [b.kind for b in released] == ["device_info", "task_log"]
+    assert released[0].meta["facts"]["pmu_events"] == [0x8, 0xA]
 
 
 KINDS = {kind.name: kind for kind in (files.API_EVENT, files.TASK_TRACK, files.NODE_BASIC_INFO, files.TENSOR_INFO,
