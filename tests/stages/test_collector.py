@@ -86,3 +86,17 @@ def test_symlinked_slices_are_not_followed(tmp_path: Path) -> None:
     (data / "unaging.api_event.data.slice_0").symlink_to(outside)
     batches = list(_collector(tmp_path / "PROF_1", tmp_path, follow=False).batches())
     assert not [b for b in batches if b is not None and b.kind == "raw"]
+
+
+def test_finished_job_of_an_earlier_run_is_not_followed(tmp_path: Path) -> None:
+    old = tmp_path / "PROF_000001_20260101000000000_AAAAAAAAAAAAAAAA" / "host"
+    (old / "data").mkdir(parents=True)
+    (old / "data" / "unaging.api_event.data.slice_0").write_bytes(_api(9))
+    (old / "end_info").write_text("{}")
+    gen = _collector(tmp_path, tmp_path, wait_s=30).batches()
+    assert [next(gen) for _ in range(3)] == [None, None, None]  # waits for a new job
+    new = tmp_path / "PROF_000002_20260101000100000_BBBBBBBBBBBBBBBB" / "host" / "data"
+    new.mkdir(parents=True)
+    (new / "unaging.api_event.data.slice_0").write_bytes(_api(2))
+    got = [b for b in _step(gen) if b.kind == "raw"]
+    assert sum(b.count for b in got) == 2
