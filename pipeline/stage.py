@@ -85,7 +85,7 @@ class Stage:
         """Extra figures for `pipeline top` and progress lines (lag, backlog ...)."""
         return {}
 
-    def accounting(self) -> dict[str, int]:
+    def accounting(self) -> dict[str, Any]:
         """Final figures the run report shows and checks (e.g. written vs collected)."""
         return {}
 

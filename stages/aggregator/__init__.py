@@ -7,7 +7,7 @@ op_statistic / api_statistic snapshots every ``snapshot_every_s`` and a final on
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -79,6 +79,7 @@ class AggregatorStage(Transform):
         self.records_in = 0
         self.tasks_out = 0
         self.finishing = False
+        self.unused: Counter[str] = Counter()  # decoded records this release does not turn into output
 
     # -- intake ---------------------------------------------------------------------------
     def process(self, batch: Batch) -> Iterable[Batch]:
@@ -131,6 +132,8 @@ class AggregatorStage(Transform):
             for record in arr:
                 key = (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]))
                 self.pmu.setdefault(key, deque()).append(record)
+        elif kind == "step":
+            self.unused["step trace records (not in this release's outputs)"] += len(arr)
         elif kind == "flip":
             for record in arr:
                 self.flips.add(int(record["device_id"]), int(record["stream_id"]), int(record["ts_ns"]),
@@ -142,7 +145,9 @@ class AggregatorStage(Transform):
             state = int(record["state"])
             if state == records.STATE_START:
                 self.starts.setdefault(key, deque()).append(int(record["ts_ns"]))
-            elif state == records.STATE_END:
+            elif state != records.STATE_END:
+                self.unused["task log states other than start/end (310 AI Core start/done, waiting)"] += 1
+            else:
                 start = _take(self.starts, key)
                 if start is None:
                     self.ctx.reject("task end log without a start", 1)
@@ -377,8 +382,8 @@ class AggregatorStage(Transform):
         lag = (time.time_ns() - newest) / 1e9 if newest else 0.0
         return {"tasks": self.tasks_out, "join_waiting": waiting, "lag_s": round(lag, 3)}
 
-    def accounting(self) -> dict[str, int]:
-        return {"records_in": self.records_in, "tasks_out": self.tasks_out}
+    def accounting(self) -> dict[str, Any]:
+        return {"records_in": self.records_in, "tasks_out": self.tasks_out, "unused": dict(self.unused)}
 
 
 def _take(table: dict[Any, deque[Any]], key: Any) -> Any:
