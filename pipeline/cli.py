@@ -129,7 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sim = sub.add_parser("simulate", help="write a PROF_… directory as a simulated Ascend board would")
     sim.add_argument("out_dir")
-    sim.add_argument("--chip", choices=("mini", "cloud"), default="mini", help="mini = Ascend 310, cloud = Ascend 910")
+    sim.add_argument("--chip", choices=("mini", "cloud", "910b"), default="mini",
+                     help="mini = Ascend 310, cloud = Ascend 910, 910b = Ascend 910B (STARS)")
     sim.add_argument("--iterations", type=int, default=200, help="images to infer (one aclmdlExecute each)")
     sim.add_argument("--rate", choices=("realtime", "max"), default="max")
     sim.add_argument("--seed", type=int, default=0)

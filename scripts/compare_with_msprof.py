@@ -408,7 +408,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--msprof-src", type=Path, required=True,
                         help="a checkout of github.com/Ascend/msprof (holds analysis/msprof/msprof.py)")
-    parser.add_argument("--chip", choices=("mini", "cloud"), default="cloud")
+    parser.add_argument("--chip", choices=("mini", "cloud", "910b"), default="cloud")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--work", type=Path,
                         help="working folder (default: a new temporary one); its board/, ours/, msprof/ "

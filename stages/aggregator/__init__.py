@@ -19,6 +19,7 @@ from pipeline.stage import Batch, StageConfig, Transform
 from stages import schema
 from stages.aggregator.join import FlipLog, HostIndex, Interval
 from stages.aggregator.metrics import pmu_columns, pmu_values
+from stages.aggregator.stars import StarsPmu, is_stars
 from stages.aggregator.stats import StatsBook
 from stages.decoder import records
 from stages.formats import raw
@@ -80,6 +81,7 @@ class AggregatorStage(Transform):
         self.tasks_out = 0
         self.finishing = False
         self.unused: Counter[str] = Counter()  # decoded records this release does not turn into output
+        self.stars_pmu: dict[int, StarsPmu] = {}
 
     # -- intake ---------------------------------------------------------------------------
     def process(self, batch: Batch) -> Iterable[Batch]:
@@ -128,12 +130,16 @@ class AggregatorStage(Transform):
             self._tx_rows(arr)
         elif kind == "task_log":
             self._pair_logs(arr, now)
-        elif kind == "pmu":
+        elif kind in ("pmu", "context_pmu"):
             for record in arr:
                 key = (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]))
                 self.pmu.setdefault(key, deque()).append(record)
         elif kind == "step":
             self.unused["step trace records (not in this release's outputs)"] += len(arr)
+        elif kind == "block_pmu":
+            self.unused["STARS block PMU records (MIX ops' slave core; not in this release's outputs)"] += len(arr)
+        elif kind == "unique_task_log":
+            self.unused["chip-v6 ACSQ logs (32-bit unique task ids are not joined in this release)"] += len(arr)
         elif kind == "flip":
             for record in arr:
                 self.flips.add(int(record["device_id"]), int(record["stream_id"]), int(record["ts_ns"]),
@@ -294,7 +300,12 @@ class AggregatorStage(Transform):
         facts = self.devices.get(device.device, {})
         events = list(facts.get("pmu_events", []))
         pmu: list[float | None] = []
-        if events:
+        stars = self._stars_pmu(device.device)
+        if stars is not None:
+            if pmu_record is not None and "overflow" not in (pmu_record.dtype.names or ()):
+                pmu_record = None  # an HWTS-class PMU record on a STARS chip: not a ContextPmu
+            pmu = stars.values(pmu_record, info["block_dim"], device.end - device.start)
+        elif events:
             if pmu_record is not None:
                 block = int(pmu_record["block"]) or info["block_dim"]
                 pmu = pmu_values(events, int(pmu_record["total_cycle"]), [int(v) for v in pmu_record["pmu"]],
@@ -328,9 +339,26 @@ class AggregatorStage(Transform):
                 rows = self.rows[kind]
                 meta: dict[str, Any] = {"symbols": self.symbols.take_unsent()}
                 if kind == "task":
-                    events = next((list(f.get("pmu_events", [])) for f in self.devices.values()), [])
-                    meta["pmu_columns"] = pmu_columns(events) if events else []
+                    meta["pmu_columns"] = self._pmu_columns()
                 yield pack_rows(kind, chunk, "tasks", meta)
+
+    def _pmu_columns(self) -> list[str]:
+        first = next(iter(self.devices), None)
+        stars = self._stars_pmu(first) if first is not None else None
+        if stars is not None:
+            return stars.columns
+        events = next((list(f.get("pmu_events", [])) for f in self.devices.values()), [])
+        return pmu_columns(events) if events else []
+
+    def _stars_pmu(self, device: int) -> StarsPmu | None:
+        """The aic_/aiv_ PMU layout of a STARS device (None on other chips)."""
+        facts = self.devices.get(device, {})
+        if not is_stars(facts):
+            return None
+        layout = self.stars_pmu.get(device)
+        if layout is None or layout.facts is not facts:
+            layout = self.stars_pmu[device] = StarsPmu(facts)
+        return layout
 
     def _snapshot(self, final: bool) -> Iterator[Batch]:
         self.stats.changed = False

@@ -17,6 +17,7 @@ from pipeline.stage import Batch, StageConfig, Transform
 from stages.decoder import records
 from stages.decoder.device import DeviceDecoder
 from stages.decoder.host import HostDecoder
+from stages.decoder.stars import STARS_KINDS, StarsDecoder
 from stages.decoder.timebase import TimeBase
 
 SAMPLE_WAIT_S = 2.0  # how long a device's data waits for its sample.json (PMU event list) after its clocks
@@ -34,6 +35,7 @@ class DecoderStage(Transform):
         self.timebase = TimeBase()
         self.host = HostDecoder(self.timebase, self._reject)
         self.device = DeviceDecoder(self.timebase, self._reject)
+        self.stars = StarsDecoder(self.timebase, self._reject)
         self.pending: list[Batch] = []
         self.records_in = 0
         self.decoded = 0
@@ -107,6 +109,8 @@ class DecoderStage(Transform):
                      "aic_frequency_mhz": float(info.get("aic_frequency") or 1000),
                      "hwts_frequency_mhz": float(info.get("hwts_frequency") or 100),
                      "metric": sample.get("ai_core_metrics", ""), "pmu_events": events,
+                     "aiv_num": int(info.get("aiv_num") or 0), "aiv_metric": sample.get("aiv_metrics", ""),
+                     "aiv_pmu_events": _event_ids(sample.get("aiv_profiling_events")),
                      "pid": int(info.get("pid") or 0), "hostname": info.get("hostname") or ""}
             yield Batch("device_info", 0, {"facts": facts})
 
@@ -116,6 +120,8 @@ class DecoderStage(Transform):
         try:
             if kind in HOST_KINDS:
                 outputs = self.host.decode(kind, batch)
+            elif kind in STARS_KINDS:
+                outputs = self.stars.decode(kind, batch)
             else:
                 outputs = self.device.decode(kind, batch)
         except (ValueError, TypeError) as exc:  # bytes that slipped past framing: counted, never fatal
@@ -162,3 +168,15 @@ class DecoderStage(Transform):
             return [f"stage '{self.ctx.stage_id}': {self.records_in} records in but {self.decoded} decoded + "
                     f"{self.rejected} rejected"]
         return []
+
+
+def _event_ids(text: object) -> list[int]:
+    """`"0x8,0xa,…"` (sample.json) → event ids in counter-slot order; an id that is not hex ends the list
+    (the counters after it cannot be named)."""
+    ids: list[int] = []
+    for item in str(text or "").split(","):
+        try:
+            ids.append(int(item, 16))
+        except ValueError:
+            break
+    return ids

@@ -114,3 +114,28 @@ PMU_EVENT_SETS = {
     "Memory": (0x15, 0x16, 0x31, 0x32, 0xF, 0x10, 0x12, 0x13),
     "ResourceConflictRatio": (0x64, 0x65, 0x66),
 }
+
+# Device, STARS class (910B and later, spec §1.7, §6 D11). First u16 of every record: bits 0–5 funcType,
+# bits 6–9 rolling counter, bits 10–15 sqe type (ACSQ logs); u16 @2 = 0x6BD3 as on HWTS chips.
+STARS_MARKER = HWTS_MARKER
+STARS_PLATFORMS = frozenset({5, 7, 8, 11, 15, 16})  # chip v4 (910B), v1.1.x, v6 (spec §1.8)
+STARS_V6_PLATFORMS = frozenset({15, 16})  # 32-byte stars_soc records
+ACSQ_START, ACSQ_END = 0b000000, 0b000001
+CONTEXT_PMU, BLOCK_PMU = 0b101000, 0b101001
+SQE_AI_CORE, SQE_AI_CPU, SQE_AI_VECTOR_CORE = 0, 1, 2
+# FFTS types: 0 plain AI Core task, 4 FFTS+, 5 MIX AIC; msprof reads any other value as a plain AI Vector
+# Core task (the value itself is not named in public code; the simulator writes 1).
+FFTS_TYPE_AIC, FFTS_TYPE_AIV, FFTS_TYPE_PLUS, FFTS_TYPE_MIX_AIC = 0, 1, 4, 5
+SUBTASK_AIC, SUBTASK_MIX_AIC, SUBTASK_MIX_AIV = 0, 6, 7
+
+ACSQ_LOG = _packed([("head", "<u2"), ("marker", "<u2"), ("stream_id", "<u2"), ("task_id", "<u2"),
+                    ("timestamp", "<u8"), ("rsv4", "<u2"), ("acc_acsq", "<u2"), ("reserved", "<u4", (11,))], 64)
+ACSQ_LOG_V6 = _packed([("head", "<u2"), ("marker", "<u2"), ("task_id", "<u4"), ("timestamp", "<u8"),
+                       ("rsv4", "<u2"), ("acc_acsq", "<u2"), ("reserved", "<u4", (3,))], 32)
+# ffts_profile.data: ContextPmu and BlockPmu share one shape. Byte 20 is BlockPmu's coreType (bit 0) and
+# coreId (bits 1–7); the FFTS type is bits 5–7 of byte 21 in both (ContextPmu: bits 13–15 of the u16 @20).
+FFTS_PMU = _packed([("head", "<u2"), ("marker", "<u2"), ("stream_id", "<u2"), ("task_id", "<u2"), ("rsv", "<u8"),
+                    ("subtask", "<u2"), ("subtask_id", "<u2"), ("core", "u1"), ("ffts", "u1"),
+                    ("thread_id", "<u2"), ("rsv2", "<u4"), ("sub_block_id", "<u2"), ("block_id", "<u2"),
+                    ("total_cycle", "<u8"), ("ov_cycle", "<u8"), ("pmu", "<u8", (8,)), ("start_cnt", "<u8"),
+                    ("end_cnt", "<u8")], 128)

@@ -15,7 +15,9 @@ timeline per image, all on one thread (intervals nest, never partially overlap):
     msproftx range "postprocess"
 
 Device tasks run in launch order: each starts after its launch (+ submit latency) and after the
-previous task ends, so tasks never overlap on a stream.
+previous task ends, so tasks never overlap on a stream. Device streams per chip: the 310's TS
+timeline TLV streams, the 910's HWTS log and AI Core PMU, the 910B's STARS ACSQ log and FFTS
+context PMU (spec §6 D5, D11); ts_track step trace and task-id flips on the 910 and 910B.
 """
 
 from __future__ import annotations
@@ -29,7 +31,16 @@ from stages.simulator import names
 from stages.simulator import records as rec
 from stages.simulator.timebase import TimeBase
 from stages.simulator.truth import Truth
-from stages.simulator.workload import AI_CORE_NUM, AIC_MHZ, MODEL_ID, Chip, OpTable, hash_name, sample_durations_us
+from stages.simulator.workload import (
+    AI_CORE_NUM,
+    AIV_NUM,
+    MODEL_ID,
+    Chip,
+    OpTable,
+    aic_mhz,
+    hash_name,
+    sample_durations_us,
+)
 
 US = 1000  # ns
 TASK_ID_LIMIT = 0x10000
@@ -48,7 +59,8 @@ HOST_STREAMS = (API_EVENT, NODE_BASIC_INFO, TASK_TRACK, TENSOR_INFO, MSPROFTX, H
 
 
 def device_streams(chip: str, device_id: int) -> tuple[str, ...]:
-    bases = ("hwts.data", "aicore.data", "ts_track.data") if chip == "cloud" else ("ts_track.data", "aicore.data")
+    bases = {"cloud": ("hwts.data", "aicore.data", "ts_track.data"), "mini": ("ts_track.data", "aicore.data"),
+             "910b": ("stars_soc.data", "ffts_profile.data", "ts_track.data")}[chip]
     return tuple(f"{base}.{device_id}" for base in bases)
 
 
@@ -113,12 +125,12 @@ class Board:
         self.tb = timebase
         self.device_id = device_id
         self.table = OpTable.build(chip)
-        self.truth = Truth(self.table.ops, device_id)
+        self.truth = Truth(self.table.ops, device_id, timebase.ns_per_tick)
         self.rng = np.random.default_rng(seed)
         self.now = timebase.host_mono0 + 1500 * US  # host time of the next action
         self.device_free = int(timebase.ticks_at(self.now))
         streams = sorted(set(self.table.stream_id.tolist()))
-        self.task_ids = {s: TaskIds(chip == "cloud", first_task_id % TASK_ID_LIMIT) for s in streams}
+        self.task_ids = {s: TaskIds(chip != "mini", first_task_id % TASK_ID_LIMIT) for s in streams}
         self.hwts_cnt = self.aic_cnt = 0
         self._precompute()
 
@@ -127,8 +139,9 @@ class Board:
         self.op_hash = np.array([hash_name(op.name) for op in ops], np.uint64)
         self.type_hash = np.array([hash_name(op.op_type) for op in ops], np.uint64)
         self.kernel_hash = np.array([hash_name(op.kernel_name) for op in ops], np.uint64)
-        self.ge_task_type = np.where(t.is_aicpu, 1, 0)  # GE task type: AI_CORE 0 / AI_CPU 1
-        self.rt_task_type = np.where(t.is_aicpu, names.TASK_KERNEL_AICPU, names.TASK_KERNEL_AICORE)
+        self.ge_task_type = np.select([t.is_aicpu, t.is_aiv], [1, 2], 0)  # GE: AI_CORE 0, AI_CPU 1, AI_VECTOR_CORE 2
+        self.rt_task_type = np.select([t.is_aicpu, t.is_aiv], [names.TASK_KERNEL_AICPU, names.TASK_KERNEL_AIVEC],
+                                      names.TASK_KERNEL_AICORE)
         self.rt_api_type = np.where(t.is_aicpu, names.RUNTIME_APIS["CpuKernelLaunch"],
                                     names.RUNTIME_APIS["KernelLaunch"])
         rows, row_op, row_num = [], [], []
@@ -147,7 +160,8 @@ class Board:
         self.tensor_row_num = np.array(row_num)
         self.args_size = np.array([64 + 8 * (len(op.inputs) + len(op.outputs)) for op in ops])
         self.aicore = ~t.is_aicpu
-        self.busy_cores = np.minimum(t.block_dim, AI_CORE_NUM[self.chip])  # cores a task keeps busy
+        cores = np.where(t.is_aiv, AIV_NUM[self.chip], AI_CORE_NUM[self.chip])
+        self.busy_cores = np.minimum(t.block_dim, cores)  # cores a task keeps busy
 
     # ---- run phases -----------------------------------------------------------------------------
 
@@ -313,9 +327,11 @@ class Board:
         """Total cycles and the 8 PipeUtilization counters of the AI Core tasks (op order)."""
         rng, sel = self.rng, self.aicore
         m = int(sel.sum())
-        cycles_per_tick = AIC_MHZ // self.tb.hwts_mhz
+        cycles_per_tick = aic_mhz(self.chip) // self.tb.hwts_mhz
         total = (dur[sel] * cycles_per_tick * self.busy_cores[sel] * rng.uniform(0.86, 0.96, m)).astype(np.int64)
         pipes = self.table.pipe[sel] * rng.uniform(0.95, 1.05, (m, 6))
+        if self.chip == "910b":
+            pipes[~self.table.is_aiv[sel], 0] = 0.0  # a 910B AI Core (cube core) has no vector pipe
         pmu = np.zeros((m, 8), np.uint64)
         pmu[:, :6] = np.minimum(total[:, None], (pipes * total[:, None]).astype(np.int64))
         req = (total / PMU_CYCLES_PER_ICACHE_REQ * rng.uniform(0.9, 1.1, m)).astype(np.int64)
@@ -333,6 +349,8 @@ class Board:
                                     t.stream_id[[0, -1]], ids[[0, -1]], np.array([0, 1]))
         steps = (mono(keypoints["timestamp"].astype(np.int64)), keypoints)
         task_type = np.where(t.is_aicpu, 1, 0)
+        if self.chip == "910b":
+            return self._stars_records(ids, start, end, flips, steps, total, pmu)
         if self.chip == "mini":
             return {
                 f"ts_track.data.{dev}": rec.merge([
@@ -366,4 +384,38 @@ class Board:
             f"hwts.data.{dev}": rec.merge([(mono(ticks[order]), hwts)]),
             f"aicore.data.{dev}": rec.merge([(mono(end[sel]), aic)]),
             f"ts_track.data.{dev}": rec.merge(track),
+        }
+
+    def _ts_track(self, steps: Part, start: np.ndarray, flips: list[tuple[int, int]]) -> rec.Chunk:
+        """ts_track.data of the 910B: step trace keypoints and a tag-14 flip before each wrapped task."""
+        track = [steps]
+        if flips:
+            at = np.array([op for op, _ in flips])
+            flip_ticks = start[at] - 1
+            track.append((self.tb.mono_at(flip_ticks), rec.task_flips(len(at), flip_ticks, self.table.stream_id[at],
+                                                                      np.array([b for _, b in flips]))))
+        return rec.merge(track)
+
+    def _stars_records(self, ids: np.ndarray, start: np.ndarray, end: np.ndarray, flips: list[tuple[int, int]],
+                       steps: Part, total: np.ndarray, pmu: np.ndarray) -> Emission:
+        """910B: ACSQ start/end logs, ContextPmu per AI Core / AI Vector Core task, ts_track steps and flips."""
+        t, dev, mono = self.table, self.device_id, self.tb.mono_at
+        ticks = np.concatenate((start, end))
+        order = np.argsort(ticks, kind="stable")
+        func = np.repeat([raw.ACSQ_START, raw.ACSQ_END], len(ids))[order]
+        both = np.concatenate((np.arange(len(ids)), np.arange(len(ids))))[order]
+        sqe = np.select([t.is_aicpu, t.is_aiv], [raw.SQE_AI_CPU, raw.SQE_AI_VECTOR_CORE], raw.SQE_AI_CORE)
+        acsq = rec.acsq_logs(func, sqe[both], t.stream_id[both], ids[both], ticks[order],
+                             rec.stars_cnt(self.hwts_cnt, len(order)))
+        self.hwts_cnt = (self.hwts_cnt + len(order)) % 16
+        sel = self.aicore
+        m = int(sel.sum())
+        ffts_type = np.where(t.is_aiv[sel], raw.FFTS_TYPE_AIV, raw.FFTS_TYPE_AIC)
+        context = rec.context_pmus(ffts_type, t.stream_id[sel], ids[sel], total, pmu, start[sel], end[sel],
+                                   rec.stars_cnt(self.aic_cnt, m))
+        self.aic_cnt = (self.aic_cnt + m) % 16
+        return {
+            f"stars_soc.data.{dev}": rec.merge([(mono(ticks[order]), acsq)]),
+            f"ffts_profile.data.{dev}": rec.merge([(mono(end[sel]), context)]),
+            f"ts_track.data.{dev}": self._ts_track(steps, start, flips),
         }

@@ -18,12 +18,12 @@ from typing import cast
 import structlog
 
 from stages.simulator.board import APP_PID, Board
-from stages.simulator.timebase import TimeBase
+from stages.simulator.timebase import HWTS_MHZ, STARS_HWTS_MHZ, TimeBase
 from stages.simulator.truth import TRUTH_FILE
 from stages.simulator.workload import Chip
 from stages.simulator.writer import ProfWriter, Rate
 
-CHIPS = ("mini", "cloud")
+CHIPS = ("mini", "cloud", "910b")
 MIN_SLICE_BYTES = 1024
 TRUTH_REFRESH_NS = 1_000_000_000
 POLL_S = 0.01
@@ -62,7 +62,8 @@ class Simulation:
         """Write the whole PROF directory (iterations = 0: until stopped); returns its path."""
         if should_stop is not None:
             self._should_stop = should_stop
-        tb = TimeBase(wall0_ns=self.start_time_ns if self.start_time_ns is not None else time.time_ns())
+        tb = TimeBase(wall0_ns=self.start_time_ns if self.start_time_ns is not None else time.time_ns(),
+                      hwts_mhz=STARS_HWTS_MHZ if self.chip == "910b" else HWTS_MHZ)
         board = Board(self.chip, self.seed, tb, first_task_id=self.first_task_id)
         writer = ProfWriter(self.out_dir, self.chip, tb, self.seed, self.slice_bytes, APP_PID)
         self.prof_dir = writer.prof_dir

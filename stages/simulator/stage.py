@@ -3,6 +3,10 @@
 Example (YAML):
 
     board: {type: simulator, chip: mini, iterations: 200, rate: realtime, seed: 0, output: board}
+
+chip: mini = Ascend 310 (TS timeline), cloud = Ascend 910 (HWTS log), 910b = Ascend 910B (STARS log,
+FFTS context PMU with AI Core and AI Vector Core tasks; keep slice_bytes a multiple of 128 when
+msprof's Python parser is to read the directory, spec §6 D11).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ class SimulatorStage(Source):
     outputs = ()
 
     class Config(StageConfig):
-        chip: Literal["mini", "cloud"] = "mini"  # mini = Ascend 310 (TS timeline), cloud = Ascend 910 (HWTS)
+        chip: Literal["mini", "cloud", "910b"] = "mini"  # Ascend 310 (TS timeline), 910 (HWTS), 910B (STARS)
         iterations: int = Field(200, ge=0)  # images to run; 0 = until stopped
         rate: Literal["realtime", "max"] = "realtime"  # pace to wall time, or write as fast as possible
         seed: int = 0  # same seed, same records
