@@ -30,9 +30,18 @@ STEP = np.dtype([("device_id", "<u2"), ("ts_ns", "<i8"), ("index_id", "<u8"), ("
                  ("stream_id", "<u2"), ("task_id", "<u2"), ("tag_id", "<u2")])
 FLIP = np.dtype([("device_id", "<u2"), ("ts_ns", "<i8"), ("stream_id", "<u2"), ("flip_num", "<u2"),
                  ("task_id", "<u2")])
+# ts_track tags 11 (TS memcpy), 12 (task type) and 15 (block num); tag 13 (old-format flip) decodes as FLIP.
+TS_MEMCPY = np.dtype([("device_id", "<u2"), ("ts_ns", "<i8"), ("stream_id", "<u2"), ("task_id", "<u2"),
+                      ("task_state", "u1")])
+TS_TASK_TYPE = np.dtype([("device_id", "<u2"), ("ts_ns", "<i8"), ("stream_id", "<u2"), ("task_id", "<u2"),
+                         ("task_type", "<u2"), ("task_state", "u1")])
+TS_BLOCK_NUM = np.dtype([("device_id", "<u2"), ("ts_ns", "<i8"), ("stream_id", "<u2"), ("task_id", "<u2"),
+                         ("block_num", "<u4")])
 
 DTYPES = {"api": API, "event": EVENT, "node_basic": NODE_BASIC, "tensor": TENSOR, "task_track": TASK_TRACK,
           "tx": TX, "task_log": TASK_LOG, "pmu": PMU, "step": STEP, "flip": FLIP}
+DTYPES.update({"ts_memcpy": TS_MEMCPY, "ts_task_type": TS_TASK_TYPE, "ts_block_num": TS_BLOCK_NUM,
+               "ts_flip_old": FLIP})
 STATE_START, STATE_END = 2, 3
 
 
