@@ -4,15 +4,17 @@ execution (spec §6 D4), with task-id flips on the 910 (D10). Compared with the 
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from chain import aggregate, decode_dir, run_chain
+from chain import aggregate, decode_dir, make_ctx, run_chain
 
 from pipeline.stage import Batch
+from stages.aggregator import AggregatorStage
 from stages.decoder import records
 from stages.formats import raw
 from stages.schema import SymbolTable, unpack_rows
@@ -173,3 +175,27 @@ def test_symbols_name_the_replayed_ops(tmp_path: Path) -> None:
     assert conv and all(row[14] > 0 and "," in symbols[row[16]] for row in conv)  # Node API link, input shapes
     by_name = Counter(symbols[row[8]] for row in conv)
     assert set(by_name.values()) == {ITERATIONS}
+
+
+def test_long_run_with_live_ticks_prunes_flips_and_windows_but_names_every_execution(tmp_path: Path) -> None:
+    iterations = 16
+    prof = simulate(tmp_path / "board", chip="cloud", iterations=iterations, rate="max", seed=12,
+                    first_task_id=WRAP, mode="static")
+    truth = json.loads((tmp_path / "board" / "simulator_truth.json").read_text())
+    assert truth["task_flips"] == iterations
+    decoded, _, _ = decode_dir(prof, tmp_path / "out")
+    agg = AggregatorStage(AggregatorStage.Config(), make_ctx("aggregate", tmp_path / "out"))
+    emitted: list[Batch] = []
+    for batch in decoded:
+        emitted += [*agg.process(batch), *agg.tick(time.monotonic())]
+    # The model's last registration waits hold_s for tensor_info after it, which never comes after a
+    # load; its device tasks wait with it. Once hold_s has passed they are named, and nothing older
+    # than the newest execution is still needed.
+    later = time.monotonic() + 2 * agg.config.hold_s
+    emitted += [*agg.tick(later), *agg.tick(later)]
+    assert agg.static.waiting_count() == 0
+    assert sum(len(log.times) for log in agg.flips.flips.values()) == 1
+    assert sum(len(log.times) for log in agg.static.device_runs.logs.values()) == 1
+    emitted += agg.finish()
+    assert _op_statistic(emitted) == _expected(truth) and agg.ctx.rejected == {}
+    assert {row[2] for row in _task_rows(emitted)} == set(range(1, iterations + 1))
