@@ -229,6 +229,7 @@ class AggregatorStage(Transform):
             if task.resolved["model_id"] != schema.MODEL_ID_NONE and task.resolved["iteration"] == 0:
                 self._register_static(key, task)  # reported inside a static graph's load (spec §6 D4)
             else:
+                self.static.launched(key[0], key[1], int(record["ts_ns"]))
                 self._meet(key, host=task)
 
     def _host_context_complete(self, thread: int, ts: int, node_api: Interval | None, type_name: str | None) -> bool:
@@ -279,7 +280,7 @@ class AggregatorStage(Transform):
                     return
                 task.batch = self.flips.batch_of(task.device, task.stream, task.start)
             self.pending_device.popleft()
-            binding = self.static.bindings.get((task.device, task.stream))
+            binding = self.static.binding_at(task.device, task.stream, task.start)
             if binding is not None:
                 self._meet_static(task, binding)
             else:
@@ -290,12 +291,16 @@ class AggregatorStage(Transform):
         device, stream, task_id, batch = key
         assert host.resolved is not None
         model = int(host.resolved["model_id"])
-        if self.static.register(device, model, stream, task_id, batch, host):
+        fresh = self.static.register(device, model, stream, task_id, batch, int(host.record["ts_ns"]), host)
+        if fresh is not None:
             # device tasks that came first were taken for launched ones: name them again
-            parked = [k for k in self.device_ready if k[0] == device and k[1] == stream]
-            for parked_key in parked:
-                for device_task in self.device_ready.pop(parked_key):
-                    self._meet_static(device_task, self.static.bindings[(device, stream)])
+            for parked_key in [k for k in self.device_ready if k[0] == device and k[1] == stream]:
+                parked = self.device_ready.pop(parked_key)
+                for device_task in parked:
+                    if fresh.holds_at(device_task.start):
+                        self._meet_static(device_task, fresh)
+                    else:
+                        self.device_ready.setdefault(parked_key, deque()).append(device_task)
         for device_task, iteration in self.static.released(device, model, stream, task_id, batch):
             device_task.batch = batch
             self._matched(_replay(host, model, iteration), device_task)

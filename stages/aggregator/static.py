@@ -16,7 +16,9 @@ on the device, so a device task on a bound stream is named by
   (D10): flips of earlier executions must not count, which msprof's flip counter does.
 
 With no execution window at all, the registrations decide: a (stream, task) registered under one
-batch is that task. Registrations stay until another model binds the stream.
+batch is that task. A binding holds for device tasks that start from its first registration until
+another model registers on the stream or a task is launched there (the model was unloaded and the
+stream id reused); earlier bindings are kept while device tasks older than their end may still come.
 """
 
 from __future__ import annotations
@@ -37,8 +39,13 @@ class Binding:
 
     model: int
     load_batch: int  # batch of the model's first registered task on this stream
+    since: int  # time of that first registration (local ns)
+    until: int | None = None  # another model or a launched task took the stream over at this time
     tasks: dict[tuple[int, int], Any] = field(default_factory=dict)  # (task, batch) → registered host task
     batches: dict[int, list[int]] = field(default_factory=dict)  # task → batches registered under it
+
+    def holds_at(self, ts: int) -> bool:
+        return self.since <= ts and (self.until is None or ts < self.until)
 
     def find(self, task: int, batch: int | None) -> tuple[int, Any] | None:
         """(batch, registered host task) for a device task, or None while it is not (uniquely) registered."""
@@ -88,7 +95,7 @@ class ExecutionWindows:
 
 @dataclass
 class StaticModels:
-    bindings: dict[tuple[int, int], Binding] = field(default_factory=dict)  # (device, stream) → binding
+    bindings: dict[tuple[int, int], list[Binding]] = field(default_factory=dict)  # (device, stream) → in time order
     device_runs: ExecutionWindows = field(default_factory=ExecutionWindows)  # key (device, model)
     host_runs: ExecutionWindows = field(default_factory=ExecutionWindows)  # key model
     waiting: dict[StaticKey, deque[tuple[Any, int]]] = field(default_factory=dict)  # (device task, iteration)
@@ -103,17 +110,36 @@ class StaticModels:
             else:
                 self.device_runs.close(key, ts, index)
 
-    def register(self, device: int, model: int, stream: int, task: int, batch: int, host: Any) -> bool:
-        """Record a load-time task; True when this binds (device, stream) to a model anew."""
-        binding = self.bindings.get((device, stream))
-        rebound = binding is None or binding.model != model
-        if binding is None or rebound:
-            binding = self.bindings[(device, stream)] = Binding(model, batch)
-        binding.tasks[(task, batch)] = host
-        known = binding.batches.setdefault(task, [])
+    def register(self, device: int, model: int, stream: int, task: int, batch: int, ts: int,
+                 host: Any) -> Binding | None:
+        """Record a load-time task reported at ``ts``; the binding when this starts a new one."""
+        history = self.bindings.setdefault((device, stream), [])
+        current = history[-1] if history else None
+        fresh = current is None or current.model != model or current.until is not None
+        if fresh:
+            if current is not None and current.until is None:
+                current.until = ts
+            current = Binding(model, batch, ts)
+            history.append(current)
+        assert current is not None
+        current.tasks[(task, batch)] = host
+        known = current.batches.setdefault(task, [])
         if batch not in known:
             known.append(batch)
-        return rebound
+        return current if fresh else None
+
+    def launched(self, device: int, stream: int, ts: int) -> None:
+        """A task launched on (device, stream) at ``ts``: no loaded model owns the stream from then on."""
+        history = self.bindings.get((device, stream))
+        if history and history[-1].until is None and ts > history[-1].since:
+            history[-1].until = ts
+
+    def binding_at(self, device: int, stream: int, ts: int) -> Binding | None:
+        """The model that owned (device, stream) at ``ts``."""
+        for binding in reversed(self.bindings.get((device, stream), ())):
+            if binding.holds_at(ts):
+                return binding
+        return None
 
     def name(self, device: int, stream: int, start: int, binding: Binding, flips: FlipLog) -> tuple[int | None, int]:
         """(batch or None, iteration) of a device task on a bound stream, from device facts."""
@@ -141,3 +167,6 @@ class StaticModels:
     def prune_before(self, ts: int) -> None:
         self.device_runs.prune_before(ts)
         self.host_runs.prune_before(ts)
+        for history in self.bindings.values():  # bindings over before every device task still to come
+            while history and history[0].until is not None and history[0].until <= ts:
+                history.pop(0)

@@ -15,6 +15,7 @@ from chain import aggregate, decode_dir, make_ctx, run_chain
 
 from pipeline.stage import Batch
 from stages.aggregator import AggregatorStage
+from stages.aggregator.static import StaticModels
 from stages.decoder import records
 from stages.formats import raw
 from stages.schema import SymbolTable, unpack_rows
@@ -199,3 +200,21 @@ def test_long_run_with_live_ticks_prunes_flips_and_windows_but_names_every_execu
     emitted += agg.finish()
     assert _op_statistic(emitted) == _expected(truth) and agg.ctx.rejected == {}
     assert {row[2] for row in _task_rows(emitted)} == set(range(1, iterations + 1))
+
+
+def test_a_binding_holds_from_its_load_until_the_stream_is_taken_over() -> None:
+    """Model 1 loads on stream 2 at t=100, a task is launched there at t=500 (model unloaded, stream id
+    reused), model 2 loads there at t=700: each device task is named by the owner at its start."""
+    models = StaticModels()
+    first = models.register(0, 1, 2, task=7, batch=0, ts=100, host="conv of model 1")
+    assert first is not None and models.register(0, 1, 2, task=8, batch=0, ts=110, host="relu") is None
+    models.launched(0, 2, ts=500)
+    second = models.register(0, 2, 2, task=7, batch=0, ts=700, host="conv of model 2")
+    assert second is not None and second.since == 700
+    owners = {ts: models.binding_at(0, 2, ts) for ts in (50, 300, 600, 800)}
+    assert owners[50] is None and owners[600] is None  # before any load; launched work in between
+    assert owners[300] is first and first.find(7, 0) == (0, "conv of model 1") and first.find(8, None) == (0, "relu")
+    assert owners[800] is second and second.find(7, None) == (0, "conv of model 2")
+    assert models.binding_at(0, 3, 300) is None  # another stream
+    models.prune_before(650)  # no device task older than 650 is still to be named
+    assert models.binding_at(0, 2, 300) is None and models.binding_at(0, 2, 800) is second
