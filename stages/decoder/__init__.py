@@ -34,12 +34,13 @@ class DecoderStage(Transform):
         super().__init__(config, ctx)
         self.timebase = TimeBase()
         self.host = HostDecoder(self.timebase, self._reject)
-        self.device = DeviceDecoder(self.timebase, self._reject)
+        self.device = DeviceDecoder(self.timebase, self._reject, self._lost)
         self.stars = StarsDecoder(self.timebase, self._reject)
         self.pending: list[Batch] = []
         self.records_in = 0
         self.decoded = 0
         self.rejected = 0
+        self.lost = 0  # records the device never delivered (counter gaps): reported, outside the one-for-one count
         self.announced: set[int] = set()
         self.clock_known_at: dict[int, float] = {}
         self.finishing = False
@@ -47,6 +48,10 @@ class DecoderStage(Transform):
     def _reject(self, reason: str, count: int, data: bytes = b"") -> None:
         self.rejected += count
         self.ctx.reject(reason, count, data)
+
+    def _lost(self, reason: str, count: int) -> None:
+        self.lost += count
+        self.ctx.reject(reason, count)
 
     def process(self, batch: Batch) -> Iterable[Batch]:
         if batch.kind == "control":
@@ -161,7 +166,8 @@ class DecoderStage(Transform):
         return {"pending_chunks": len(self.pending)}
 
     def accounting(self) -> dict[str, int]:
-        return {"records_in": self.records_in, "decoded": self.decoded, "rejected": self.rejected}
+        return {"records_in": self.records_in, "decoded": self.decoded, "rejected": self.rejected,
+                "lost_on_device": self.lost}
 
     def check(self) -> list[str]:
         if self.records_in != self.decoded + self.rejected:

@@ -38,6 +38,7 @@ LEVEL_TRACE_PREFIX = {
 ACL_API_CLASS = {1: "ACL_OP", 2: "ACL_MODEL", 3: "ACL_RTS", 4: "ACL_OTHERS", 5: "ACL_NN", 6: "ACL_ASCENDC",
                  7: "HOST_HCCL", 9: "ACL_DVPP", 10: "ACL_GRAPH", 11: "ACL_ATB"}
 MODEL_EXECUTE_TYPE = 1  # level 15000 event type of the ModelExecute begin/end pair (spec §6 D4)
+MODEL_LOAD_TYPE = 2  # level 15000 event type of the ModelLoad pair; its request id 0 marks a static graph (§6 D4)
 
 # GE task types of node_basic_info (spec §1.4).
 GE_TASK_TYPES = ("AI_CORE", "AI_CPU", "AI_VECTOR_CORE", "WRITE_BACK", "MIX_AIC", "MIX_AIV", "FFTS_PLUS",
@@ -80,6 +81,7 @@ MSPROFTX = _packed(_HOST_HEADER + [("info_type", "<u2"), ("res0", "<u2"), ("res1
 HWTS_LOG = _packed([("head", "u1"), ("task_type", "u1"), ("marker", "<u2"), ("block_id", "<u2"),
                     ("task_id", "<u2"), ("syscnt", "<u8"), ("stream_id", "<u4"), ("reserved", "u1", (44,))], 64)
 HWTS_TASK_START, HWTS_TASK_END = 0, 1
+HWTS_CNT_SHIFT, HWTS_CNT_MODULO = 4, 16  # byte 0 bits 4–7 of hwts.data / aicore.data: 4-bit rolling counter
 
 AICORE_PMU = _packed([("head", "u1"), ("byte1", "u1"), ("marker", "<u2"), ("rsv", "<u2"), ("task_id", "<u2"),
                       ("rsv2", "<u4"), ("rsv3", "<u4"), ("total_cycle", "<u8"), ("ov_cycle", "<u8"),
@@ -92,8 +94,21 @@ TS_STEP_TRACE = _packed([("mode", "u1"), ("tag", "u1"), ("buf_size", "<u2"), ("r
 TS_TASK_FLIP = _packed([("mode", "u1"), ("tag", "u1"), ("buf_size", "<u2"), ("reserved", "<u4"),
                         ("timestamp", "<u8"), ("stream_id", "<u2"), ("flip_num", "<u2"), ("rsv", "<u2"),
                         ("task_id", "<u2"), ("pad", "u1", (16,))], 40)
-TS_TAG_STEP_TRACE, TS_TAG_TASK_FLIP = 10, 14
+TS_MEMCPY = _packed([("mode", "u1"), ("tag", "u1"), ("buf_size", "<u2"), ("reserved", "<u4"),
+                     ("timestamp", "<u8"), ("stream_id", "<u2"), ("task_id", "<u2"), ("task_state", "u1"),
+                     ("rsv", "u1"), ("rsv2", "<u2"), ("rsv3", "<u8", (2,))], 40)
+TS_TASK_TYPE = _packed([("mode", "u1"), ("tag", "u1"), ("buf_size", "<u2"), ("reserved", "<u4"),
+                        ("timestamp", "<u8"), ("stream_id", "<u2"), ("task_id", "<u2"), ("task_type", "<u2"),
+                        ("task_state", "u1"), ("rsv", "u1"), ("rsv2", "<u8", (2,))], 40)
+TS_BLOCK_NUM = _packed([("mode", "u1"), ("tag", "u1"), ("buf_size", "<u2"), ("reserved", "<u4"),
+                        ("timestamp", "<u8"), ("stream_id", "<u2"), ("task_id", "<u2"), ("block_num", "<u4"),
+                        ("pad", "u1", (16,))], 40)
+# Tag 13 is the older firmware's flip record (same layout as 14); msprof reads neither tag 13 nor anything
+# but 14 for batch ids (msparser/step_trace/ts_track_parser.py TS_TASK_FLIP_OLD has no reader).
+TS_TAG_STEP_TRACE, TS_TAG_TS_MEMCPY, TS_TAG_TASK_TYPE, TS_TAG_TASK_FLIP_OLD, TS_TAG_TASK_FLIP, TS_TAG_BLOCK_NUM = \
+    10, 11, 12, 13, 14, 15
 TS_TRACK_SIZE = 40
+STEP_TAG_MODEL_START, STEP_TAG_MODEL_END = 0, 1  # step-trace tag ids (spec §1.7)
 
 # Ascend 310 ("mini", platform 0): ts_track.data / aicore.data are TLV streams (spec §6 D5).
 MINI_TIMELINE = _packed([("mode", "u1"), ("tag", "u1"), ("buf_size", "<u2"), ("reserved", "<u4"),

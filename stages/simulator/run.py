@@ -17,7 +17,7 @@ from typing import cast
 
 import structlog
 
-from stages.simulator.board import APP_PID, Board
+from stages.simulator.board import APP_PID, MODES, Board, Mode
 from stages.simulator.timebase import HWTS_MHZ, STARS_HWTS_MHZ, TimeBase
 from stages.simulator.truth import TRUTH_FILE
 from stages.simulator.workload import Chip
@@ -34,9 +34,11 @@ log = structlog.get_logger()
 class Simulation:
     def __init__(self, out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rate = "realtime",
                  seed: int = 0, slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, *,
-                 first_task_id: int = 0, start_time_ns: int | None = None) -> None:
+                 first_task_id: int = 0, start_time_ns: int | None = None, mode: str = "launch") -> None:
         if chip not in CHIPS:
             raise ValueError(f"chip must be one of {CHIPS}, not {chip!r}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         if rate not in ("realtime", "max"):
             raise ValueError(f"rate must be 'realtime' or 'max', not {rate!r}")
         if iterations < 0 or burst_ms < 1 or slice_bytes < MIN_SLICE_BYTES:
@@ -45,6 +47,7 @@ class Simulation:
         self.chip, self.iterations, self.rate, self.seed = cast(Chip, chip), iterations, rate, seed
         self.slice_bytes, self.burst_ns = slice_bytes, burst_ms * 1_000_000
         self.first_task_id, self.start_time_ns = first_task_id, start_time_ns
+        self.mode = cast(Mode, mode)
         self.iteration = 0
         self.records_written = 0
         self.prof_dir: Path | None = None
@@ -64,11 +67,11 @@ class Simulation:
             self._should_stop = should_stop
         tb = TimeBase(wall0_ns=self.start_time_ns if self.start_time_ns is not None else time.time_ns(),
                       hwts_mhz=STARS_HWTS_MHZ if self.chip == "910b" else HWTS_MHZ)
-        board = Board(self.chip, self.seed, tb, first_task_id=self.first_task_id)
+        board = Board(self.chip, self.seed, tb, first_task_id=self.first_task_id, mode=self.mode)
         writer = ProfWriter(self.out_dir, self.chip, tb, self.seed, self.slice_bytes, APP_PID)
         self.prof_dir = writer.prof_dir
-        log.info("simulator.start", prof_dir=str(writer.prof_dir), chip=self.chip, iterations=self.iterations,
-                 rate=self.rate, seed=self.seed)
+        log.info("simulator.start", prof_dir=str(writer.prof_dir), chip=self.chip, mode=self.mode,
+                 iterations=self.iterations, rate=self.rate, seed=self.seed)
         self._board, self._writer = board, writer
         self._wall0 = time.monotonic()
         self._next_burst = tb.host_mono0 + self.burst_ns
@@ -116,13 +119,14 @@ class Simulation:
 
 def simulate(out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rate = "realtime", seed: int = 0,
              slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, stop_event: threading.Event | None = None,
-             *, first_task_id: int = 0, start_time_ns: int | None = None) -> Path:
+             *, first_task_id: int = 0, start_time_ns: int | None = None, mode: str = "launch") -> Path:
     """Write one PROF_ directory under `out_dir` (and `out_dir/simulator_truth.json`); returns its path.
 
     `first_task_id`: task ids already used on each stream when profiling starts (reach a 16-bit wrap
     sooner); `start_time_ns`: wall clock of the collection start (default now; fix it for byte-identical
-    control files).
+    control files); `mode`: "launch" (op information at every launch) or "static" (an offline model
+    reports it once at load and every execution reuses its task ids, board.py).
     """
     sim = Simulation(out_dir, chip, iterations, rate, seed, slice_bytes, burst_ms, first_task_id=first_task_id,
-                     start_time_ns=start_time_ns)
+                     start_time_ns=start_time_ns, mode=mode)
     return sim.run(stop_event.is_set if stop_event is not None else None)

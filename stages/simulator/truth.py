@@ -36,7 +36,8 @@ class Truth:
         self.records: Counter[str] = Counter()
         self.slices: Counter[str] = Counter()
         self.iterations = 0
-        self.flips = 0
+        self.flips = 0  # task-flip records the device wrote
+        self.mode = "launch"
 
     def add_tasks(self, durations_ns: np.ndarray) -> None:
         """One execution of every op (durations in op order)."""
@@ -72,6 +73,7 @@ class Truth:
         return {
             "prof_dir": str(prof_dir),
             "chip": chip,
+            "mode": self.mode,
             "complete": complete,
             "iterations": self.iterations,
             "ns_per_tick": self.ns_per_tick,

@@ -148,7 +148,7 @@ def test_other_stars_log_func_types_are_rejected_by_name(tmp_path: Path) -> None
     assert decoder.ctx.rejected == {"stars_soc: func type 100010 (FFTS+ subtask start log) not decoded": 2,
                                     "stars_soc: func type 011010 (ACC PMU) not decoded": 1,
                                     "stars_soc: func type 111111 (unknown func type) not decoded": 1}
-    assert decoder.accounting() == {"records_in": 5, "decoded": 1, "rejected": 4}
+    assert decoder.accounting() == {"records_in": 5, "decoded": 1, "rejected": 4, "lost_on_device": 0}
 
 
 def test_chip_v6_32_byte_acsq_keeps_the_unique_task_id(tmp_path: Path) -> None:
