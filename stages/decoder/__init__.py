@@ -107,7 +107,8 @@ class DecoderStage(Transform):
                      "aic_frequency_mhz": float(info.get("aic_frequency") or 1000),
                      "hwts_frequency_mhz": float(info.get("hwts_frequency") or 100),
                      "metric": sample.get("ai_core_metrics", ""), "pmu_events": events,
-                     "pid": int(info.get("pid") or 0), "hostname": info.get("hostname") or ""}
+                     "pid": int(info.get("pid") or 0), "hostname": info.get("hostname") or "",
+                     **_extra_facts(sample)}
             yield Batch("device_info", 0, {"facts": facts})
 
     def _decode(self, batch: Batch) -> Iterator[Batch]:
@@ -162,3 +163,14 @@ class DecoderStage(Transform):
             return [f"stage '{self.ctx.stage_id}': {self.records_in} records in but {self.decoded} decoded + "
                     f"{self.rejected} rejected"]
         return []
+
+
+def _hex_list(text: object) -> list[int]:
+    return [int(e, 16) for e in str(text or "").split(",") if e.strip()]
+
+
+def _extra_facts(sample: dict) -> dict[str, Any]:
+    """Which optional device streams the collection switched on (AI CPU trace, L2 cache task counters)."""
+    l2_on = str(sample.get("l2CacheTaskProfiling", "")).lower() == "on"
+    return {"aicpu_trace": str(sample.get("aicpuTrace", "")).lower() == "on",
+            "l2_events": _hex_list(sample.get("l2CacheTaskProfilingEvents")) if l2_on else []}
