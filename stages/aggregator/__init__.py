@@ -17,6 +17,7 @@ from pydantic import Field
 
 from pipeline.stage import Batch, StageConfig, Transform
 from stages import schema
+from stages.aggregator.extras import AICPU_COLUMNS, L2_COLUMNS, DeviceExtras, extra_columns, l2_configured
 from stages.aggregator.join import FlipLog, HostIndex, Interval
 from stages.aggregator.metrics import pmu_columns, pmu_values
 from stages.aggregator.stats import StatsBook
@@ -80,6 +81,7 @@ class AggregatorStage(Transform):
         self.tasks_out = 0
         self.finishing = False
         self.unused: Counter[str] = Counter()  # decoded records this release does not turn into output
+        self.extras = DeviceExtras(self.unused)
 
     # -- intake ---------------------------------------------------------------------------
     def process(self, batch: Batch) -> Iterable[Batch]:
@@ -134,6 +136,12 @@ class AggregatorStage(Transform):
                 self.pmu.setdefault(key, deque()).append(record)
         elif kind == "step":
             self.unused["step trace records (not in this release's outputs)"] += len(arr)
+        elif kind == "aicpu":
+            self.extras.add_aicpu(arr)
+        elif kind == "l2_cache":
+            self.extras.add_l2(arr)
+        elif kind == "freq":
+            self.extras.add_freq(arr, {d: int(f.get("platform", 1)) for d, f in self.devices.items()})
         elif kind == "flip":
             for record in arr:
                 self.flips.add(int(record["device_id"]), int(record["stream_id"]), int(record["ts_ns"]),
@@ -283,24 +291,41 @@ class AggregatorStage(Transform):
             host, device, arrived = self.awaiting_pmu[0]
             assert host.resolved is not None
             pmu_key = (device.device, device.stream, device.task)
+            facts = self.devices.get(device.device, {})
             wants_pmu = host.resolved["task_type"] in ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV")
-            if wants_pmu and not self.pmu.get(pmu_key) and not self._expired(arrived, now):
+            wants_l2 = wants_pmu and l2_configured(facts)
+            wants_aicpu = host.resolved["task_type"] == "AI_CPU" and bool(facts.get("aicpu_trace"))
+            missing = (wants_pmu and not self.pmu.get(pmu_key) or wants_l2 and not self.extras.l2_ready(pmu_key)
+                       or wants_aicpu and not self.extras.aicpu_ready(device.device, device.end))
+            if missing and not self._expired(arrived, now):
                 return
             self.awaiting_pmu.popleft()
             pmu_record = _take(self.pmu, pmu_key) if wants_pmu else None
-            self._emit_task(host.resolved, device, pmu_record)
+            extra: list[float | None] = []
+            if facts.get("aicpu_trace"):
+                extra += self.extras.take_aicpu(pmu_key, device.start, device.end) if wants_aicpu \
+                    else [None] * len(AICPU_COLUMNS)
+            if l2_configured(facts):
+                extra += self.extras.take_l2(pmu_key, facts) if wants_l2 else [None] * len(L2_COLUMNS)
+            self._emit_task(host.resolved, device, pmu_record, extra)
 
-    def _emit_task(self, info: dict[str, Any], device: DeviceTask, pmu_record: Any) -> None:
+    def _emit_task(self, info: dict[str, Any], device: DeviceTask, pmu_record: Any,
+                   extra: list[float | None]) -> None:
         facts = self.devices.get(device.device, {})
         events = list(facts.get("pmu_events", []))
+        metric, platform = str(facts.get("metric", "")), int(facts.get("platform", 1))
         pmu: list[float | None] = []
         if events:
             if pmu_record is not None:
                 block = int(pmu_record["block"]) or info["block_dim"]
+                at = int(pmu_record["ts_ns"]) or device.end
                 pmu = pmu_values(events, int(pmu_record["total_cycle"]), [int(v) for v in pmu_record["pmu"]],
-                                 block, int(facts.get("ai_core_num", 1)), float(facts.get("aic_frequency_mhz", 0)))
+                                 block, int(facts.get("ai_core_num", 1)), float(facts.get("aic_frequency_mhz", 0)),
+                                 metric=metric, platform=platform, duration_ns=device.end - device.start,
+                                 time_mhz=self.extras.clock_mhz(device.device, platform, at))
             else:
-                pmu = [None] * len(pmu_columns(events))
+                pmu = [None] * len(pmu_columns(events, metric, platform))
+        pmu += extra
         intern = self.symbols.intern
         self.rows["task"].append([
             device.device, info["model_id"], info["iteration"], device.stream, device.task, device.batch,
@@ -328,8 +353,7 @@ class AggregatorStage(Transform):
                 rows = self.rows[kind]
                 meta: dict[str, Any] = {"symbols": self.symbols.take_unsent()}
                 if kind == "task":
-                    events = next((list(f.get("pmu_events", [])) for f in self.devices.values()), [])
-                    meta["pmu_columns"] = pmu_columns(events) if events else []
+                    meta["pmu_columns"] = _task_columns(next(iter(self.devices.values()), {}))
                 yield pack_rows(kind, chunk, "tasks", meta)
 
     def _snapshot(self, final: bool) -> Iterator[Batch]:
@@ -367,6 +391,7 @@ class AggregatorStage(Transform):
             self.ctx.reject("host task without a device task log", unmatched_host)
         if unmatched_device:
             self.ctx.reject("device task without a host task_track", unmatched_device)
+        self.extras.leftovers()
         for reason, table in (("PMU record without a device task", self.pmu),
                               ("task start log without an end", self.starts)):
             left = sum(len(q) for q in table.values())
@@ -384,6 +409,13 @@ class AggregatorStage(Transform):
 
     def accounting(self) -> dict[str, Any]:
         return {"records_in": self.records_in, "tasks_out": self.tasks_out, "unused": dict(self.unused)}
+
+
+def _task_columns(facts: dict[str, Any]) -> list[str]:
+    """Names of a task row's ``pmu`` values: the AI Core PMU metric group, then AI CPU and L2 cache values."""
+    events = list(facts.get("pmu_events", []))
+    group = pmu_columns(events, str(facts.get("metric", "")), int(facts.get("platform", 1))) if events else []
+    return group + extra_columns(facts)
 
 
 def _take(table: dict[Any, deque[Any]], key: Any) -> Any:
