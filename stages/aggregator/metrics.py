@@ -24,6 +24,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from stages.formats.raw import PMU_EVENT_SETS
+
 MINI_PLATFORM = 0
 BANDWIDTH_UNIT = 8589934592.0  # 2**33: msprof's GB/s divisor
 Value = float | None
@@ -197,8 +199,6 @@ def group_of(metric: str, events: list[int]) -> str | None:
     """The metric group whose columns a device shows: its sample.json name, or the one with its event set."""
     if metric in GROUPS:
         return metric
-    from stages.formats.raw import PMU_EVENT_SETS
-
     return next((name for name, found in PMU_EVENT_SETS.items() if list(found) == list(events)), None)
 
 

@@ -7,9 +7,11 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 from chain import run_chain
 
+from stages.formats import raw
 from stages.formats.raw import PMU_EVENT_SETS
 from stages.schema import SymbolTable, unpack_rows
 from stages.simulator.run import simulate
@@ -89,3 +91,40 @@ def test_aicpu_times_and_l2_rates_join_their_tasks(tmp_path: Path) -> None:
     assert unused["AI Core frequency change records (msprof applies them on 910B-class chips only)"] == \
         truth["records"]["lpmFreqConv.data.0"]
     assert not [reason for reason in unused if "AI CPU" in reason or "L2 cache" in reason]
+
+
+def test_older_data_preprocess_files_are_read_like_aicpu_data(tmp_path: Path) -> None:
+    """The same kernels as bare MsprofAicpuProfData (split across two slices) and a text file beside them."""
+    prof = simulate(tmp_path / "board", chip="cloud", iterations=ITERATIONS, rate="max", seed=4)
+    data = prof / "device_0" / "data"
+    slices = sorted((p for p in data.glob("aicpu.data.0.slice_*") if not p.name.endswith(".done")),
+                    key=lambda p: int(p.name.rsplit("_", 1)[1]))
+    nodes = np.frombuffer(b"".join(p.read_bytes() for p in slices), raw.AICPU_NODE)
+    for path in data.glob("aicpu.data.0.slice_*"):
+        path.unlink()
+    bare = np.zeros(len(nodes), raw.AICPU_PROF)
+    for name in bare.dtype.names or ():
+        if name in (nodes.dtype.names or ()) and name != "rsv":
+            bare[name] = nodes[name]
+    bare["data_tag"] = raw.AICPU_DATA_TAG
+    body = bare.tobytes()
+    (data / "DATA_PREPROCESS.AICPU.0.slice_0").write_bytes(body[:301])
+    (data / "DATA_PREPROCESS.AICPU.0.slice_1").write_bytes(body[301:])
+    (data / "DATA_PREPROCESS.dev.AICPU.0.slice_0").write_bytes(
+        b"Node:GetNext, Run start:100, Run end:250\0Thread[ 1] task end, dispatchTime=3 us, totalTime=160 us.\0")
+    batches, figures = run_chain(prof, tmp_path / "out")
+    assert figures["rejected"] == {}
+    truth = json.loads((tmp_path / "board" / "simulator_truth.json").read_text())
+    symbols = SymbolTable()
+    totals: dict[str, float] = defaultdict(float)
+    for batch in batches:
+        symbols.learn(batch.meta.get("symbols", []))
+        if batch.kind == "task":
+            column = batch.meta["pmu_columns"].index("aicpu_total_time(us)")
+            for row in unpack_rows(batch):
+                totals[symbols[row[8]]] += row[22][column] or 0
+    for op in truth["device_extras"]["ops"]:
+        if "aicpu" in op:
+            assert totals[op["op_name"]] * 1000 == pytest.approx(op["aicpu"]["total_ns"], abs=1e-3)
+    assert figures["aggregator"]["unused"][
+        "AI CPU text records (DATA_PREPROCESS.AICPU text form: no stream/task id to join)"] == 2
