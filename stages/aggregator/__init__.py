@@ -299,6 +299,8 @@ class AggregatorStage(Transform):
                        or wants_aicpu and not self.extras.aicpu_ready(device.device, device.end))
             if missing and not self._expired(arrived, now):
                 return
+            if missing and not self.finishing:
+                self.extras.waited_in_vain(device.device, wants_aicpu, wants_l2)
             self.awaiting_pmu.popleft()
             pmu_record = _take(self.pmu, pmu_key) if wants_pmu else None
             extra: list[float | None] = []

@@ -8,7 +8,10 @@
 - AI Core frequency change points: on the chips where msprof applies them (FreqParser: 910B-class
   platforms), a task's times use the clock in effect at its end instead of info.json's aic_frequency.
 
-Records these joins cannot use are counted in the aggregator's ``unused`` figures by reason.
+Records these joins cannot use are counted in the aggregator's ``unused`` figures by reason. A task
+waits (at most the aggregator's hold_s) for its AI CPU or L2 cache record when the device's sample.json
+switched them on; once such a wait ran out on a device that has sent none of them, its later tasks no
+longer wait (a trace that is switched on but writes nothing must not stall every task).
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ class DeviceExtras:
         self.l2: dict[Key, deque[Any]] = {}
         self.freq: dict[int, tuple[list[int], list[int]]] = {}  # device → sorted change times, MHz
         self.freq_used_until: dict[int, int] = {}  # device → latest task time a clock was looked up for
+        self.l2_seen: set[int] = set()
+        self.gave_up: set[tuple[str, int]] = set()  # (stream, device) whose records never came
 
     # -- intake ---------------------------------------------------------------------------
     def add_aicpu(self, arr: np.ndarray) -> None:
@@ -75,6 +80,7 @@ class DeviceExtras:
         for record in arr:
             key = (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]))
             self.l2.setdefault(key, deque()).append(record)
+            self.l2_seen.add(key[0])
 
     def add_freq(self, arr: np.ndarray, platform_of: dict[int, int]) -> None:
         for record in arr:
@@ -95,8 +101,17 @@ class DeviceExtras:
     # -- per task ---------------------------------------------------------------------------
     def aicpu_ready(self, device: int, end: int) -> bool:
         """Every AI CPU record that may belong to a task ending at ``end`` has arrived (records come in
-        run-end order)."""
-        return self.aicpu_seen.get(device, -1) >= end
+        run-end order), or none ever comes."""
+        if device not in self.aicpu_seen:
+            return ("aicpu", device) in self.gave_up
+        return self.aicpu_seen[device] >= end
+
+    def waited_in_vain(self, device: int, aicpu: bool, l2: bool) -> None:
+        """A task's wait ran out: a stream that has sent nothing on this device is not waited for again."""
+        if aicpu and device not in self.aicpu_seen:
+            self.gave_up.add(("aicpu", device))
+        if l2 and device not in self.l2_seen:
+            self.gave_up.add(("l2", device))
 
     def take_aicpu(self, key: Key, start: int, end: int) -> list[float | None]:
         """The task's AI CPU times (µs), from the record whose run ends inside [start, end]."""
@@ -112,7 +127,7 @@ class DeviceExtras:
         return [int(record[name]) / 1000 if int(record[name]) >= 0 else None for name in _AICPU_FIELDS]
 
     def l2_ready(self, key: Key) -> bool:
-        return bool(self.l2.get(key))
+        return bool(self.l2.get(key)) or key[0] not in self.l2_seen and ("l2", key[0]) in self.gave_up
 
     def take_l2(self, key: Key, facts: dict[str, Any]) -> list[float | None]:
         waiting = self.l2.get(key)

@@ -81,3 +81,13 @@ def test_the_clock_in_effect_at_a_task_end_on_910b_class_chips() -> None:
                       "AI Core frequency change records (msprof applies them on 910B-class chips only)": 1}
     extras.add_freq(_freq([(9_000, 0)]), {0: 5})  # a zero sample: msprof distrusts them all
     assert extras.clock_mhz(0, 5, 9_500) is None
+
+
+def test_a_trace_that_writes_nothing_is_waited_for_once() -> None:
+    extras = DeviceExtras(Counter())
+    assert not extras.aicpu_ready(0, 100) and not extras.l2_ready((0, 2, 4))
+    extras.waited_in_vain(0, aicpu=True, l2=True)  # the first task's wait ran out
+    assert extras.aicpu_ready(0, 100) and extras.l2_ready((0, 2, 4))
+    assert not extras.aicpu_ready(1, 100)  # another device still waits
+    extras.add_aicpu(_aicpu(7, 5_000))  # records do come after all: wait for them again
+    assert not extras.aicpu_ready(0, 6_000) and extras.aicpu_ready(0, 5_000)
