@@ -66,7 +66,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from stages.simulator.writer import simulate
 
     prof = simulate(Path(args.out_dir), chip=args.chip, iterations=args.iterations, rate=args.rate, seed=args.seed,
-                    slice_bytes=args.slice_bytes, aic_metrics=args.aic_metrics)
+                    slice_bytes=args.slice_bytes, aic_metrics=args.aic_metrics, mode=args.mode)
     print(f"wrote {prof}")
     return 0
 
@@ -134,7 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     sim = sub.add_parser("simulate", help="write a PROF_… directory as a simulated Ascend board would")
     sim.add_argument("out_dir")
-    sim.add_argument("--chip", choices=("mini", "cloud"), default="mini", help="mini = Ascend 310, cloud = Ascend 910")
+    sim.add_argument("--chip", choices=("mini", "cloud", "910b"), default="mini",
+                     help="mini = Ascend 310, cloud = Ascend 910, 910b = Ascend 910B (STARS)")
+    sim.add_argument("--mode", choices=("launch", "static"), default="launch",
+                     help="launch = op info reported at every launch; static = an offline model (.om) reports it "
+                          "once at model load and every execution reuses its task ids")
     sim.add_argument("--iterations", type=int, default=200, help="images to infer (one aclmdlExecute each)")
     sim.add_argument("--rate", choices=("realtime", "max"), default="max")
     sim.add_argument("--seed", type=int, default=0)

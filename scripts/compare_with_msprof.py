@@ -259,10 +259,10 @@ def pipeline_executable() -> str:
     return found
 
 
-def simulate(work: Path, chip: str, iterations: int) -> Path:
+def simulate(work: Path, chip: str, iterations: int, mode: str) -> Path:
     board = work / "board"
-    run_logged([pipeline_executable(), "simulate", str(board), "--chip", chip, "--iterations", str(iterations),
-                "--rate", "max", "--seed", "0"], work / "logs" / "simulate.log")
+    run_logged([pipeline_executable(), "simulate", str(board), "--chip", chip, "--mode", mode, "--iterations",
+                str(iterations), "--rate", "max", "--seed", "0"], work / "logs" / "simulate.log")
     prof_dirs = sorted(path for path in board.glob("PROF_*") if path.is_dir())
     if len(prof_dirs) != 1:
         raise SetupError(f"expected one PROF_… directory in {board}, found {len(prof_dirs)}")
@@ -408,7 +408,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--msprof-src", type=Path, required=True,
                         help="a checkout of github.com/Ascend/msprof (holds analysis/msprof/msprof.py)")
-    parser.add_argument("--chip", choices=("mini", "cloud"), default="cloud")
+    parser.add_argument("--chip", choices=("mini", "cloud", "910b"), default="cloud")
+    parser.add_argument("--mode", choices=("launch", "static"), default="launch",
+                        help="simulator mode: ops reported at every launch, or once at model load (.om)")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--work", type=Path,
                         help="working folder (default: a new temporary one); its board/, ours/, msprof/ "
@@ -442,10 +444,10 @@ def compare_all(ours_dir: Path, exports: dict[str, MsprofExport]) -> list[Compar
 def run(args: argparse.Namespace, work: Path) -> int:
     prepare_work(work)
     logs = work / "logs"
-    prof = simulate(work, args.chip, args.iterations)
+    prof = simulate(work, args.chip, args.iterations, args.mode)
     import_ours(prof, work / "ours", logs)
     exports = run_msprof(Msprof(args.msprof_script, logs), prof, work / "msprof")
-    print(f"\ncompared: chip {args.chip}, {args.iterations} iterations, {prof}")
+    print(f"\ncompared: chip {args.chip}, mode {args.mode}, {args.iterations} iterations, {prof}")
     comparisons = compare_all(work / "ours" / "mindstudio_profiler_output", exports)
     print()
     for comparison in comparisons:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from stages.decoder import records
+from stages.formats import raw
 
 AICPU_COLUMNS = ["aicpu_compute_time(us)", "aicpu_memcpy_time(us)", "aicpu_task_time(us)", "aicpu_dispatch_time(us)",
                  "aicpu_total_time(us)"]
@@ -36,7 +37,6 @@ L2_EVENTS: dict[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] =
     **{p: ((0xFB, 0xFC), (0x90, 0x91), (0x9C,)) for p in (5, 7, 8, 11)},
     **{p: ((0x00,), (0x00, -0x81, -0x82, -0x83, -0x74, -0x75), (0x74, 0x75)) for p in (15, 16)},
 }
-STARS_PLATFORMS = {5, 7, 8, 11, 15, 16}
 FREQ_PLATFORMS = {5, 7, 15, 16}  # where msprof parses lpmFreqConv (data_parsers_config FreqParser)
 
 Key = tuple[int, int, int]
@@ -146,7 +146,7 @@ class DeviceExtras:
         request = total(request_events)
         hit = total(hit_events) / request if request else 0.0
         victim = total(victim_events) / request if request else 0.0
-        return [None if platform in STARS_PLATFORMS else hit, victim]
+        return [None if platform in raw.STARS_PLATFORMS else hit, victim]
 
     def clock_mhz(self, device: int, platform: int, at: int) -> float | None:
         """The AI Core clock in effect at ``at`` where msprof follows frequency changes; None: info.json's."""

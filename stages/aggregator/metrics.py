@@ -265,3 +265,38 @@ def _cube_utilization(values: dict[str, Value], total_cycle: int, aic_mhz: float
     if not (mac and total_cycle and duration_ns and aic_mhz and core_num):
         return 0.0
     return round(total_cycle / (aic_mhz * core_num * duration_ns) * 1000.0 * 100, 3)
+
+
+# STARS chips (stars.py) keep their own layout and arithmetic: one `<stem>_time(us)`, `<stem>_ratio` pair per
+# pipe event of a side's event list, then `icache_miss_rate`; the aicore time is not rounded.
+RATIO_EVENTS = {0x8: "vec", 0xA: "mac", 0x9: "scalar", 0xB: "mte1", 0xC: "mte2", 0xD: "mte3", 0x303: "fixpipe"}
+ICACHE_REQ, ICACHE_MISS = 0x54, 0x55
+
+
+def event_columns(events: list[int]) -> list[str]:
+    """Column names, in msprof's order, for one STARS side's event list."""
+    columns = list(BASE_COLUMNS)
+    for event in events:
+        stem = RATIO_EVENTS.get(event)
+        if stem:
+            columns += [f"{stem}_time(us)", f"{stem}_ratio"]
+    if ICACHE_REQ in events and ICACHE_MISS in events:
+        columns.append("icache_miss_rate")
+    return columns
+
+
+def event_values(events: list[int], total_cycle: int, counters: list[int], block: int, core_num: int,
+                 aic_mhz: float) -> list[Value]:
+    """Values aligned with :func:`event_columns`; ``None`` where a formula has no defined value."""
+    block = max(block, 1)
+    aicore_us = total_cycle / aic_mhz / block * math.ceil(block / max(core_num, 1)) if aic_mhz else None
+    values: list[Value] = [aicore_us, float(total_cycle)]
+    by_event = dict(zip(events, counters, strict=False))
+    for event in events:
+        stem = RATIO_EVENTS.get(event)
+        if stem:
+            ratio = by_event[event] / total_cycle if total_cycle else None
+            values += [ratio * aicore_us if ratio is not None and aicore_us is not None else None, ratio]
+    if ICACHE_REQ in by_event and ICACHE_MISS in by_event:
+        values.append(by_event[ICACHE_MISS] / by_event[ICACHE_REQ] if by_event[ICACHE_REQ] else None)
+    return values

@@ -17,6 +17,7 @@ from pipeline.stage import Batch, StageConfig, Transform
 from stages.decoder import records
 from stages.decoder.device import DeviceDecoder
 from stages.decoder.host import HostDecoder
+from stages.decoder.stars import STARS_KINDS, StarsDecoder
 from stages.decoder.timebase import TimeBase
 
 SAMPLE_WAIT_S = 2.0  # how long a device's data waits for its sample.json (PMU event list) after its clocks
@@ -33,11 +34,13 @@ class DecoderStage(Transform):
         super().__init__(config, ctx)
         self.timebase = TimeBase()
         self.host = HostDecoder(self.timebase, self._reject)
-        self.device = DeviceDecoder(self.timebase, self._reject)
+        self.device = DeviceDecoder(self.timebase, self._reject, self._lost)
+        self.stars = StarsDecoder(self.timebase, self._reject)
         self.pending: list[Batch] = []
         self.records_in = 0
         self.decoded = 0
         self.rejected = 0
+        self.lost = 0  # records the device never delivered (counter gaps): reported, outside the one-for-one count
         self.announced: set[int] = set()
         self.clock_known_at: dict[int, float] = {}
         self.finishing = False
@@ -45,6 +48,10 @@ class DecoderStage(Transform):
     def _reject(self, reason: str, count: int, data: bytes = b"") -> None:
         self.rejected += count
         self.ctx.reject(reason, count, data)
+
+    def _lost(self, reason: str, count: int) -> None:
+        self.lost += count
+        self.ctx.reject(reason, count)
 
     def process(self, batch: Batch) -> Iterable[Batch]:
         if batch.kind == "control":
@@ -107,6 +114,8 @@ class DecoderStage(Transform):
                      "aic_frequency_mhz": float(info.get("aic_frequency") or 1000),
                      "hwts_frequency_mhz": float(info.get("hwts_frequency") or 100),
                      "metric": sample.get("ai_core_metrics", ""), "pmu_events": events,
+                     "aiv_num": int(info.get("aiv_num") or 0), "aiv_metric": sample.get("aiv_metrics", ""),
+                     "aiv_pmu_events": _event_ids(sample.get("aiv_profiling_events")),
                      "pid": int(info.get("pid") or 0), "hostname": info.get("hostname") or "",
                      **_extra_facts(sample)}
             yield Batch("device_info", 0, {"facts": facts})
@@ -117,6 +126,8 @@ class DecoderStage(Transform):
         try:
             if kind in HOST_KINDS:
                 outputs = self.host.decode(kind, batch)
+            elif kind in STARS_KINDS:
+                outputs = self.stars.decode(kind, batch)
             else:
                 outputs = self.device.decode(kind, batch)
         except (ValueError, TypeError) as exc:  # bytes that slipped past framing: counted, never fatal
@@ -156,7 +167,8 @@ class DecoderStage(Transform):
         return {"pending_chunks": len(self.pending)}
 
     def accounting(self) -> dict[str, int]:
-        return {"records_in": self.records_in, "decoded": self.decoded, "rejected": self.rejected}
+        return {"records_in": self.records_in, "decoded": self.decoded, "rejected": self.rejected,
+                "lost_on_device": self.lost}
 
     def check(self) -> list[str]:
         if self.records_in != self.decoded + self.rejected:
@@ -165,12 +177,20 @@ class DecoderStage(Transform):
         return []
 
 
-def _hex_list(text: object) -> list[int]:
-    return [int(e, 16) for e in str(text or "").split(",") if e.strip()]
-
-
 def _extra_facts(sample: dict) -> dict[str, Any]:
     """Which optional device streams the collection switched on (AI CPU trace, L2 cache task counters)."""
     l2_on = str(sample.get("l2CacheTaskProfiling", "")).lower() == "on"
     return {"aicpu_trace": str(sample.get("aicpuTrace", "")).lower() == "on",
-            "l2_events": _hex_list(sample.get("l2CacheTaskProfilingEvents")) if l2_on else []}
+            "l2_events": _event_ids(sample.get("l2CacheTaskProfilingEvents")) if l2_on else []}
+
+
+def _event_ids(text: object) -> list[int]:
+    """`"0x8,0xa,…"` (sample.json) → event ids in counter-slot order; an id that is not hex ends the list
+    (the counters after it cannot be named)."""
+    ids: list[int] = []
+    for item in str(text or "").split(","):
+        try:
+            ids.append(int(item, 16))
+        except ValueError:
+            break
+    return ids

@@ -43,6 +43,11 @@ LPM_FREQ = StreamKind("lpm_freq", "fixed", raw.LPM_FREQ.itemsize)
 DEVICE_EXTRA_KINDS = {"aicpu.data": AICPU, "DATA_PREPROCESS.AICPU": AICPU_PREPROCESS,
                       "DATA_PREPROCESS.dev.AICPU": AICPU_PREPROCESS, "l2_cache.data": L2_CACHE,
                       "lpmFreqConv.data": LPM_FREQ}
+# STARS chips (spec §1.7, §6 D11): 0x6BD3 at bytes 2..3 is the resync anchor (the spec's collector view;
+# msprof's Python reader drops stars_soc records without it, its C++ reader does not look).
+STARS_SOC = StreamKind("stars_soc", "fixed", 64, b"\xd3\x6b", 2)
+STARS_SOC_V6 = StreamKind("stars_soc_v6", "fixed", 32, b"\xd3\x6b", 2)
+FFTS_PROFILE = StreamKind("ffts_profile", "fixed", 128, b"\xd3\x6b", 2)
 
 HOST_KINDS = {
     "api_event.data": API_EVENT,
@@ -88,5 +93,9 @@ def device_stream_kind(base: str, platform: int) -> tuple[StreamKind, int] | Non
         return (MINI_AICORE if mini else AICORE), device
     if kind == "ts_track.data":
         return (MINI_TS_TRACK if mini else TS_TRACK), device
+    if kind == "stars_soc.data" and platform in raw.STARS_PLATFORMS:
+        return (STARS_SOC_V6 if platform in raw.STARS_V6_PLATFORMS else STARS_SOC), device
+    if kind == "ffts_profile.data" and platform in raw.STARS_PLATFORMS - raw.STARS_V6_PLATFORMS:
+        return FFTS_PROFILE, device  # chip v6 writes another PMU layout (not decoded)
     extra = DEVICE_EXTRA_KINDS.get(kind)
     return (extra, device) if extra else None

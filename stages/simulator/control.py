@@ -13,10 +13,10 @@ from typing import Any
 
 from stages.formats.raw import PMU_EVENT_SETS
 from stages.simulator.timebase import HOST_CPU_MHZ, TimeBase
-from stages.simulator.workload import AI_CORE_NUM, AIC_MHZ
+from stages.simulator.workload import AI_CORE_NUM, AIV_NUM, aic_mhz
 
 HOST_DEVICE_ID = "64"  # the host pseudo device (spec §6 D1/D2)
-PLATFORM_VERSION = {"mini": "0", "cloud": "1"}
+PLATFORM_VERSION = {"mini": "0", "cloud": "1", "910b": "5"}
 DRV_VERSION = 467732  # ≥ 467473: msprof exports the whole run (spec §6 D3)
 HOSTNAME = "atlas-sim"
 APP = "python3"
@@ -71,8 +71,9 @@ def _device_info(chip: str, device_id: int, tb: TimeBase) -> dict[str, Any]:
             "ctrl_cpu_endian_little": 1, "ts_cpu_core_num": 1 if mini else 4, "ai_cpu_core_num": ai_cpus,
             "ai_core_num": AI_CORE_NUM[chip], "ai_cpu_core_id": first_ai_cpu, "ai_core_id": 0,
             "aicpu_occupy_bitmap": ((1 << ai_cpus) - 1) << first_ai_cpu, "ctrl_cpu": "0",
-            "ai_cpu": ",".join(str(first_ai_cpu + i) for i in range(ai_cpus)), "aiv_num": 0,
-            "hwts_frequency": str(tb.hwts_mhz), "aic_frequency": str(AIC_MHZ), "aiv_frequency": str(AIC_MHZ)}
+            "ai_cpu": ",".join(str(first_ai_cpu + i) for i in range(ai_cpus)), "aiv_num": AIV_NUM[chip],
+            "hwts_frequency": str(tb.hwts_mhz), "aic_frequency": str(aic_mhz(chip)),
+            "aiv_frequency": str(aic_mhz(chip))}
 
 
 def info_json(chip: str, tb: TimeBase, pid: int, device_id: int | None) -> str:
@@ -96,20 +97,21 @@ def info_json(chip: str, tb: TimeBase, pid: int, device_id: int | None) -> str:
 
 def sample_json(chip: str, result_dir: str, device_id: int | None, metrics: str = AI_CORE_METRICS) -> str:
     """Collection switches: task-based AI Core PMU of one metric group, TS timeline on the 310, HWTS log on the
-    910, and there also the AI CPU trace and L2 cache task counters."""
-    mini = chip == "mini"
+    910, and there also the AI CPU trace and L2 cache task counters; on the 910B the task time switch (its
+    STARS log replaces the HWTS log) and the AI Vector Core PMU (spec §6 D11)."""
+    mini, cloud = chip == "mini", chip == "cloud"
     events = ",".join(f"0x{e:x}" for e in PMU_EVENT_SETS[metrics])
     return dump({
         "acl": "on", "ai_core_metrics": metrics, "ai_core_profiling": "on",
         "ai_core_profiling_events": events, "ai_core_profiling_mode": "task-based", "aicore_sampling_interval": 10,
-        "aicpuTrace": "off" if mini else "on", "aiv_metrics": metrics, "aiv_profiling": "off",
-        "aiv_profiling_events": events,
+        "aicpuTrace": "on" if cloud else "off", "aiv_metrics": metrics,
+        "aiv_profiling": "on" if chip == "910b" else "off", "aiv_profiling_events": events,
         "aiv_profiling_mode": "task-based", "aiv_sampling_interval": 10, "app": APP, "app_dir": "/home/app",
         "app_parameters": APP_PARAMETERS, "cpu_profiling": "off",
         "devices": HOST_DEVICE_ID if device_id is None else str(device_id), "host_profiling": 0,
         "hwts_log": "off" if mini else "on", "hwts_log1": "off" if mini else "on", "job_id": "1",
-        "l2CacheTaskProfiling": "off" if mini else "on", "l2CacheTaskProfilingEvents": "" if mini else L2_CACHE_EVENTS,
-        "llc_interval": 20,
+        "l2CacheTaskProfiling": "on" if cloud else "off",
+        "l2CacheTaskProfilingEvents": L2_CACHE_EVENTS if cloud else "", "llc_interval": 20,
         "llc_profiling": "read", "llc_profiling_events": "read", "modelExecution": "on", "msproftx": "on",
         "profiling_mode": "def_mode", "result_dir": result_dir, "runtimeApi": "on", "runtimeTrace": "on",
         "stream_enabled": "on", "sys_profiling": "off", "ts_keypoint": "on", "ts_memcpy": "off",
