@@ -11,6 +11,11 @@ from pathlib import Path
 
 from pipeline.errors import UserError
 
+# `pipeline simulate --aic-metrics` choices: the metric groups of stages.formats.raw.PMU_EVENT_SETS (spec §1.9),
+# listed here so the CLI starts without importing numpy.
+AIC_METRICS = ("PipeUtilization", "ArithmeticUtilization", "Memory", "ResourceConflictRatio", "PipeUtilizationExct",
+               "PipelineExecuteUtilization", "MemoryL0", "MemoryUB", "L2Cache", "MemoryAccess")
+
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from pipeline.config import load_config
@@ -61,7 +66,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from stages.simulator.writer import simulate
 
     prof = simulate(Path(args.out_dir), chip=args.chip, iterations=args.iterations, rate=args.rate, seed=args.seed,
-                    slice_bytes=args.slice_bytes, mode=args.mode)
+                    slice_bytes=args.slice_bytes, aic_metrics=args.aic_metrics, mode=args.mode)
     print(f"wrote {prof}")
     return 0
 
@@ -138,6 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--rate", choices=("realtime", "max"), default="max")
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--slice-bytes", type=int, default=2 * 1024 * 1024, help="rotate slices at this size")
+    sim.add_argument("--aic-metrics", default="PipeUtilization", choices=AIC_METRICS,
+                     help="AI Core PMU metric group written in sample.json (spec §1.9)")
     sim.set_defaults(func=_cmd_simulate)
 
     imp = sub.add_parser("import", help="run the same stages over a finished PROF_… directory")

@@ -248,7 +248,7 @@ class CollectorStage(Source):
         meta = {"stream": state.base, "kind": state.kind.name, "device": state.device,
                 "file": str(state.slice_path(slice_index).relative_to(self.tree.root)) if self.tree else "",
                 "offset": offset}
-        if state.kind.framing == "text":
+        if state.kind.framing in ("text", "nul_text"):
             yield Batch("raw", framed.count, dict(meta), framed.records)
             return
         if state.kind.framing == "tlv":

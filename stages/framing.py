@@ -30,6 +30,8 @@ def frame(kind: StreamKind, buf: bytes, final: bool) -> Framed:
         return _frame_text(buf, final)
     if kind.framing == "tlv":
         return _frame_tlv(buf, final)
+    if kind.framing == "nul_text":
+        return _frame_nul_text(kind, buf, final)
     return _frame_fixed(kind, buf, final)
 
 
@@ -140,3 +142,30 @@ def _frame_tlv(buf: bytes, final: bool) -> Framed:
     out.records = b"".join(pieces)
     out.consumed = pos
     return out
+
+
+def _frame_nul_text(kind: StreamKind, buf: bytes, final: bool) -> Framed:
+    """Binary records (``kind.magic`` at their start) or NUL-separated text lines, whichever comes first.
+
+    One call returns records of one form only (the chunk stays homogeneous). A text line holds no
+    NUL, so it never contains the binary magic: a line also ends where a magic begins.
+    """
+    if buf.startswith(kind.magic):
+        return _frame_fixed(kind, buf, final)
+    if not final and kind.magic.startswith(buf):
+        return Framed()  # too short to tell
+    lines: list[bytes] = []
+    pos = 0
+    while pos < len(buf) and not buf.startswith(kind.magic, pos):
+        magic_at = buf.find(kind.magic, pos)
+        limit = magic_at if magic_at != -1 else len(buf)
+        end = buf.find(b"\0", pos, limit)
+        if end == -1:
+            if magic_at == -1 and not final:
+                break  # the line may go on in the next read
+            end = limit
+        line = buf[pos:end].strip(b"\n\r ")
+        if line:
+            lines.append(line)
+        pos = end + 1 if end < limit else end
+    return Framed(b"\0".join(lines), len(lines), pos)

@@ -17,6 +17,7 @@ from pydantic import Field
 
 from pipeline.stage import Batch, StageConfig, Transform
 from stages import schema
+from stages.aggregator.extras import AICPU_COLUMNS, L2_COLUMNS, DeviceExtras, extra_columns, l2_configured
 from stages.aggregator.join import FlipLog, HostIndex, Interval
 from stages.aggregator.metrics import pmu_columns, pmu_values
 from stages.aggregator.stars import StarsPmu, is_stars
@@ -95,6 +96,7 @@ class AggregatorStage(Transform):
         self.tasks_out = 0
         self.finishing = False
         self.unused: Counter[str] = Counter()  # decoded records this release does not turn into output
+        self.extras = DeviceExtras(self.unused)
         self.stars_pmu: dict[int, StarsPmu] = {}
 
     # -- intake ---------------------------------------------------------------------------
@@ -156,6 +158,12 @@ class AggregatorStage(Transform):
             self.static.add_step_trace(arr)
         elif kind in UNUSED_KINDS:
             self.unused[UNUSED_KINDS[kind]] += len(arr)
+        elif kind == "aicpu":
+            self.extras.add_aicpu(arr)
+        elif kind == "l2_cache":
+            self.extras.add_l2(arr)
+        elif kind == "freq":
+            self.extras.add_freq(arr, {d: int(f.get("platform", 1)) for d, f in self.devices.items()})
         elif kind == "flip":
             for record in arr:
                 self.flips.add(int(record["device_id"]), int(record["stream_id"]), int(record["ts_ns"]),
@@ -341,29 +349,49 @@ class AggregatorStage(Transform):
             host, device, arrived = self.awaiting_pmu[0]
             assert host.resolved is not None
             pmu_key = (device.device, device.stream, device.task)
+            facts = self.devices.get(device.device, {})
             wants_pmu = host.resolved["task_type"] in ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV")
-            if wants_pmu and not self.pmu.get(pmu_key) and not self._expired(arrived, now):
+            wants_l2 = wants_pmu and l2_configured(facts)
+            wants_aicpu = host.resolved["task_type"] == "AI_CPU" and bool(facts.get("aicpu_trace"))
+            missing = (wants_pmu and not self.pmu.get(pmu_key) or wants_l2 and not self.extras.l2_ready(pmu_key)
+                       or wants_aicpu and not self.extras.aicpu_ready(device.device, device.end))
+            if missing and not self._expired(arrived, now):
                 return
+            if missing and not self.finishing:
+                self.extras.waited_in_vain(device.device, wants_aicpu, wants_l2)
             self.awaiting_pmu.popleft()
             pmu_record = _take(self.pmu, pmu_key) if wants_pmu else None
-            self._emit_task(host.resolved, device, pmu_record)
+            extra: list[float | None] = []
+            if facts.get("aicpu_trace"):
+                extra += self.extras.take_aicpu(pmu_key, device.start, device.end) if wants_aicpu \
+                    else [None] * len(AICPU_COLUMNS)
+            if l2_configured(facts):
+                extra += self.extras.take_l2(pmu_key, facts) if wants_l2 else [None] * len(L2_COLUMNS)
+            self._emit_task(host.resolved, device, pmu_record, extra)
 
-    def _emit_task(self, info: dict[str, Any], device: DeviceTask, pmu_record: Any) -> None:
+    def _emit_task(self, info: dict[str, Any], device: DeviceTask, pmu_record: Any,
+                   extra: list[float | None]) -> None:
         facts = self.devices.get(device.device, {})
         events = list(facts.get("pmu_events", []))
+        metric, platform = str(facts.get("metric", "")), int(facts.get("platform", 1))
         pmu: list[float | None] = []
         stars = self._stars_pmu(device.device)
         if stars is not None:
             if pmu_record is not None and "overflow" not in (pmu_record.dtype.names or ()):
                 pmu_record = None  # an HWTS-class PMU record on a STARS chip: not a ContextPmu
-            pmu = stars.values(pmu_record, info["block_dim"], device.end - device.start)
+            pmu = stars.values(pmu_record, info["block_dim"], device.end - device.start,
+                               self.extras.clock_mhz(device.device, platform, device.end))
         elif events:
             if pmu_record is not None:
                 block = int(pmu_record["block"]) or info["block_dim"]
+                at = int(pmu_record["ts_ns"]) or device.end
                 pmu = pmu_values(events, int(pmu_record["total_cycle"]), [int(v) for v in pmu_record["pmu"]],
-                                 block, int(facts.get("ai_core_num", 1)), float(facts.get("aic_frequency_mhz", 0)))
+                                 block, int(facts.get("ai_core_num", 1)), float(facts.get("aic_frequency_mhz", 0)),
+                                 metric=metric, platform=platform, duration_ns=device.end - device.start,
+                                 time_mhz=self.extras.clock_mhz(device.device, platform, at))
             else:
-                pmu = [None] * len(pmu_columns(events))
+                pmu = [None] * len(pmu_columns(events, metric, platform))
+        pmu += extra
         intern = self.symbols.intern
         self.rows["task"].append([
             device.device, info["model_id"], info["iteration"], device.stream, device.task, device.batch,
@@ -395,12 +423,15 @@ class AggregatorStage(Transform):
                 yield pack_rows(kind, chunk, "tasks", meta)
 
     def _pmu_columns(self) -> list[str]:
+        """Names of a task row's ``pmu`` values (the first device's layout): the PMU columns (aic_/aiv_ sides
+        on STARS chips), then AI CPU and L2 cache values."""
         first = next(iter(self.devices), None)
-        stars = self._stars_pmu(first) if first is not None else None
+        if first is None:
+            return []
+        stars = self._stars_pmu(first)
         if stars is not None:
-            return stars.columns
-        events = next((list(f.get("pmu_events", [])) for f in self.devices.values()), [])
-        return pmu_columns(events) if events else []
+            return stars.columns + extra_columns(self.devices[first])
+        return _task_columns(self.devices[first])
 
     def _stars_pmu(self, device: int) -> StarsPmu | None:
         """The aic_/aiv_ PMU layout of a STARS device (None on other chips)."""
@@ -455,6 +486,7 @@ class AggregatorStage(Transform):
             self.ctx.reject("host task without a device task log", unmatched_host)
         if unmatched_device:
             self.ctx.reject("device task without a host task_track", unmatched_device)
+        self.extras.leftovers()
         if self.static.waiting_count():
             self.ctx.reject("device task on a static model's stream without a load-time registration",
                             self.static.waiting_count())
@@ -475,6 +507,14 @@ class AggregatorStage(Transform):
 
     def accounting(self) -> dict[str, Any]:
         return {"records_in": self.records_in, "tasks_out": self.tasks_out, "unused": dict(self.unused)}
+
+
+def _task_columns(facts: dict[str, Any]) -> list[str]:
+    """Names of a task row's ``pmu`` values on non-STARS chips: the AI Core PMU metric group, then AI CPU
+    and L2 cache values."""
+    events = list(facts.get("pmu_events", []))
+    group = pmu_columns(events, str(facts.get("metric", "")), int(facts.get("platform", 1))) if events else []
+    return group + extra_columns(facts)
 
 
 def _replay(host: HostTask, model: int, iteration: int) -> HostTask:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stages.aggregator.metrics import pmu_columns, pmu_values
+from stages.aggregator.metrics import event_columns, event_values
 from stages.decoder import records
 from stages.formats import raw
 
@@ -62,7 +62,7 @@ class StarsPmu:
         for prefix, time_column, events_key, core_key in SIDES:
             events = [int(e) for e in facts.get(events_key, [])]
             positions = []  # a side without events (its profiling off) has no columns
-            for position, column in enumerate(pmu_columns(events) if events else []):
+            for position, column in enumerate(event_columns(events) if events else []):
                 name = time_column if position == 0 else f"{prefix}_{column}"
                 if _raw_name(name) not in UNSUPPORTED:
                     self.columns.append(name)
@@ -74,8 +74,9 @@ class StarsPmu:
             self.mac_ratio_at = self.columns.index("aic_mac_ratio")
             self.columns.append(CUBE_UTILIZATION)
 
-    def values(self, record: Any, block: int, duration_ns: int) -> list[float | None]:
-        """Values aligned with :attr:`columns` for one task; ``record`` is its ContextPmu or None."""
+    def values(self, record: Any, block: int, duration_ns: int, time_mhz: float | None = None) -> list[float | None]:
+        """Values aligned with :attr:`columns` for one task; ``record`` is its ContextPmu or None.
+        ``time_mhz``: the AI Core clock in effect for the task's times when a frequency change set it."""
         if record is None or int(record["overflow"]):
             return [None] * len(self.columns)
         core = int(record["core"])
@@ -83,7 +84,8 @@ class StarsPmu:
         values: list[float | None] = []
         for prefix, events, core_num, positions in self.sides:
             if MAIN_SIDE[core] == prefix:
-                side = pmu_values(events, int(record["total_cycle"]), counters, block, core_num, self.aic_mhz)
+                side = event_values(events, int(record["total_cycle"]), counters, block, core_num,
+                                    time_mhz or self.aic_mhz)
                 values += [side[p] for p in positions]
             else:
                 values += [None if core in MIX else 0.0] * len(positions)

@@ -116,7 +116,8 @@ class DecoderStage(Transform):
                      "metric": sample.get("ai_core_metrics", ""), "pmu_events": events,
                      "aiv_num": int(info.get("aiv_num") or 0), "aiv_metric": sample.get("aiv_metrics", ""),
                      "aiv_pmu_events": _event_ids(sample.get("aiv_profiling_events")),
-                     "pid": int(info.get("pid") or 0), "hostname": info.get("hostname") or ""}
+                     "pid": int(info.get("pid") or 0), "hostname": info.get("hostname") or "",
+                     **_extra_facts(sample)}
             yield Batch("device_info", 0, {"facts": facts})
 
     def _decode(self, batch: Batch) -> Iterator[Batch]:
@@ -174,6 +175,13 @@ class DecoderStage(Transform):
             return [f"stage '{self.ctx.stage_id}': {self.records_in} records in but {self.decoded} decoded + "
                     f"{self.rejected} rejected"]
         return []
+
+
+def _extra_facts(sample: dict) -> dict[str, Any]:
+    """Which optional device streams the collection switched on (AI CPU trace, L2 cache task counters)."""
+    l2_on = str(sample.get("l2CacheTaskProfiling", "")).lower() == "on"
+    return {"aicpu_trace": str(sample.get("aicpuTrace", "")).lower() == "on",
+            "l2_events": _event_ids(sample.get("l2CacheTaskProfilingEvents")) if l2_on else []}
 
 
 def _event_ids(text: object) -> list[int]:

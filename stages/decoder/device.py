@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from pipeline.stage import Batch
-from stages.decoder import records
+from stages.decoder import devextra, records
 from stages.decoder.counter import RollingCounters
 from stages.decoder.timebase import Clock, TimeBase
 from stages.decoder.ts_track import decode_ts_track
@@ -41,6 +41,8 @@ class DeviceDecoder:
             return list(decode_ts_track(batch.body, device, clock, self.reject))
         if kind in ("mini_ts_track", "mini_aicore"):
             return self._mini(kind, batch.body, device, clock)
+        if kind in devextra.KINDS:
+            return list(devextra.decode(kind, batch.body, device, clock, self.reject))
         raise ValueError(f"no decoder for {kind}")
 
     def _count_gaps(self, kind: str, stream: str, body: bytes) -> None:

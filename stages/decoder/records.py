@@ -51,8 +51,23 @@ TS_TASK_TYPE = np.dtype([("device_id", "<u2"), ("ts_ns", "<i8"), ("stream_id", "
 TS_BLOCK_NUM = np.dtype([("device_id", "<u2"), ("ts_ns", "<i8"), ("stream_id", "<u2"), ("task_id", "<u2"),
                          ("block_num", "<u4")])
 
+# AI CPU kernel times (aicpu.data / DATA_PREPROCESS.AICPU). ``form``: AICPU_BINARY records carry every
+# field; the old text form gives a node line (name, run and phase times) and a thread line (dispatch and
+# total time) as separate records without stream/task ids. Durations in ns, -1 where the form has none.
+AICPU = np.dtype([("device_id", "<u2"), ("stream_id", "<u2"), ("task_id", "<u2"), ("form", "u1"), ("ts_ns", "<i8"),
+                  ("start_ns", "<i8"), ("end_ns", "<i8"), ("compute_ns", "<i8"), ("memcpy_ns", "<i8"),
+                  ("task_ns", "<i8"), ("dispatch_ns", "<i8"), ("total_ns", "<i8"), ("thread_id", "<u4"),
+                  ("node", "S64")])
+AICPU_BINARY, AICPU_TEXT_NODE, AICPU_TEXT_THREAD = 0, 1, 2
+L2_CACHE = np.dtype([("device_id", "<u2"), ("stream_id", "<u2"), ("task_id", "<u2"), ("task_type", "<u2"),
+                     ("events", "<u8", (8,))])
+# AI Core frequency change points of one lpmFreqConv record; ts_ns is its last point (or 0 when empty).
+FREQ = np.dtype([("device_id", "<u2"), ("ts_ns", "<i8"), ("count", "<u2"), ("points_ns", "<i8", (55,)),
+                 ("freq_mhz", "<u4", (55,))])
+
 DTYPES = {"api": API, "event": EVENT, "node_basic": NODE_BASIC, "tensor": TENSOR, "task_track": TASK_TRACK,
-          "tx": TX, "task_log": TASK_LOG, "pmu": PMU, "step": STEP, "flip": FLIP,
+          "tx": TX, "task_log": TASK_LOG, "pmu": PMU, "step": STEP, "flip": FLIP, "aicpu": AICPU,
+          "l2_cache": L2_CACHE, "freq": FREQ,
           "context_pmu": CONTEXT_PMU, "block_pmu": BLOCK_PMU, "unique_task_log": UNIQUE_TASK_LOG}
 DTYPES.update({"ts_memcpy": TS_MEMCPY, "ts_task_type": TS_TASK_TYPE, "ts_block_num": TS_BLOCK_NUM,
                "ts_flip_old": FLIP})

@@ -8,7 +8,7 @@ from typing import Literal
 
 from stages.formats import raw
 
-Framing = Literal["fixed", "tlv", "text"]
+Framing = Literal["fixed", "tlv", "text", "nul_text"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,14 @@ AICORE = StreamKind("aicore", "fixed", 128, b"\xd3\x6b", 2)
 TS_TRACK = StreamKind("ts_track", "fixed", raw.TS_TRACK_SIZE)
 MINI_TS_TRACK = StreamKind("mini_ts_track", "tlv")
 MINI_AICORE = StreamKind("mini_aicore", "tlv")
+AICPU = StreamKind("aicpu", "fixed", raw.AICPU_NODE.itemsize, b"\x5a\x5a", 0)
+# DATA_PREPROCESS.AICPU: bare MsprofAicpuProfData records, or (older CANN) NUL-separated text lines.
+AICPU_PREPROCESS = StreamKind("aicpu_preprocess", "nul_text", raw.AICPU_PROF.itemsize, raw.AICPU_PROF_HEAD, 0)
+L2_CACHE = StreamKind("l2_cache", "fixed", raw.L2_CACHE.itemsize)
+LPM_FREQ = StreamKind("lpm_freq", "fixed", raw.LPM_FREQ.itemsize)
+DEVICE_EXTRA_KINDS = {"aicpu.data": AICPU, "DATA_PREPROCESS.AICPU": AICPU_PREPROCESS,
+                      "DATA_PREPROCESS.dev.AICPU": AICPU_PREPROCESS, "l2_cache.data": L2_CACHE,
+                      "lpmFreqConv.data": LPM_FREQ}
 # STARS chips (spec §1.7, §6 D11): 0x6BD3 at bytes 2..3 is the resync anchor (the spec's collector view;
 # msprof's Python reader drops stars_soc records without it, its C++ reader does not look).
 STARS_SOC = StreamKind("stars_soc", "fixed", 64, b"\xd3\x6b", 2)
@@ -53,7 +61,7 @@ HOST_KINDS = {
 
 _SLICE = re.compile(r"^(?P<base>.+)\.slice_(?P<index>\d+)$")
 _HOST_DATA = re.compile(r"^(?:aging|unaging)\.(?P<kind>.+)$")
-_DEVICE_DATA = re.compile(r"^(?P<kind>[A-Za-z_]+(?:\.[A-Za-z_]+)?)\.(?P<dev>\d+)$")
+_DEVICE_DATA = re.compile(r"^(?P<kind>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*){0,2})\.(?P<dev>\d+)$")
 
 MINI_PLATFORM = 0
 
@@ -89,4 +97,5 @@ def device_stream_kind(base: str, platform: int) -> tuple[StreamKind, int] | Non
         return (STARS_SOC_V6 if platform in raw.STARS_V6_PLATFORMS else STARS_SOC), device
     if kind == "ffts_profile.data" and platform in raw.STARS_PLATFORMS - raw.STARS_V6_PLATFORMS:
         return FFTS_PROFILE, device  # chip v6 writes another PMU layout (not decoded)
-    return None
+    extra = DEVICE_EXTRA_KINDS.get(kind)
+    return (extra, device) if extra else None

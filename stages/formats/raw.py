@@ -45,7 +45,7 @@ GE_TASK_TYPES = ("AI_CORE", "AI_CPU", "AI_VECTOR_CORE", "WRITE_BACK", "MIX_AIC",
                  "DSA_SQE", "DVPP", "HCCL", "FUSION", "INVALID")
 
 
-def _packed(fields: list[tuple[str, str] | tuple[str, str, tuple[int, ...]]], size: int) -> np.dtype:
+def _packed(fields: list, size: int) -> np.dtype:
     dtype = np.dtype(fields)
     assert dtype.itemsize == size, (fields, dtype.itemsize, size)
     return dtype
@@ -128,7 +128,41 @@ PMU_EVENT_SETS = {
     "ArithmeticUtilization": (0x49, 0x4A, 0x4B, 0x4C, 0x4D, 0x4E, 0x4F),
     "Memory": (0x15, 0x16, 0x31, 0x32, 0xF, 0x10, 0x12, 0x13),
     "ResourceConflictRatio": (0x64, 0x65, 0x66),
+    "PipeUtilizationExct": (0x416, 0x417, 0x9, 0x302, 0xC, 0x303, 0x54, 0x55),
+    "PipelineExecuteUtilization": (0x12C, 0x49, 0x4A, 0x9, 0x302, 0xC, 0xD, 0x303),
+    "MemoryL0": (0x1B, 0x1C, 0x21, 0x22, 0x27, 0x28, 0x29, 0x2A),
+    "MemoryUB": (0x10, 0x13, 0x37, 0x38, 0x3D, 0x3E, 0x43, 0x44),
+    "L2Cache": (0x500, 0x502, 0x504, 0x506, 0x508, 0x50A),
+    "MemoryAccess": (0x32, 0x3D, 0x3E, 0x206, 0x20C, 0x50C, 0x50D, 0x50E),
 }
+
+# AI CPU kernel times (spec §1.7). The device's aicpu.data wraps them in a 256-byte MsprofAdditionalInfo
+# (level 6000, type 0 = AICPU_NODE, MsprofAicpuNodeAdditionalData); the older DATA_PREPROCESS.AICPU files
+# hold the bare 128-byte MsprofAicpuProfData (magic 0x5A5A, data tag 60), or text lines.
+LEVEL_AICPU = 6000
+AICPU_NODE_TYPE = 0
+AICPU_DATA_TAG = 60
+_AICPU_TIMES: list = [("run_start_us", "<u8"), ("run_start_tick", "<u8"), ("compute_start_us", "<u8"),
+                      ("memcpy_start_us", "<u8"), ("memcpy_end_us", "<u8"), ("run_end_us", "<u8"),
+                      ("run_end_tick", "<u8"), ("node_thread_id", "<u4"), ("device_id", "<u4"),
+                      ("submit_tick", "<u8"), ("schedule_tick", "<u8"), ("tick_before_run", "<u8"),
+                      ("tick_after_run", "<u8"), ("kernel_type", "<u4"), ("dispatch_us", "<u4"), ("total_us", "<u4"),
+                      ("ffts_thread_id", "<u2"), ("version", "u1")]
+AICPU_PROF = _packed([("magic", "<u2"), ("data_tag", "<u2"), ("stream_id", "<u2"), ("task_id", "<u2"),
+                      *_AICPU_TIMES, ("rsv", "u1", (9,))], 128)
+AICPU_NODE = _packed(_HOST_HEADER + [("stream_id", "<u2"), ("task_id", "<u2"), ("rev", "<u4"), *_AICPU_TIMES,
+                                     ("rsv", "u1", (113,))], 256)
+AICPU_PROF_HEAD = bytes([0x5A, 0x5A, AICPU_DATA_TAG, 0])  # magic + data tag: how a bare binary record begins
+
+# L2 cache task profiling (l2_cache.data): 8 counters in sample.json l2CacheTaskProfilingEvents order.
+L2_CACHE = _packed([("task_type", "<u2"), ("stream_id", "<u2"), ("task_id", "<u2"), ("rsv", "<u2"),
+                    ("events", "<u8", (8,))], 72)
+
+# AI Core frequency change points (lpmFreqConv.data): up to 55 (syscnt, MHz) pairs per record.
+LPM_FREQ_POINTS = 55
+LPM_FREQ = _packed([("count", "<u4"), ("rsv", "<u4"),
+                    ("points", [("syscnt", "<u8"), ("freq_mhz", "<u4"), ("rsv", "<u4")], (LPM_FREQ_POINTS,))],
+                   8 + 16 * LPM_FREQ_POINTS)
 
 # Device, STARS class (910B and later, spec §1.7, §6 D11). First u16 of every record: bits 0–5 funcType,
 # bits 6–9 rolling counter, bits 10–15 sqe type (ACSQ logs); u16 @2 = 0x6BD3 as on HWTS chips.

@@ -41,7 +41,7 @@ from typing import Literal
 import numpy as np
 
 from stages.formats import raw
-from stages.simulator import names
+from stages.simulator import devextra, names
 from stages.simulator import records as rec
 from stages.simulator.timebase import TimeBase
 from stages.simulator.truth import Truth
@@ -74,8 +74,14 @@ TYPE_INFO_DIC = "unaging.additional.type_info_dic"
 HOST_STREAMS = (API_EVENT, NODE_BASIC_INFO, TASK_TRACK, TENSOR_INFO, MSPROFTX, HASH_DIC, TYPE_INFO_DIC)
 
 
+CLOUD_EXTRA_STREAMS = ("aicpu.data", "l2_cache.data", "lpmFreqConv.data")
+FREQ_DIP_EVERY = 50  # images between two AI Core frequency dips (cloud), during the idle gap after an image
+FREQ_DIP_MHZ = 900
+
+
 def device_streams(chip: str, device_id: int) -> tuple[str, ...]:
-    bases = {"cloud": ("hwts.data", "aicore.data", "ts_track.data"), "mini": ("ts_track.data", "aicore.data"),
+    bases = {"cloud": ("hwts.data", "aicore.data", "ts_track.data", *CLOUD_EXTRA_STREAMS),
+             "mini": ("ts_track.data", "aicore.data"),
              "910b": ("stars_soc.data", "ffts_profile.data", "ts_track.data")}[chip]
     return tuple(f"{base}.{device_id}" for base in bases)
 
@@ -149,16 +155,21 @@ class Launches:
 
 class Board:
     def __init__(self, chip: Chip, seed: int, timebase: TimeBase, *, device_id: int = 0,
-                 first_task_id: int = 0, mode: Mode = "launch") -> None:
+                 first_task_id: int = 0, mode: Mode = "launch", metrics: str = "PipeUtilization") -> None:
         self.chip = chip
         self.mode = mode
         self.loaded: Launches | None = None  # static mode: the tasks registered at model load
+        self.metrics = metrics
+        self.events = raw.PMU_EVENT_SETS[metrics]
         self.tb = timebase
         self.device_id = device_id
         self.table = OpTable.build(chip)
         self.truth = Truth(self.table.ops, device_id, timebase.ns_per_tick)
         self.truth.mode = mode
+        self.truth.metrics = metrics
         self.rng = np.random.default_rng(seed)
+        self.group_rng = np.random.default_rng([seed, 1])  # counters of metric groups other than PipeUtilization
+        self.extra_rng = np.random.default_rng([seed, 2])  # AI CPU and L2 cache records
         self.now = timebase.host_mono0 + 1500 * US  # host time of the next action
         self.device_free = int(timebase.ticks_at(self.now))
         streams = sorted(set(self.table.stream_id.tolist()))
@@ -219,7 +230,16 @@ class Board:
         strings = sorted({op.name for op in ops} | {op.op_type for op in ops} | {op.kernel_name for op in ops})
         emission[API_EVENT] = rec.merge([host.records(), *api_parts])
         emission[HASH_DIC] = rec.text_chunk(end, [f"{hash_name(s)}:{s}" for s in strings])
+        if self.chip == "cloud":  # the AI Core clock as the load finds it
+            emission.update(self._freq_points(begin, [(begin, aic_mhz(self.chip))]))
         return emission
+
+    def _freq_points(self, emit_ns: int, points: list[tuple[int, int]]) -> Emission:
+        """An lpmFreqConv record of (host ns, MHz) change points."""
+        ticks = [int(self.tb.ticks_at(ns)) for ns, _ in points]
+        record = devextra.freq_record(ticks, [mhz for _, mhz in points])
+        self.truth.freq_points += len(points)
+        return {f"lpmFreqConv.data.{self.device_id}": rec.merge([(np.array([emit_ns]), record)])}
 
     def _register_model(self, host: _HostApis, begin: int) -> tuple[int, list[Part], Emission]:
         """Static mode, inside aclmdlLoadFromFile: every op's task is created and reported once."""
@@ -263,6 +283,10 @@ class Board:
         post_end = cursor + self._draw_us(1_400, 150)
         tx.append(self._msproftx(2, cursor, post_end, "postprocess"))
         self.now = post_end + self._draw_us(600, 100)
+        if self.chip == "cloud" and iteration % FREQ_DIP_EVERY == 0:  # a short dip while the device is idle
+            dip = max(post_end, int(self.tb.mono_at(np.array(self.device_free)))) + 50 * US
+            back = (dip + 80 * US, aic_mhz(self.chip))
+            emission.update(self._freq_points(dip + 100 * US, [(dip, FREQ_DIP_MHZ), back]))
         self.truth.iterations = iteration
         emission[API_EVENT] = rec.merge([host.records(), *api_parts])
         emission[MSPROFTX] = rec.merge(tx)
@@ -404,7 +428,7 @@ class Board:
     # ---- device records -------------------------------------------------------------------------
 
     def _pmu(self, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Total cycles and the 8 PipeUtilization counters of the AI Core tasks (op order)."""
+        """Total cycles and the 8 counters of the metric group of the AI Core tasks (op order)."""
         rng, sel = self.rng, self.aicore
         m = int(sel.sum())
         cycles_per_tick = aic_mhz(self.chip) // self.tb.hwts_mhz
@@ -417,6 +441,9 @@ class Board:
         req = (total / PMU_CYCLES_PER_ICACHE_REQ * rng.uniform(0.9, 1.1, m)).astype(np.int64)
         pmu[:, 6] = req
         pmu[:, 7] = (req * rng.uniform(0.01, 0.05, m)).astype(np.int64)
+        if self.metrics != "PipeUtilization":  # the draws above still happen: the rest of the run is unchanged
+            pmu = devextra.group_counters(self.events, total, self.table.pipe[sel], self.group_rng)
+        self.truth.add_pmu(np.flatnonzero(sel), total, pmu)
         return total, pmu
 
     def _device_records(self, iteration: int, ids: np.ndarray, start: np.ndarray, end: np.ndarray,
@@ -460,10 +487,17 @@ class Board:
             flip_ticks = start[at] - 1
             track.append((mono(flip_ticks), rec.task_flips(len(at), flip_ticks, t.stream_id[at],
                                                            np.array([b for _, b in flips]))))
+        cpu = t.is_aicpu
+        aicpu = devextra.aicpu_records(t.stream_id[cpu], ids[cpu], start[cpu], end[cpu], dev, self.extra_rng)
+        self.truth.add_aicpu(np.flatnonzero(cpu), devextra.aicpu_truth_ns(aicpu, self.tb.ns_per_tick))
+        l2 = devextra.l2_cache_records(t.stream_id[sel], ids[sel], total, self.table.pipe[sel], self.extra_rng)
+        self.truth.add_l2(np.flatnonzero(sel), l2["events"][:, :3])
         return {
             f"hwts.data.{dev}": rec.merge([(mono(ticks[order]), hwts)]),
             f"aicore.data.{dev}": rec.merge([(mono(end[sel]), aic)]),
             f"ts_track.data.{dev}": rec.merge(track),
+            f"aicpu.data.{dev}": rec.merge([(mono(aicpu["run_end_tick"].astype(np.int64)), aicpu)]),
+            f"l2_cache.data.{dev}": rec.merge([(mono(end[sel]), l2)]),
         }
 
     def _ts_track(self, steps: Part, start: np.ndarray, flips: list[tuple[int, int]]) -> rec.Chunk:

@@ -22,6 +22,7 @@ HOSTNAME = "atlas-sim"
 APP = "python3"
 APP_PARAMETERS = "detect_image.py image/demo1.jpg"
 AI_CORE_METRICS = "PipeUtilization"
+L2_CACHE_EVENTS = "0x59,0x5b,0x5c"  # request, hit, victim on the 910 (msprof l2_cache_config platform 1)
 
 
 def dump(data: dict[str, Any]) -> str:
@@ -94,21 +95,23 @@ def info_json(chip: str, tb: TimeBase, pid: int, device_id: int | None) -> str:
     })
 
 
-def sample_json(chip: str, result_dir: str, device_id: int | None) -> str:
-    """Collection switches: task-based PipeUtilization, TS timeline on the 310, HWTS log on the 910 (the task
-    time switch on the 910B, whose STARS log replaces it); AI Vector Core PMU on the 910B (spec §6 D11)."""
-    mini = chip == "mini"
-    events = ",".join(f"0x{e:x}" for e in PMU_EVENT_SETS[AI_CORE_METRICS])
+def sample_json(chip: str, result_dir: str, device_id: int | None, metrics: str = AI_CORE_METRICS) -> str:
+    """Collection switches: task-based AI Core PMU of one metric group, TS timeline on the 310, HWTS log on the
+    910, and there also the AI CPU trace and L2 cache task counters; on the 910B the task time switch (its
+    STARS log replaces the HWTS log) and the AI Vector Core PMU (spec §6 D11)."""
+    mini, cloud = chip == "mini", chip == "cloud"
+    events = ",".join(f"0x{e:x}" for e in PMU_EVENT_SETS[metrics])
     return dump({
-        "acl": "on", "ai_core_metrics": AI_CORE_METRICS, "ai_core_profiling": "on",
+        "acl": "on", "ai_core_metrics": metrics, "ai_core_profiling": "on",
         "ai_core_profiling_events": events, "ai_core_profiling_mode": "task-based", "aicore_sampling_interval": 10,
-        "aicpuTrace": "on", "aiv_metrics": AI_CORE_METRICS, "aiv_profiling": "on" if chip == "910b" else "off",
-        "aiv_profiling_events": events,
+        "aicpuTrace": "on" if cloud else "off", "aiv_metrics": metrics,
+        "aiv_profiling": "on" if chip == "910b" else "off", "aiv_profiling_events": events,
         "aiv_profiling_mode": "task-based", "aiv_sampling_interval": 10, "app": APP, "app_dir": "/home/app",
         "app_parameters": APP_PARAMETERS, "cpu_profiling": "off",
         "devices": HOST_DEVICE_ID if device_id is None else str(device_id), "host_profiling": 0,
         "hwts_log": "off" if mini else "on", "hwts_log1": "off" if mini else "on", "job_id": "1",
-        "l2CacheTaskProfiling": "off", "l2CacheTaskProfilingEvents": "", "llc_interval": 20,
+        "l2CacheTaskProfiling": "on" if cloud else "off",
+        "l2CacheTaskProfilingEvents": L2_CACHE_EVENTS if cloud else "", "llc_interval": 20,
         "llc_profiling": "read", "llc_profiling_events": "read", "modelExecution": "on", "msproftx": "on",
         "profiling_mode": "def_mode", "result_dir": result_dir, "runtimeApi": "on", "runtimeTrace": "on",
         "stream_enabled": "on", "sys_profiling": "off", "ts_keypoint": "on", "ts_memcpy": "off",

@@ -17,6 +17,7 @@ from typing import cast
 
 import structlog
 
+from stages.formats.raw import PMU_EVENT_SETS
 from stages.simulator.board import APP_PID, MODES, Board, Mode
 from stages.simulator.timebase import HWTS_MHZ, STARS_HWTS_MHZ, TimeBase
 from stages.simulator.truth import TRUTH_FILE
@@ -24,6 +25,7 @@ from stages.simulator.workload import Chip
 from stages.simulator.writer import ProfWriter, Rate
 
 CHIPS = ("mini", "cloud", "910b")
+AIC_METRICS = tuple(PMU_EVENT_SETS)  # --aic-metrics choices (spec §1.9)
 MIN_SLICE_BYTES = 1024
 TRUTH_REFRESH_NS = 1_000_000_000
 POLL_S = 0.01
@@ -34,11 +36,15 @@ log = structlog.get_logger()
 class Simulation:
     def __init__(self, out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rate = "realtime",
                  seed: int = 0, slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, *,
-                 first_task_id: int = 0, start_time_ns: int | None = None, mode: str = "launch") -> None:
+                 first_task_id: int = 0, start_time_ns: int | None = None, mode: str = "launch",
+                 aic_metrics: str = "PipeUtilization") -> None:
         if chip not in CHIPS:
             raise ValueError(f"chip must be one of {CHIPS}, not {chip!r}")
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+        if aic_metrics not in AIC_METRICS:
+            raise ValueError(f"aic_metrics must be one of {AIC_METRICS}, not {aic_metrics!r}")
+        self.aic_metrics = aic_metrics
         if rate not in ("realtime", "max"):
             raise ValueError(f"rate must be 'realtime' or 'max', not {rate!r}")
         if iterations < 0 or burst_ms < 1 or slice_bytes < MIN_SLICE_BYTES:
@@ -67,8 +73,10 @@ class Simulation:
             self._should_stop = should_stop
         tb = TimeBase(wall0_ns=self.start_time_ns if self.start_time_ns is not None else time.time_ns(),
                       hwts_mhz=STARS_HWTS_MHZ if self.chip == "910b" else HWTS_MHZ)
-        board = Board(self.chip, self.seed, tb, first_task_id=self.first_task_id, mode=self.mode)
-        writer = ProfWriter(self.out_dir, self.chip, tb, self.seed, self.slice_bytes, APP_PID)
+        board = Board(self.chip, self.seed, tb, first_task_id=self.first_task_id, mode=self.mode,
+                      metrics=self.aic_metrics)
+        writer = ProfWriter(self.out_dir, self.chip, tb, self.seed, self.slice_bytes, APP_PID,
+                            metrics=self.aic_metrics)
         self.prof_dir = writer.prof_dir
         log.info("simulator.start", prof_dir=str(writer.prof_dir), chip=self.chip, mode=self.mode,
                  iterations=self.iterations, rate=self.rate, seed=self.seed)
@@ -119,7 +127,8 @@ class Simulation:
 
 def simulate(out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rate = "realtime", seed: int = 0,
              slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, stop_event: threading.Event | None = None,
-             *, first_task_id: int = 0, start_time_ns: int | None = None, mode: str = "launch") -> Path:
+             *, first_task_id: int = 0, start_time_ns: int | None = None, mode: str = "launch",
+             aic_metrics: str = "PipeUtilization") -> Path:
     """Write one PROF_ directory under `out_dir` (and `out_dir/simulator_truth.json`); returns its path.
 
     `first_task_id`: task ids already used on each stream when profiling starts (reach a 16-bit wrap
@@ -128,5 +137,5 @@ def simulate(out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rat
     reports it once at load and every execution reuses its task ids, board.py).
     """
     sim = Simulation(out_dir, chip, iterations, rate, seed, slice_bytes, burst_ms, first_task_id=first_task_id,
-                     start_time_ns=start_time_ns, mode=mode)
+                     start_time_ns=start_time_ns, mode=mode, aic_metrics=aic_metrics)
     return sim.run(stop_event.is_set if stop_event is not None else None)

@@ -21,6 +21,10 @@ from stages.simulator.run import MIN_SLICE_BYTES, Simulation, simulate
 
 __all__ = ["SimulatorStage", "simulate"]
 
+AicMetrics = Literal["PipeUtilization", "ArithmeticUtilization", "Memory", "ResourceConflictRatio",
+                     "PipeUtilizationExct", "PipelineExecuteUtilization", "MemoryL0", "MemoryUB", "L2Cache",
+                     "MemoryAccess"]
+
 
 class SimulatorStage(Source):
     """Runs the simulated board in-process; emits no batches (its output is the directory)."""
@@ -36,13 +40,15 @@ class SimulatorStage(Source):
         slice_bytes: int = Field(2 * 1024 * 1024, ge=MIN_SLICE_BYTES)  # slice rotation size
         output: str = "board"  # folder that receives PROF_…/ and simulator_truth.json; relative to the run
         burst_ms: int = Field(20, ge=1)  # records are appended in bursts this far apart (simulated time)
+        aic_metrics: AicMetrics = "PipeUtilization"  # AI Core PMU metric group (sample.json ai_core_metrics)
 
     def __init__(self, config: Any, ctx: StageContext) -> None:
         if not isinstance(config, SimulatorStage.Config):
             config = SimulatorStage.Config.model_validate(config)
         super().__init__(config, ctx)
         self.simulation = Simulation(ctx.resolve(config.output), config.chip, config.iterations, config.rate,
-                                     config.seed, config.slice_bytes, config.burst_ms, mode=config.mode)
+                                     config.seed, config.slice_bytes, config.burst_ms, mode=config.mode,
+                                     aic_metrics=config.aic_metrics)
 
     def batches(self) -> Iterator[Batch]:
         self.simulation.run()

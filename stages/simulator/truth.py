@@ -38,6 +38,16 @@ class Truth:
         self.iterations = 0
         self.flips = 0  # task-flip records the device wrote
         self.mode = "launch"
+        self.metrics = "PipeUtilization"
+        self.pmu_count = np.zeros(n, np.int64)
+        self.pmu_cycles = np.zeros(n, np.int64)
+        self.pmu_counters = np.zeros((n, 8), np.int64)
+        self.aicpu: dict[str, np.ndarray] = {}
+        self.aicpu_count = np.zeros(n, np.int64)
+        self.l2_count = np.zeros(n, np.int64)
+        self.l2_events = np.zeros((n, 3), np.int64)  # request, hit, victim
+        self.l2_rates = np.zeros((n, 2), np.float64)  # Σ hit / request, Σ victim / request
+        self.freq_points = 0
 
     def add_tasks(self, durations_ns: np.ndarray) -> None:
         """One execution of every op (durations in op order)."""
@@ -45,6 +55,43 @@ class Truth:
         self.task_total += durations_ns
         np.minimum(self.task_min, durations_ns, out=self.task_min)
         np.maximum(self.task_max, durations_ns, out=self.task_max)
+
+    def add_pmu(self, ops: np.ndarray, total_cycles: np.ndarray, counters: np.ndarray) -> None:
+        """One execution's AI Core PMU records (`ops` = op indices of the rows)."""
+        self.pmu_count[ops] += 1
+        self.pmu_cycles[ops] += total_cycles.astype(np.int64)
+        self.pmu_counters[ops] += counters.astype(np.int64)
+
+    def add_aicpu(self, ops: np.ndarray, values_ns: dict[str, np.ndarray]) -> None:
+        self.aicpu_count[ops] += 1
+        for name, values in values_ns.items():
+            self.aicpu.setdefault(name, np.zeros(len(self.ops), np.int64))[ops] += values
+
+    def add_l2(self, ops: np.ndarray, events: np.ndarray) -> None:
+        """L2 cache counters (request, hit, victim) of AI Core tasks."""
+        events = events.astype(np.int64)
+        self.l2_count[ops] += 1
+        self.l2_events[ops] += events
+        request = np.maximum(events[:, :1], 1).astype(np.float64)
+        self.l2_rates[ops] += events[:, 1:] / request
+
+    def device_extras(self) -> dict[str, Any]:
+        """Per op: PMU sums, AI CPU kernel time sums (ns) and L2 cache rate sums (floats)."""
+        ops: list[dict[str, Any]] = []
+        for i, op in enumerate(self.ops):
+            entry: dict[str, Any] = {"op_name": op.name, "op_type": op.op_type}
+            if self.pmu_count[i]:
+                entry["pmu"] = {"count": int(self.pmu_count[i]), "total_cycles": int(self.pmu_cycles[i]),
+                                "counters": self.pmu_counters[i].tolist()}
+            if self.aicpu_count[i]:
+                entry["aicpu"] = {"count": int(self.aicpu_count[i]),
+                                  **{name: int(values[i]) for name, values in self.aicpu.items()}}
+            if self.l2_count[i]:
+                entry["l2_cache"] = {"count": int(self.l2_count[i]), "events": self.l2_events[i].tolist(),
+                                     "hit_rate_sum": float(self.l2_rates[i, 0]),
+                                     "victim_rate_sum": float(self.l2_rates[i, 1])}
+            ops.append(entry)
+        return {"metrics": self.metrics, "ops": ops, "freq_points": self.freq_points}
 
     def add_api(self, level: str, name: str, count: int, total_ns: int) -> None:
         self.api_count[level, name] += count
@@ -82,6 +129,7 @@ class Truth:
                                "total_ns": self.api_total[level, name]} for level, name in sorted(self.api_count)],
             "msproftx": [{"message": m, "count": c, "total_ns": t} for m, (c, t) in sorted(self.msproftx.items())],
             "task_flips": self.flips,
+            "device_extras": self.device_extras(),
             "records": dict(sorted(self.records.items())),
             "records_total": sum(self.records.values()),
             "slices": dict(sorted(self.slices.items())),

@@ -38,11 +38,12 @@ def write_control(path: Path, text: str) -> None:
 
 class ProfWriter:
     def __init__(self, out_dir: Path, chip: str, tb: TimeBase, seed: int, slice_bytes: int, pid: int,
-                 device_id: int = 0) -> None:
+                 device_id: int = 0, metrics: str = control.AI_CORE_METRICS) -> None:
         out_dir.mkdir(parents=True, exist_ok=True)
         self.tb = tb
         self.chip = chip
         self.device_id = device_id
+        self.metrics = metrics
         self.prof_dir = out_dir / control.prof_dir_name(next_job_index(out_dir), tb.wall0_ns, seed)
         self.host_dir = self.prof_dir / "host"
         self.device_dir = self.prof_dir / f"device_{device_id}"
@@ -58,11 +59,11 @@ class ProfWriter:
         tb, chip, dev = self.tb, self.chip, self.device_id
         host, device = self.host_dir, self.device_dir
         write_control(host / "info.json", control.info_json(chip, tb, pid, None))
-        write_control(host / "sample.json", control.sample_json(chip, f"{host}/", None))
+        write_control(host / "sample.json", control.sample_json(chip, f"{host}/", None, self.metrics))
         write_control(host / "start_info", control.start_info(tb))
         write_control(host / "host_start.log", control.host_start_log(tb, "Host"))
         write_control(device / f"info.json.{dev}", control.info_json(chip, tb, pid, dev))
-        write_control(device / "sample.json", control.sample_json(chip, f"{device}/", dev))
+        write_control(device / "sample.json", control.sample_json(chip, f"{device}/", dev, self.metrics))
         write_control(device / f"start_info.{dev}", control.start_info(tb))
         write_control(device / f"dev_start.log.{dev}", control.dev_start_log(tb))
         write_control(device / f"host_start.log.{dev}", control.host_start_log(tb, f"Device{dev}"))
@@ -107,9 +108,11 @@ class ProfWriter:
 
 def simulate(out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rate = "realtime", seed: int = 0,
              slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, stop_event: threading.Event | None = None,
-             *, first_task_id: int = 0, start_time_ns: int | None = None, mode: str = "launch") -> Path:
+             *, first_task_id: int = 0, start_time_ns: int | None = None, mode: str = "launch",
+             aic_metrics: str = control.AI_CORE_METRICS) -> Path:
     """`stages.simulator.run.simulate`, also reachable from here (the `pipeline simulate` command)."""
     from stages.simulator.run import simulate as run_simulate  # run imports this module
 
     return run_simulate(out_dir, chip, iterations, rate, seed, slice_bytes, burst_ms, stop_event,
-                        first_task_id=first_task_id, start_time_ns=start_time_ns, mode=mode)
+                        first_task_id=first_task_id, start_time_ns=start_time_ns, mode=mode,
+                        aic_metrics=aic_metrics)

@@ -31,7 +31,10 @@ TEXT_STREAMS = ("unaging.additional.hash_dic", "unaging.additional.type_info_dic
 PROF_NAME = re.compile(r"^PROF_\d{6}_\d{17}_[A-R]{16}$")
 HOST_SLICE = re.compile(r"^unaging\.(api_event\.data|compact\.(task_track|node_basic_info)|"
                         r"additional\.(tensor_info|msproftx|hash_dic|type_info_dic))\.slice_\d+$")
-DEVICE_SLICE = re.compile(r"^(hwts|aicore|ts_track)\.data\.0\.slice_\d+$")
+DEVICE_SLICE = re.compile(r"^(hwts\.data|aicore\.data|ts_track\.data|aicpu\.data|l2_cache\.data|lpmFreqConv\.data)"
+                          r"\.0\.slice_\d+$")
+CLOUD_RECORD = {"hwts.data.0": raw.HWTS_LOG, "aicore.data.0": raw.AICORE_PMU, "ts_track.data.0": raw.TS_STEP_TRACE,
+                "aicpu.data.0": raw.AICPU_NODE, "l2_cache.data.0": raw.L2_CACHE, "lpmFreqConv.data.0": raw.LPM_FREQ}
 
 
 def _run(out: Path, chip: str, iterations: int = 6, **kw: object) -> Path:
@@ -101,7 +104,7 @@ def test_layout_and_done_files(run: tuple[str, Path, dict]) -> None:
             assert Path(f"{p}.done").read_text() == f"filesize:{p.stat().st_size}\n"
             assert p.stat().st_size <= SLICE
     bases = {p.name.rsplit(".slice_", 1)[0] for p in (dev / "data").iterdir()}
-    assert bases == ({"ts_track.data.0", "aicore.data.0"} | ({"hwts.data.0"} if chip == "cloud" else set()))
+    assert bases == (set(CLOUD_RECORD) if chip == "cloud" else {"ts_track.data.0", "aicore.data.0"})
 
 
 def test_host_slices_hold_whole_records(run: tuple[str, Path, dict]) -> None:
@@ -196,8 +199,8 @@ def test_truth_counts_equal_records_on_disk(run: tuple[str, Path, dict]) -> None
         found["ts_track.data.0"] = len(_tlv(_stream(dev, "ts_track.data.0")))
         found["aicore.data.0"] = len(_tlv(_stream(dev, "aicore.data.0")))
     else:
-        for base in ("hwts.data.0", "aicore.data.0", "ts_track.data.0"):
-            found[base] = len(_stream(dev, base)) // {"hwts": 64, "aicore": 128, "ts_track": 40}[base.split(".")[0]]
+        for base, dtype in CLOUD_RECORD.items():
+            found[base] = len(_records(dev, base, dtype))
     assert truth["records"] == found
     assert truth["records_total"] == sum(found.values())
     assert truth["complete"] and truth["iterations"] == 6 and truth["prof_dir"] == str(prof)

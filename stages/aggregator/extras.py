@@ -1,0 +1,171 @@
+"""Per-task device values beyond the AI Core PMU: AI CPU kernel times, L2 cache rates, AI Core frequency.
+
+- AI CPU records join AI_CPU tasks on (device, stream, task) with the record's run end inside the task's
+  device interval, as msprof matches them (viewer/aicpu_viewer.py); their times become op_summary columns.
+- L2 cache records join AI Core tasks on (device, stream, task) in arrival order; hit and victim rates come
+  from the events msprof assigns to each platform (msconfig/l2_cache_config.py). msprof shows the hit rate
+  as N/A on STARS chips, and so do we.
+- AI Core frequency change points: on the chips where msprof applies them (FreqParser: 910B-class
+  platforms), a task's times use the clock in effect at its end instead of info.json's aic_frequency.
+
+Records these joins cannot use are counted in the aggregator's ``unused`` figures by reason. A task
+waits (at most the aggregator's hold_s) for its AI CPU or L2 cache record when the device's sample.json
+switched them on; once such a wait ran out on a device that has sent none of them, its later tasks no
+longer wait (a trace that is switched on but writes nothing must not stall every task).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter, deque
+from typing import Any
+
+import numpy as np
+
+from stages.decoder import records
+from stages.formats import raw
+
+AICPU_COLUMNS = ["aicpu_compute_time(us)", "aicpu_memcpy_time(us)", "aicpu_task_time(us)", "aicpu_dispatch_time(us)",
+                 "aicpu_total_time(us)"]
+_AICPU_FIELDS = ("compute_ns", "memcpy_ns", "task_ns", "dispatch_ns", "total_ns")
+L2_COLUMNS = ["l2_cache_hit_rate", "l2_cache_victim_rate"]
+
+# platform → (request, hit, victim) events; a negative id is subtracted (msprof l2_cache_config.py).
+L2_EVENTS: dict[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {
+    1: ((0x59,), (0x5B,), (0x5C,)),
+    **{p: ((0x78, 0x79), (0x6A,), (0x71,)) for p in (2, 3, 4)},
+    **{p: ((0xFB, 0xFC), (0x90, 0x91), (0x9C,)) for p in (5, 7, 8, 11)},
+    **{p: ((0x00,), (0x00, -0x81, -0x82, -0x83, -0x74, -0x75), (0x74, 0x75)) for p in (15, 16)},
+}
+FREQ_PLATFORMS = {5, 7, 15, 16}  # where msprof parses lpmFreqConv (data_parsers_config FreqParser)
+
+Key = tuple[int, int, int]
+
+
+def l2_configured(facts: dict[str, Any]) -> bool:
+    """Whether a device reports L2 cache task counters msprof can turn into rates."""
+    events = facts.get("l2_events") or []
+    table = L2_EVENTS.get(int(facts.get("platform", 1)))
+    return bool(events) and table is not None and all(abs(e) in events for group in table for e in group)
+
+
+def extra_columns(facts: dict[str, Any]) -> list[str]:
+    return (AICPU_COLUMNS if facts.get("aicpu_trace") else []) + (L2_COLUMNS if l2_configured(facts) else [])
+
+
+class DeviceExtras:
+    def __init__(self, unused: Counter[str]) -> None:
+        self.unused = unused
+        self.aicpu: dict[Key, deque[Any]] = {}
+        self.aicpu_seen: dict[int, int] = {}  # device → latest run end (ns) received
+        self.l2: dict[Key, deque[Any]] = {}
+        self.freq: dict[int, tuple[list[int], list[int]]] = {}  # device → sorted change times, MHz
+        self.freq_used_until: dict[int, int] = {}  # device → latest task time a clock was looked up for
+        self.l2_seen: set[int] = set()
+        self.gave_up: set[tuple[str, int]] = set()  # (stream, device) whose records never came
+
+    # -- intake ---------------------------------------------------------------------------
+    def add_aicpu(self, arr: np.ndarray) -> None:
+        text = arr["form"] != records.AICPU_BINARY
+        if text.any():
+            self.unused["AI CPU text records (DATA_PREPROCESS.AICPU text form: no stream/task id to join)"] += \
+                int(text.sum())
+        for record in arr[~text]:
+            device = int(record["device_id"])
+            key = (device, int(record["stream_id"]), int(record["task_id"]))
+            self.aicpu.setdefault(key, deque()).append(record)
+            self.aicpu_seen[device] = max(self.aicpu_seen.get(device, 0), int(record["end_ns"]))
+
+    def add_l2(self, arr: np.ndarray) -> None:
+        for record in arr:
+            key = (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]))
+            self.l2.setdefault(key, deque()).append(record)
+            self.l2_seen.add(key[0])
+
+    def add_freq(self, arr: np.ndarray, platform_of: dict[int, int]) -> None:
+        for record in arr:
+            device = int(record["device_id"])
+            if platform_of.get(device, 1) not in FREQ_PLATFORMS:
+                self.unused["AI Core frequency change records (msprof applies them on 910B-class chips only)"] += 1
+                continue
+            count = int(record["count"])
+            times, mhz = self.freq.setdefault(device, ([], []))
+            for at, value in zip(record["points_ns"][:count].tolist(), record["freq_mhz"][:count].tolist(),
+                                 strict=True):
+                if at <= self.freq_used_until.get(device, -1):
+                    self.unused["AI Core frequency change that arrived after tasks it applies to"] += 1
+                index = bisect.bisect_right(times, at)
+                times.insert(index, at)
+                mhz.insert(index, value)
+
+    # -- per task ---------------------------------------------------------------------------
+    def aicpu_ready(self, device: int, end: int) -> bool:
+        """Every AI CPU record that may belong to a task ending at ``end`` has arrived (records come in
+        run-end order), or none ever comes."""
+        if device not in self.aicpu_seen:
+            return ("aicpu", device) in self.gave_up
+        return self.aicpu_seen[device] >= end
+
+    def waited_in_vain(self, device: int, aicpu: bool, l2: bool) -> None:
+        """A task's wait ran out: a stream that has sent nothing on this device is not waited for again."""
+        if aicpu and device not in self.aicpu_seen:
+            self.gave_up.add(("aicpu", device))
+        if l2 and device not in self.l2_seen:
+            self.gave_up.add(("l2", device))
+
+    def take_aicpu(self, key: Key, start: int, end: int) -> list[float | None]:
+        """The task's AI CPU times (µs), from the record whose run ends inside [start, end]."""
+        waiting = self.aicpu.get(key)
+        while waiting and int(waiting[0]["end_ns"]) < start:  # its task came and went without it
+            waiting.popleft()
+            self.unused["AI CPU records outside their task's device time"] += 1
+        if not waiting or int(waiting[0]["end_ns"]) > end:
+            return [None] * len(AICPU_COLUMNS)
+        record = waiting.popleft()
+        if not waiting:
+            del self.aicpu[key]
+        return [int(record[name]) / 1000 if int(record[name]) >= 0 else None for name in _AICPU_FIELDS]
+
+    def l2_ready(self, key: Key) -> bool:
+        return bool(self.l2.get(key)) or key[0] not in self.l2_seen and ("l2", key[0]) in self.gave_up
+
+    def take_l2(self, key: Key, facts: dict[str, Any]) -> list[float | None]:
+        waiting = self.l2.get(key)
+        if not waiting:
+            return [None, None]
+        record = waiting.popleft()
+        if not waiting:
+            del self.l2[key]
+        platform = int(facts.get("platform", 1))
+        request_events, hit_events, victim_events = L2_EVENTS[platform]
+        by_event = dict(zip(facts.get("l2_events") or [], (int(v) for v in record["events"]), strict=False))
+
+        def total(events: tuple[int, ...]) -> int:
+            return sum(by_event[abs(e)] * (-1 if e < 0 else 1) for e in events)
+
+        request = total(request_events)
+        hit = total(hit_events) / request if request else 0.0
+        victim = total(victim_events) / request if request else 0.0
+        return [None if platform in raw.STARS_PLATFORMS else hit, victim]
+
+    def clock_mhz(self, device: int, platform: int, at: int) -> float | None:
+        """The AI Core clock in effect at ``at`` where msprof follows frequency changes; None: info.json's."""
+        if platform not in FREQ_PLATFORMS:
+            return None
+        self.freq_used_until[device] = max(self.freq_used_until.get(device, -1), at)
+        times, mhz = self.freq.get(device, ([], []))
+        if not times or 0 in mhz:  # msprof falls back to info.json when any sampled clock is 0
+            return None
+        index = bisect.bisect_right(times, at)
+        return float(mhz[index - 1]) if index else None
+
+    def leftovers(self) -> None:
+        """At the end: records no task took."""
+        left = sum(len(q) for q in self.aicpu.values())
+        if left:
+            self.unused["AI CPU records without a matching AI_CPU task"] += left
+        left = sum(len(q) for q in self.l2.values())
+        if left:
+            self.unused["L2 cache records without a matching AI Core task"] += left
+        self.aicpu.clear()
+        self.l2.clear()
