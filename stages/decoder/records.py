@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.stage import Batch
+from stages.decoder import host_records
 
 API = np.dtype([("thread_id", "<u4"), ("level", "<u2"), ("type", "<u4"), ("item_id", "<u8"),
                 ("request_id", "<u4"), ("start_ns", "<i8"), ("end_ns", "<i8")])
@@ -33,6 +34,7 @@ FLIP = np.dtype([("device_id", "<u2"), ("ts_ns", "<i8"), ("stream_id", "<u2"), (
 
 DTYPES = {"api": API, "event": EVENT, "node_basic": NODE_BASIC, "tensor": TENSOR, "task_track": TASK_TRACK,
           "tx": TX, "task_log": TASK_LOG, "pmu": PMU, "step": STEP, "flip": FLIP}
+DTYPES.update(host_records.DTYPES)  # legacy host records and the compact/additional kinds not joined yet
 STATE_START, STATE_END = 2, 3
 
 

@@ -17,7 +17,7 @@ from typing import cast
 
 import structlog
 
-from stages.simulator.board import APP_PID, Board
+from stages.simulator.board import APP_PID, LAYOUTS, Board, Layout
 from stages.simulator.timebase import TimeBase
 from stages.simulator.truth import TRUTH_FILE
 from stages.simulator.workload import Chip
@@ -34,9 +34,12 @@ log = structlog.get_logger()
 class Simulation:
     def __init__(self, out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rate = "realtime",
                  seed: int = 0, slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, *,
-                 first_task_id: int = 0, start_time_ns: int | None = None) -> None:
+                 first_task_id: int = 0, start_time_ns: int | None = None, layout: str = "current") -> None:
         if chip not in CHIPS:
             raise ValueError(f"chip must be one of {CHIPS}, not {chip!r}")
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
+        self.layout = cast(Layout, layout)
         if rate not in ("realtime", "max"):
             raise ValueError(f"rate must be 'realtime' or 'max', not {rate!r}")
         if iterations < 0 or burst_ms < 1 or slice_bytes < MIN_SLICE_BYTES:
@@ -63,11 +66,11 @@ class Simulation:
         if should_stop is not None:
             self._should_stop = should_stop
         tb = TimeBase(wall0_ns=self.start_time_ns if self.start_time_ns is not None else time.time_ns())
-        board = Board(self.chip, self.seed, tb, first_task_id=self.first_task_id)
-        writer = ProfWriter(self.out_dir, self.chip, tb, self.seed, self.slice_bytes, APP_PID)
+        board = Board(self.chip, self.seed, tb, first_task_id=self.first_task_id, layout=self.layout)
+        writer = ProfWriter(self.out_dir, self.chip, tb, self.seed, self.slice_bytes, APP_PID, layout=self.layout)
         self.prof_dir = writer.prof_dir
         log.info("simulator.start", prof_dir=str(writer.prof_dir), chip=self.chip, iterations=self.iterations,
-                 rate=self.rate, seed=self.seed)
+                 rate=self.rate, seed=self.seed, layout=self.layout)
         self._board, self._writer = board, writer
         self._wall0 = time.monotonic()
         self._next_burst = tb.host_mono0 + self.burst_ns
@@ -115,13 +118,13 @@ class Simulation:
 
 def simulate(out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rate = "realtime", seed: int = 0,
              slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, stop_event: threading.Event | None = None,
-             *, first_task_id: int = 0, start_time_ns: int | None = None) -> Path:
+             *, first_task_id: int = 0, start_time_ns: int | None = None, layout: str = "current") -> Path:
     """Write one PROF_ directory under `out_dir` (and `out_dir/simulator_truth.json`); returns its path.
 
     `first_task_id`: task ids already used on each stream when profiling starts (reach a 16-bit wrap
     sooner); `start_time_ns`: wall clock of the collection start (default now; fix it for byte-identical
-    control files).
+    control files); `layout`: "current" (CANN ≥ 6.3 reporter) or "legacy" (CANN 5/6 files, spec §1.5).
     """
     sim = Simulation(out_dir, chip, iterations, rate, seed, slice_bytes, burst_ms, first_task_id=first_task_id,
-                     start_time_ns=start_time_ns)
+                     start_time_ns=start_time_ns, layout=layout)
     return sim.run(stop_event.is_set if stop_event is not None else None)

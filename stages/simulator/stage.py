@@ -2,7 +2,7 @@
 
 Example (YAML):
 
-    board: {type: simulator, chip: mini, iterations: 200, rate: realtime, seed: 0, output: board}
+    board: {type: simulator, chip: mini, iterations: 200, rate: realtime, seed: 0, output: board, layout: current}
 """
 
 from __future__ import annotations
@@ -31,13 +31,14 @@ class SimulatorStage(Source):
         slice_bytes: int = Field(2 * 1024 * 1024, ge=MIN_SLICE_BYTES)  # slice rotation size
         output: str = "board"  # folder that receives PROF_…/ and simulator_truth.json; relative to the run
         burst_ms: int = Field(20, ge=1)  # records are appended in bursts this far apart (simulated time)
+        layout: Literal["current", "legacy"] = "current"  # legacy = CANN 5/6 AclModule/Framework/Runtime files
 
     def __init__(self, config: Any, ctx: StageContext) -> None:
         if not isinstance(config, SimulatorStage.Config):
             config = SimulatorStage.Config.model_validate(config)
         super().__init__(config, ctx)
         self.simulation = Simulation(ctx.resolve(config.output), config.chip, config.iterations, config.rate,
-                                     config.seed, config.slice_bytes, config.burst_ms)
+                                     config.seed, config.slice_bytes, config.burst_ms, layout=config.layout)
 
     def batches(self) -> Iterator[Batch]:
         self.simulation.run()
