@@ -1,0 +1,172 @@
+"""The legacy layout end to end in process (spec §1.2, §1.5): a CANN 5/6-style directory, its JOB… form
+and its "infer" file names give the simulator's truth, and the same task rows as the current layout."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from chain import run_chain
+
+from pipeline.stage import Batch
+from stages.aggregator.legacy import LegacyIndex, describe
+from stages.decoder import host_records
+from stages.schema import SymbolTable, unpack_rows
+from stages.simulator.run import simulate
+
+START_NS = 1_700_000_000_123_456_789
+JOB = "JOBAIFGJEJFEDCBAEADIFJAAAAAAAAAA"
+
+
+def _simulate(out: Path, chip: str, layout: str, **kw: Any) -> tuple[Path, dict[str, Any]]:
+    prof = simulate(out, chip=chip, iterations=kw.pop("iterations", 4), rate="max", seed=kw.pop("seed", 4),
+                    slice_bytes=kw.pop("slice_bytes", 16_384), start_time_ns=START_NS, layout=layout, **kw)
+    return prof, json.loads((out / "simulator_truth.json").read_text())
+
+
+def _final(batches: list[Batch], kind: str) -> dict[tuple[str, str], tuple[int, int]]:
+    final = [b for b in batches if b.kind == kind and b.meta.get("final")]
+    assert len(final) == 1
+    return {(row[0], row[1]) if kind == "api_statistic" else (row[1], row[2]):
+            (row[2], row[3]) if kind == "api_statistic" else (row[3], row[4]) for row in unpack_rows(final[0])}
+
+
+def _task_rows(batches: list[Batch]) -> list[tuple[Any, ...]]:
+    """Every task column but the connection id (the legacy reporter has no Node API to take it from)."""
+    symbols = SymbolTable()
+    rows = []
+    for batch in batches:
+        symbols.learn(batch.meta.get("symbols", []))
+        if batch.kind == "task":
+            for r in unpack_rows(batch):
+                texts = tuple(symbols[r[i]] for i in (8, 9, 10, 11, 16, 17, 18, 19, 20, 21))
+                rows.append((*r[:8], *texts, r[12], r[13], r[15], tuple(r[22])))
+    return rows
+
+
+def _check_truth(batches: list[Batch], figures: dict[str, Any], truth: dict[str, Any]) -> None:
+    assert _final(batches, "op_statistic") == {(t["op_type"], t["core_type"]): (t["count"], t["total_ns"])
+                                               for t in truth["op_statistic"]}
+    expected_apis = {(t["level"], t["api_name"]): (t["count"], t["total_ns"]) for t in truth["api_statistic"]}
+    del expected_apis[("model", "ModelExecute")]  # an event pair (step_info here), not an API call
+    assert _final(batches, "api_statistic") == expected_apis
+    assert figures["rejected"] == {}
+    assert figures["collector"]["records_collected"] == truth["records_total"]
+    assert figures["decoder"]["decoded"] == truth["records_total"]
+
+
+@pytest.mark.parametrize("chip", ["mini", "cloud"])
+def test_legacy_layout_matches_truth_and_the_current_layout(tmp_path: Path, chip: str) -> None:
+    prof, truth = _simulate(tmp_path / "legacy", chip, "legacy")
+    assert not (prof / "host").exists()
+    names = {p.name.rsplit(".slice_", 1)[0] for p in (prof / "device_0" / "data").iterdir()}
+    assert {"AclModule.acl_model.0", "AclModule.acl_rts.0", "AclModule.acl_others.0", "Framework.task_desc_info.0",
+            "Framework.tensor_data_info.0", "Framework.step_info.0", "Framework.hash_dic.0",
+            "Framework.id_map_info.0", "Runtime.task_track.0", "Runtime.api.0"} <= names
+    assert ("node", "launch") not in {(t["level"], t["api_name"]) for t in truth["api_statistic"]}
+    batches, figures = run_chain(prof, tmp_path / "out")
+    _check_truth(batches, figures, truth)
+    assert figures["aggregator"]["unused"] == {"legacy Framework.id_map_info records (graph ↔ model ids)": 1,
+                                               "step trace records (not in this release's outputs)": 8}
+    current, _ = _simulate(tmp_path / "current", chip, "current")
+    current_batches, current_figures = run_chain(current, tmp_path / "out_current")
+    legacy_rows = _task_rows(batches)
+    assert legacy_rows == _task_rows(current_batches)  # names, types, model, iteration, shapes, PMU: all alike
+    assert {row[8] for row in legacy_rows} >= {"conv2d_0/Conv2D", "conv2d_0/BatchNorm/BNInferenceD"}  # inline, hashed
+    assert current_figures["aggregator"]["unused"]["memcpy_info records (memcpy sizes and directions)"] == 8
+    assert current_figures["aggregator"]["unused"]["graph_id_map records (graph ↔ model ids)"] == 1
+
+
+def test_legacy_flips_give_batch_ids(tmp_path: Path) -> None:
+    prof, truth = _simulate(tmp_path, "cloud", "legacy", iterations=6, first_task_id=65_500)
+    assert truth["task_flips"]
+    batches, figures = run_chain(prof, tmp_path / "out")
+    _check_truth(batches, figures, truth)
+    assert {row[5] for row in _task_rows(batches)} == {0, 1}
+
+
+def _as_job(prof: Path, job: Path) -> None:
+    """The CANN 5 form of a device folder: control files and data/ directly in JOB…/."""
+    shutil.copytree(prof / "device_0", job)
+
+
+def test_job_directory_and_infer_names(tmp_path: Path) -> None:
+    prof, truth = _simulate(tmp_path / "board", "cloud", "legacy", slice_bytes=4096)
+    expected = _task_rows(run_chain(prof, tmp_path / "out")[0])
+    job = tmp_path / "jobs" / JOB
+    _as_job(prof, job)
+    batches, figures = run_chain(tmp_path / "jobs", tmp_path / "out_job")  # found inside its parent folder
+    _check_truth(batches, figures, truth)
+    assert _task_rows(batches) == expected
+    # "infer" names: the slice index after a plain dot (AclModule.acl_model.0.3, hwts.log.data.45.0.3 …)
+    infer = tmp_path / "infer" / JOB
+    _as_job(prof, infer)
+    renamed = 0
+    for path in sorted((infer / "data").iterdir()):
+        base, sep, index = path.name.partition(".slice_")
+        if path.name.endswith(".done") or not sep:
+            continue
+        target = base.replace("aicore.data.0", "aicore.data.46.0").replace("ts_track.data.0", "ts_track.data.45.0")
+        target = target.replace("hwts.data.0", "hwts.log.data.45.0")
+        path.rename(path.with_name(f"{target}.{index}"))
+        Path(f"{path}.done").rename(infer / "data" / f"{target}.{index}.done")
+        renamed += 1
+    assert renamed > 10 and (infer / "data" / "Framework.task_desc_info.0.1").exists()
+    assert (infer / "data" / "hwts.log.data.45.0.1").exists()
+    batches, figures = run_chain(infer, tmp_path / "out_infer")
+    _check_truth(batches, figures, truth)
+    assert _task_rows(batches) == expected
+
+
+def _track(ts: int, task: int = 5, type_name: bytes = b"KERNEL_AICORE") -> Any:
+    track = np.zeros(1, host_records.RT_TRACK)
+    track["ts_ns"], track["stream_id"], track["task_id"], track["task_type"] = ts, 2, task, type_name
+    return track[0]
+
+
+def _desc(ts: int, name: bytes, task: int = 5, iteration: int = 1) -> np.ndarray:
+    desc = np.zeros(1, host_records.GE_TASK)
+    desc["ts_ns"], desc["stream_id"], desc["task_id"], desc["iteration"] = ts, 2, task, iteration
+    desc["name_inline"], desc["type_inline"], desc["op_name_text"], desc["op_type_text"] = 1, 1, name, b"Relu"
+    return desc
+
+
+def test_a_track_takes_the_description_nearest_in_time() -> None:
+    index = LegacyIndex()
+    index.add_tasks(_desc(1_000, b"old"))  # an earlier use of the same task id
+    track = _track(50_000)
+    assert index.context(track, {}, expired=False) is None  # GE has not passed the track: a nearer one may come
+    index.add_tasks(_desc(50_300, b"new", iteration=2))  # GE reports just after the runtime launched
+    desc, tensor = index.context(track, {}, expired=False)  # type: ignore[misc]
+    assert desc["op_name_text"] == b"new" and tensor is None
+    assert index.tasks == {}  # taken, and the older use of the key with it
+    assert index.context(track, {}, expired=False) is None  # nothing left at the key: wait …
+    ctx = index.context(_track(60_000, type_name=b"MEMCPY_ASYNC"), {}, expired=True)  # … or give up
+    assert ctx == (None, None)
+    described = describe(_track(60_000, type_name=b"MEMCPY_ASYNC"), None, {})
+    assert described is not None and described["op_name"] == described["task_type"] == "MEMCPY_ASYNC"
+    assert describe(_track(1, type_name=b"FLIP_TASK"), None, {}) is None
+
+
+def test_hashed_names_and_tensors_are_waited_for() -> None:
+    index = LegacyIndex()
+    desc = _desc(2_000, b"")
+    desc["name_inline"], desc["op_name"] = 0, 99
+    index.add_tasks(desc)
+    tensor = np.zeros(1, host_records.GE_TENSOR)
+    tensor["stream_id"], tensor["task_id"], tensor["iteration"] = 2, 5, 0  # an earlier iteration's
+    index.add_tensors(tensor)
+    track = _track(1_700)
+    assert index.context(track, {}, expired=False) is None  # name 99 not in hash_dic yet
+    assert index.context(track, {99: "conv/Conv2D"}, expired=False) is None  # this iteration's tensors still due
+    tensor["iteration"] = 1
+    index.add_tensors(tensor)
+    found, shapes = index.context(track, {99: "conv/Conv2D"}, expired=False)  # type: ignore[misc]
+    assert shapes is not None and int(shapes["iteration"]) == 1
+    described = describe(track, found, {99: "conv/Conv2D"})
+    assert described is not None and (described["op_name"], described["op_type"]) == ("conv/Conv2D", "Relu")
+    assert index.unused() == {}
