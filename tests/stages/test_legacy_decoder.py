@@ -321,3 +321,23 @@ def test_aging_and_unaging_groups_are_both_streams(group: str) -> None:
                 "additional.fusion_op_info", "additional.hccl_info", "additional.Multi_Thread",
                 "compact.task_track", "api_event.data"):
         assert files.host_stream_kind(f"{group}.{tag}") is not None, tag
+
+
+RANDOM_KINDS = {kind.name: kind for kind in (*legacy.HOST_KINDS, *host_extra.STREAM_KINDS.values())}
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(kind=st.sampled_from(sorted(RANDOM_KINDS)), data=st.data())
+def test_random_records_never_crash_and_every_record_is_accounted(kind: str, data: st.DataObject) -> None:
+    """Records of random bytes behind a valid magic number are decoded or rejected, one for one."""
+    stream = RANDOM_KINDS[kind]
+    tails = data.draw(st.lists(st.binary(min_size=stream.record_size - 2, max_size=stream.record_size - 2),
+                               min_size=1, max_size=6))
+    body = b"".join(b"\x5a\x5a" + tail for tail in tails)
+    with tempfile.TemporaryDirectory() as folder:
+        decoder = _decoder(Path(folder))
+    batch = Batch("raw", len(tails), {"kind": kind, "stream": kind, "device": DEVICE, "size": stream.record_size},
+                  body)
+    list(decoder.process(batch))
+    accounting = decoder.accounting()
+    assert accounting["records_in"] == len(tails) == accounting["decoded"] + accounting["rejected"]

@@ -170,3 +170,24 @@ def test_hashed_names_and_tensors_are_waited_for() -> None:
     described = describe(track, found, {99: "conv/Conv2D"})
     assert described is not None and (described["op_name"], described["op_type"]) == ("conv/Conv2D", "Relu")
     assert index.unused() == {}
+
+
+def test_legacy_records_split_across_slices(tmp_path: Path) -> None:
+    """Legacy host files are written by the device channel's collector: a record may straddle two slices."""
+    prof, truth = _simulate(tmp_path / "board", "mini", "legacy")
+    expected = _task_rows(run_chain(prof, tmp_path / "out")[0])
+    job = tmp_path / JOB
+    _as_job(prof, job)
+    data = job / "data"
+    for base in ("Runtime.task_track.0", "Framework.task_desc_info.0", "Framework.tensor_data_info.0",
+                 "AclModule.acl_model.0", "Runtime.api.0"):
+        slices = sorted(data.glob(f"{base}.slice_*[0-9]"), key=lambda p: int(p.name.rsplit("_", 1)[1]))
+        whole = b"".join(p.read_bytes() for p in slices)
+        for path in slices:
+            path.unlink()
+            Path(f"{path}.done").unlink()
+        for k, first in enumerate(range(0, len(whole), 1000)):  # 1000 B: no record size divides it
+            (data / f"{base}.slice_{k}").write_bytes(whole[first:first + 1000])
+    batches, figures = run_chain(job, tmp_path / "out_split")
+    _check_truth(batches, figures, truth)
+    assert _task_rows(batches) == expected
