@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from pipeline_runs import read_report, run_cli
+from pipeline_runs import read_report, run_cli, stage_config
 
 pytestmark = pytest.mark.slow
 JOB = "JOBAIFGJEJFEDCBAEADIFJAAAAAAAAAA"
@@ -55,3 +55,21 @@ def test_import_refuses_a_folder_with_no_profile(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     result = run_cli("import", str(tmp_path / "empty"))
     assert result.returncode != 0 and "nor a legacy JOB" in result.stderr
+
+
+def test_live_run_of_the_legacy_layout_equals_its_import(tmp_path: Path) -> None:
+    out = tmp_path / "live"
+    config = tmp_path / "live.yaml"
+    config.write_text(stage_config(out, iterations=40, chip="cloud").replace("output: board}", "output: board, "
+                                                                                              "layout: legacy}"))
+    result = run_cli("run", str(config), "--live", "off")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert read_report(out)["problems"] == []
+    truth = json.loads((out / "board" / "simulator_truth.json").read_text())
+    assert not (Path(truth["prof_dir"]) / "host").exists()
+    imported = tmp_path / "imported"
+    result = run_cli("import", truth["prof_dir"], "--output", str(imported))
+    assert result.returncode == 0, result.stderr[-3000:]
+    for module in ("op_statistic", "api_statistic", "op_summary"):
+        assert _rows(out, module) == _rows(imported, module), module
+    assert len(_rows(out, "op_summary")) == sum(t["count"] for t in truth["op_statistic"])

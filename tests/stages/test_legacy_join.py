@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -191,3 +193,51 @@ def test_legacy_records_split_across_slices(tmp_path: Path) -> None:
     batches, figures = run_chain(job, tmp_path / "out_split")
     _check_truth(batches, figures, truth)
     assert _task_rows(batches) == expected
+
+
+# msprof's own format strings (StructFmt ACL_FMT, RTS_TRACK_FMT, RUNTIME_API_FMT, GE_STEP_FMT, GE_TENSOR_FMT,
+# GE_SESSION_FMT; GeTaskBean's per-name-form formats): an independent reading of the simulator's bytes.
+MSPROF_FMT = {"AclModule.acl_model.0": "=HHIQQII64s4Q", "AclModule.acl_rts.0": "=HHIQQII64s4Q",
+              "AclModule.acl_others.0": "=HHIQQII64s4Q", "Runtime.task_track.0": "=HHIQ32sHHHHQ",
+              "Runtime.api.0": "=2HI3Q64s3I20HH106B", "Framework.step_info.0": "=HHIIHHQQIB27B",
+              "Framework.tensor_data_info.0": "=HHIQIHHI55IQ", "Framework.id_map_info.0": "=HHIIIQH6B"}
+GE_TASK_TEXT_NAME = "=HHI8B120s8B56sQQ4IHHII12B"  # op name inline, op type inline
+GE_TASK_HASH_NAME = "=HHI8BQ112B8B56sQQ4IHHII12B"  # op name hashed, op type inline
+
+
+def test_legacy_bytes_read_with_msprofs_formats(tmp_path: Path) -> None:
+    prof, truth = _simulate(tmp_path, "cloud", "legacy", iterations=3)
+    data = prof / "device_0" / "data"
+
+    def stream(base: str) -> bytes:
+        slices = sorted(data.glob(f"{base}.slice_*[0-9]"), key=lambda p: int(p.name.rsplit("_", 1)[1]))
+        return b"".join(p.read_bytes() for p in slices)
+
+    rows = {base: list(struct.iter_unpack(fmt, stream(base))) for base, fmt in MSPROF_FMT.items()}
+    assert all(r[0] == 0x5A5A for recs in rows.values() for r in recs)
+    apis: Counter[tuple[str, str]] = Counter()
+    for base, tag, level in (("AclModule.acl_model.0", 0, "acl"), ("AclModule.acl_rts.0", 0, "acl"),
+                             ("AclModule.acl_others.0", 0, "acl"), ("Runtime.api.0", 40, "runtime")):
+        for r in rows[base]:
+            assert r[1] == tag
+            name = r[7] if level == "acl" else r[6]
+            apis[level, name.rstrip(b"\0").decode()] += 1
+    expected = {(t["level"], t["api_name"]): t["count"] for t in truth["api_statistic"] if t["level"] != "model"}
+    assert dict(apis) == expected
+    tasks = sum(t["count"] for t in truth["op_statistic"])
+    tracks = rows["Runtime.task_track.0"]
+    assert len(tracks) == tasks and {r[4].rstrip(b"\0") for r in tracks} == {b"KERNEL_AICORE", b"KERNEL_AICPU"}
+    steps = rows["Framework.step_info.0"]
+    assert sorted((r[7], r[9]) for r in steps) == sorted((i, tag) for i in (1, 2, 3) for tag in (0, 1))
+    raw_desc = stream("Framework.task_desc_info.0")
+    names: Counter[str] = Counter()
+    for offset in range(0, len(raw_desc), 256):
+        record = raw_desc[offset:offset + 256]
+        hashed = record[8] == 0
+        fields = struct.unpack(GE_TASK_HASH_NAME if hashed else GE_TASK_TEXT_NAME, record)
+        model_id, stream_id, task_id = fields[-18:-15]  # then batch, thread, context, 12 B reserved
+        assert (fields[1], model_id) == (23, 1) and stream_id in (2, 3) and task_id < 0x10000
+        names["hash" if hashed else fields[11].rstrip(b"\0").decode()] += 1
+    assert names["hash"] == 3 * 11 and names["conv2d_0/Conv2D"] == 3  # 11 names of ≥ 24 characters are hashed
+    assert len(rows["Framework.tensor_data_info.0"]) >= tasks
+    assert [r[3] for r in rows["Framework.id_map_info.0"]] == [1]  # model id
