@@ -38,7 +38,11 @@ UNUSED_KINDS = {"node_attr": "node_attr_info records (op attributes)",
                 "fusion_op": "fusion_op_info records (fused ops)",
                 "hccl_info": "hccl_info records (communication tasks)",
                 "multi_thread": "Multi_Thread records (op threads)",
-                "ge_id_map": "legacy Framework.id_map_info records (graph ↔ model ids)"}
+                "ge_id_map": "legacy Framework.id_map_info records (graph ↔ model ids)",
+                "ge_model_load": "legacy Framework.model_load_info records (model loads)",
+                "ge_fusion": "legacy Framework.fusion_op_info records (fused ops)",
+                "ge_model_time": "legacy Framework.model_time_info records (inference phases)",
+                "ge_host_sched": "legacy Framework.dynamic_op_execute records (host scheduling)"}
 
 
 @dataclass

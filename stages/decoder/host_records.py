@@ -24,6 +24,17 @@ RT_TRACK = np.dtype([("thread_id", "<u4"), ("ts_ns", "<i8"), ("device_id", "<u2"
                      ("task_id", "<u2"), ("batch_id", "<u2"), ("task_type", "S32")])
 GE_ID_MAP = np.dtype([("ts_ns", "<i8"), ("device_id", "<u2"), ("graph_id", "<u4"), ("model_id", "<u4"),
                       ("session_id", "<u4"), ("mode", "<u2")])
+# Framework.model_load_info / fusion_op_info / model_time_info / dynamic_op_execute: the model or fused op
+# name as a hash_dic key or inline text (`name_inline`).
+_GE_NAMED = [("device_id", "<u2"), ("model_id", "<u4"), ("name_inline", "u1"), ("name", "<u8"), ("name_text", "S120")]
+GE_MODEL_LOAD = np.dtype(_GE_NAMED + [("start_ns", "<i8"), ("end_ns", "<i8")])
+GE_FUSION = np.dtype(_GE_NAMED + [("input_mem", "<u8"), ("output_mem", "<u8"), ("weight_mem", "<u8"),
+                                  ("workspace_mem", "<u8"), ("total_mem", "<u8"), ("fusion_op_num", "<u8"),
+                                  ("fusion_ops", "<u8", (8,))])
+# times: input data start/end, inference start/end, output data start/end
+GE_MODEL_TIME = np.dtype(_GE_NAMED + [("request_id", "<u4"), ("thread_id", "<u4"), ("times_ns", "<i8", (6,))])
+GE_HOST_SCHED = np.dtype([("device_id", "<u2"), ("thread_id", "<u4"), ("element", "<u8"), ("event", "<u8"),
+                          ("start_ns", "<i8"), ("end_ns", "<i8")])
 
 # Current compact / additional records not joined yet.
 _HEAD = [("thread_id", "<u4"), ("ts_ns", "<i8")]
@@ -52,6 +63,8 @@ EXTRA_KINDS = {"node_attr_info": "node_attr", "memcpy_info": "memcpy", "hccl_op_
                "graph_id_map": "graph_id_map", "fusion_op_info": "fusion_op", "hccl_info": "hccl_info",
                "multi_thread": "multi_thread"}
 DTYPES = {"named_api": NAMED_API, "ge_task": GE_TASK, "ge_tensor": GE_TENSOR, "rt_track": RT_TRACK,
-          "ge_id_map": GE_ID_MAP, "node_attr": NODE_ATTR, "memcpy": MEMCPY, "hccl_op": HCCL_OP,
+          "ge_id_map": GE_ID_MAP, "ge_model_load": GE_MODEL_LOAD, "ge_fusion": GE_FUSION,
+          "ge_model_time": GE_MODEL_TIME, "ge_host_sched": GE_HOST_SCHED, "node_attr": NODE_ATTR, "memcpy": MEMCPY,
+          "hccl_op": HCCL_OP,
           "capture_stream": CAPTURE_STREAM, "context_id": CONTEXT_ID, "graph_id_map": GRAPH_ID_MAP,
           "fusion_op": FUSION_OP, "hccl_info": HCCL_INFO, "multi_thread": MULTI_THREAD}

@@ -21,7 +21,16 @@ Output = list[tuple[str, "np.ndarray | Batch"]]
 LAYOUTS = {legacy.LEGACY_ACL.name: legacy.ACL, legacy.LEGACY_GE_TASK.name: legacy.GE_TASK,
            legacy.LEGACY_GE_TENSOR.name: legacy.GE_TENSOR, legacy.LEGACY_GE_STEP.name: legacy.GE_STEP,
            legacy.LEGACY_GE_ID_MAP.name: legacy.GE_ID_MAP, legacy.LEGACY_RT_TRACK.name: legacy.RT_TRACK,
-           legacy.LEGACY_RT_API.name: legacy.RT_API}
+           legacy.LEGACY_RT_API.name: legacy.RT_API, legacy.LEGACY_GE_MODEL_LOAD.name: legacy.GE_MODEL_LOAD,
+           legacy.LEGACY_GE_FUSION.name: legacy.GE_FUSION, legacy.LEGACY_GE_MODEL_TIME.name: legacy.GE_MODEL_TIME,
+           legacy.LEGACY_GE_HOST_SCHED.name: legacy.GE_HOST_SCHED}
+# Model-level GE records no output uses yet: stream kind → (decoded kind, fields copied as they are)
+_MODEL_RECORDS = {legacy.LEGACY_GE_MODEL_LOAD.name: ("ge_model_load", ("model_id",)),
+                  legacy.LEGACY_GE_FUSION.name: ("ge_fusion", ("model_id", "input_mem", "output_mem", "weight_mem",
+                                                               "workspace_mem", "total_mem", "fusion_op_num",
+                                                               "fusion_ops")),
+                  legacy.LEGACY_GE_MODEL_TIME.name: ("ge_model_time", ("model_id", "request_id", "thread_id")),
+                  legacy.LEGACY_GE_HOST_SCHED.name: ("ge_host_sched", ("thread_id", "element", "event"))}
 KINDS = frozenset(LAYOUTS)
 STREAM_ID_MODULO = 2048  # msprof keeps the low 11 bits of a stream id
 
@@ -55,6 +64,8 @@ class LegacyDecoder:
             return [("ge_tensor", out)]
         if kind == legacy.LEGACY_GE_STEP.name:
             return [("event", self._steps(kind, arr, clock))]
+        if kind in _MODEL_RECORDS:
+            return [self._model_records(kind, arr, device, clock)]
         if kind == legacy.LEGACY_GE_ID_MAP.name:
             out = np.zeros(len(arr), host_records.GE_ID_MAP)
             for name in ("graph_id", "model_id", "session_id", "mode"):
@@ -111,6 +122,25 @@ class LegacyDecoder:
             out[f"op_{side}"] = np.where(inline, 0, arr[f"op_{side}_hash"])
             out[f"op_{side}_text"] = np.where(inline, arr[f"op_{side}"], b"")
         return out
+
+    def _model_records(self, kind: str, arr: np.ndarray, device: int, clock: Clock) -> tuple[str, np.ndarray]:
+        out_kind, fields = _MODEL_RECORDS[kind]
+        named = "name_kind" in (arr.dtype.names or ())
+        if named:
+            arr = self._keep(kind, arr, arr["name_kind"] <= legacy.MIX_STRING, "name is neither a hash (0) nor text")
+        out = np.zeros(len(arr), host_records.DTYPES[out_kind])
+        for name in fields:
+            out[name] = arr[name]
+        out["device_id"] = device
+        if named:
+            inline = arr["name_kind"] == legacy.MIX_STRING
+            out["name_inline"] = inline
+            out["name"] = np.where(inline, 0, arr["name_hash"])
+            out["name_text"] = np.where(inline, arr["name"], b"")
+        for raw_name, name in (("times", "times_ns"), ("start", "start_ns"), ("end", "end_ns")):
+            if name in (out.dtype.names or ()):
+                out[name] = clock.to_local_ns(arr[raw_name])
+        return out_kind, out
 
     def _steps(self, kind: str, arr: np.ndarray, clock: Clock) -> np.ndarray:
         """Model execution begin/end (tag 0/1): the ModelExecute event pair of the current reporter."""

@@ -26,6 +26,7 @@ from stages.formats.files import StreamKind
 
 # dataTag of each struct (MsprofDataTag)
 ACL_TAG, GE_TASK_TAG, GE_TENSOR_TAG, GE_STEP_TAG, GE_ID_MAP_TAG = 0, 23, 24, 25, 26
+GE_MODEL_LOAD_TAG, GE_FUSION_TAG, GE_MODEL_TIME_TAG, GE_HOST_SCHED_TAG = 20, 21, 22, 27
 RT_API_TAG, RT_TRACK_TAG = 40, 41
 MIX_HASH, MIX_STRING = 0, 1  # MsprofMixData.type: the name is a hash_dic key, or inline text
 GE_STEP_BEGIN, GE_STEP_END = 0, 1
@@ -70,6 +71,27 @@ GE_STEP = _layout([("magic", "<u2", 0), ("data_tag", "<u2", 2), ("model_id", "<u
 GE_ID_MAP = _layout([("magic", "<u2", 0), ("data_tag", "<u2", 2), ("graph_id", "<u4", 4), ("model_id", "<u4", 8),
                      ("session_id", "<u4", 12), ("timestamp", "<u8", 16), ("mode", "<u2", 24)], 32)
 
+# MsprofGeProfModelLoadData, 256 B: modelName is MsprofMixData.
+GE_MODEL_LOAD = _layout([("magic", "<u2", 0), ("data_tag", "<u2", 2), ("model_id", "<u4", 4),
+                         ("name_kind", "u1", 8), ("name_hash", "<u8", 16), ("name", "S120", 16),
+                         ("start", "<u8", 136), ("end", "<u8", 144)], 256)
+
+# MsprofGeProfFusionData, 256 B: a fused op, its memory and the ops fused into it.
+GE_FUSION = _layout([("magic", "<u2", 0), ("data_tag", "<u2", 2), ("model_id", "<u4", 4), ("name_kind", "u1", 8),
+                     ("name_hash", "<u8", 16), ("name", "S120", 16), ("input_mem", "<u8", 136),
+                     ("output_mem", "<u8", 144), ("weight_mem", "<u8", 152), ("workspace_mem", "<u8", 160),
+                     ("total_mem", "<u8", 168), ("fusion_op_num", "<u8", 176), ("fusion_ops", ("<u8", (8,)), 184)],
+                    256)
+
+# MsprofGeProfInferData (`Framework.model_time_info_*`), 256 B: one inference's input, run and output times.
+GE_MODEL_TIME = _layout([("magic", "<u2", 0), ("data_tag", "<u2", 2), ("model_id", "<u4", 4),
+                         ("name_kind", "u1", 8), ("name_hash", "<u8", 16), ("name", "S120", 16),
+                         ("request_id", "<u4", 136), ("thread_id", "<u4", 140), ("times", ("<u8", (6,)), 144)], 256)
+
+# MsprofGeProfHostSchData (`Framework.dynamic_op_execute`), 64 B (`=HHL4Q3Q`).
+GE_HOST_SCHED = _layout([("magic", "<u2", 0), ("data_tag", "<u2", 2), ("thread_id", "<u4", 4), ("element", "<u8", 8),
+                         ("event", "<u8", 16), ("start", "<u8", 24), ("end", "<u8", 32)], 64)
+
 # MsprofRuntimeProfTrackData, 64 B (`=HHIQ32sHHHHQ`): task type as text.
 RT_TRACK = _layout([("magic", "<u2", 0), ("data_tag", "<u2", 2), ("thread_id", "<u4", 4), ("timestamp", "<u8", 8),
                     ("task_type", "S32", 16), ("task_id", "<u2", 48), ("batch_id", "<u2", 50),
@@ -90,11 +112,17 @@ LEGACY_GE_STEP = StreamKind("legacy_ge_step", "fixed", GE_STEP.itemsize, _MAGIC)
 LEGACY_GE_ID_MAP = StreamKind("legacy_ge_id_map", "fixed", GE_ID_MAP.itemsize, _MAGIC)
 LEGACY_RT_TRACK = StreamKind("legacy_rt_track", "fixed", RT_TRACK.itemsize, _MAGIC)
 LEGACY_RT_API = StreamKind("legacy_rt_api", "fixed", RT_API.itemsize, _MAGIC)
+LEGACY_GE_MODEL_LOAD = StreamKind("legacy_ge_model_load", "fixed", GE_MODEL_LOAD.itemsize, _MAGIC)
+LEGACY_GE_FUSION = StreamKind("legacy_ge_fusion", "fixed", GE_FUSION.itemsize, _MAGIC)
+LEGACY_GE_MODEL_TIME = StreamKind("legacy_ge_model_time", "fixed", GE_MODEL_TIME.itemsize, _MAGIC)
+LEGACY_GE_HOST_SCHED = StreamKind("legacy_ge_host_sched", "fixed", GE_HOST_SCHED.itemsize, _MAGIC)
 HOST_KINDS = (LEGACY_ACL, LEGACY_GE_TASK, LEGACY_GE_TENSOR, LEGACY_GE_STEP, LEGACY_GE_ID_MAP, LEGACY_RT_TRACK,
-              LEGACY_RT_API)
+              LEGACY_RT_API, LEGACY_GE_MODEL_LOAD, LEGACY_GE_FUSION, LEGACY_GE_MODEL_TIME, LEGACY_GE_HOST_SCHED)
 DATA_TAGS = {LEGACY_ACL.name: ACL_TAG, LEGACY_GE_TASK.name: GE_TASK_TAG, LEGACY_GE_TENSOR.name: GE_TENSOR_TAG,
              LEGACY_GE_STEP.name: GE_STEP_TAG, LEGACY_GE_ID_MAP.name: GE_ID_MAP_TAG, LEGACY_RT_TRACK.name: RT_TRACK_TAG,
-             LEGACY_RT_API.name: RT_API_TAG}
+             LEGACY_RT_API.name: RT_API_TAG, LEGACY_GE_MODEL_LOAD.name: GE_MODEL_LOAD_TAG,
+             LEGACY_GE_FUSION.name: GE_FUSION_TAG, LEGACY_GE_MODEL_TIME.name: GE_MODEL_TIME_TAG,
+             LEGACY_GE_HOST_SCHED.name: GE_HOST_SCHED_TAG}
 
 _DEV = r"\.(?P<dev>\d+)$"
 # Slice base name (without `.slice_N` / `.N`) → kind; device families map to the 310's TLV kinds on platform 0.
@@ -105,6 +133,10 @@ _NAMES: tuple[tuple[re.Pattern[str], StreamKind], ...] = tuple((re.compile(patte
     (r"^Framework\.tensor_data_info", LEGACY_GE_TENSOR),
     (r"^Framework\.step_info", LEGACY_GE_STEP),
     (r"^Framework\.id_map_info", LEGACY_GE_ID_MAP),
+    (r"^Framework\.(?:host\.)?model_load_info_\d+", LEGACY_GE_MODEL_LOAD),
+    (r"^Framework\.fusion_op_info_\d+", LEGACY_GE_FUSION),
+    (r"^Framework\.(?:host\.)?model_time_info_\d+_\d+", LEGACY_GE_MODEL_TIME),
+    (r"^Framework\.dynamic_op_execute", LEGACY_GE_HOST_SCHED),
     (r"^[Rr]untime\.(?:task_track|host\.runtime|runtime)", LEGACY_RT_TRACK),
     (r"^[Rr]untime\.(?:api|runtime\.data)", LEGACY_RT_API),
     (r"^hwts\.log\.data\.\d+(?:\.(?:dev|host)\.profiler_default_tag)?", files.HWTS),

@@ -206,6 +206,36 @@ def test_id_map_records() -> None:
             int(got["ts_ns"])) == (7, 1, 9, 1, _local(123))
 
 
+def test_model_level_ge_records() -> None:
+    load = _records(legacy.GE_MODEL_LOAD, [
+        {"data_tag": legacy.GE_MODEL_LOAD_TAG, "model_id": 1, "name_kind": legacy.MIX_STRING, "name": b"ssd",
+         "start": 100, "end": 900},
+        {"data_tag": legacy.GE_MODEL_LOAD_TAG, "model_id": 2, "name_kind": legacy.MIX_HASH, "name_hash": 2**63 + 3,
+         "start": 1000, "end": 1200}])
+    got = _decode(legacy.LEGACY_GE_MODEL_LOAD, load.tobytes())[0]["ge_model_load"]
+    assert got["model_id"].tolist() == [1, 2] and got["name_inline"].tolist() == [1, 0]
+    assert got["name_text"].tolist() == [b"ssd", b""] and got["name"].tolist() == [0, 2**63 + 3]
+    assert got["start_ns"].tolist() == [_local(100), _local(1000)] and got["end_ns"].tolist() == [_local(900),
+                                                                                                   _local(1200)]
+    fusion = _records(legacy.GE_FUSION, [{"data_tag": legacy.GE_FUSION_TAG, "model_id": 1, "name_kind": 1,
+                                          "name": b"fused", "input_mem": 1, "output_mem": 2, "weight_mem": 3,
+                                          "workspace_mem": 4, "total_mem": 10, "fusion_op_num": 2,
+                                          "fusion_ops": [5, 6, 0, 0, 0, 0, 0, 0]}])
+    got = _decode(legacy.LEGACY_GE_FUSION, fusion.tobytes())[0]["ge_fusion"][0]
+    assert (int(got["total_mem"]), int(got["fusion_op_num"]), got["fusion_ops"][:2].tolist()) == (10, 2, [5, 6])
+    infer = _records(legacy.GE_MODEL_TIME, [{"data_tag": legacy.GE_MODEL_TIME_TAG, "model_id": 1, "name_kind": 1,
+                                             "name": b"ssd", "request_id": 7, "thread_id": 9,
+                                             "times": [10, 20, 30, 40, 50, 60]}])
+    got = _decode(legacy.LEGACY_GE_MODEL_TIME, infer.tobytes())[0]["ge_model_time"][0]
+    assert (int(got["request_id"]), int(got["thread_id"])) == (7, 9)
+    assert got["times_ns"].tolist() == [_local(t) for t in (10, 20, 30, 40, 50, 60)]
+    sched = _records(legacy.GE_HOST_SCHED, [{"data_tag": legacy.GE_HOST_SCHED_TAG, "thread_id": 4, "element": 8,
+                                             "event": 2, "start": 5, "end": 6}])
+    got = _decode(legacy.LEGACY_GE_HOST_SCHED, sched.tobytes())[0]["ge_host_sched"][0]
+    assert (int(got["thread_id"]), int(got["element"]), int(got["event"]), int(got["start_ns"]),
+            int(got["end_ns"])) == (4, 8, 2, _local(5), _local(6))
+
+
 def test_wrong_data_tag_and_bad_name_kind_are_rejected_with_a_reason() -> None:
     acl = _records(legacy.ACL, [{"data_tag": 0, "api_type": 2, "begin": 10, "end": 20, "api_name": b"aclInit"},
                                 {"data_tag": 23, "api_type": 2, "begin": 10, "end": 20, "api_name": b"x"},
@@ -287,6 +317,11 @@ LEGACY_NAMES = [
     ("Framework.task_desc_info.0", 1, "legacy_ge_task", 0), ("Framework.host.task_desc_info.1", 1, "legacy_ge_task", 1),
     ("Framework.tensor_data_info.0", 0, "legacy_ge_tensor", 0), ("Framework.step_info.0", 1, "legacy_ge_step", 0),
     ("Framework.id_map_info.0", 1, "legacy_ge_id_map", 0), ("Runtime.task_track.0", 1, "legacy_rt_track", 0),
+    ("Framework.model_load_info_1.0", 1, "legacy_ge_model_load", 0),
+    ("Framework.host.model_load_info_1.2", 1, "legacy_ge_model_load", 2),
+    ("Framework.fusion_op_info_1.0", 1, "legacy_ge_fusion", 0),
+    ("Framework.model_time_info_1_3.0", 1, "legacy_ge_model_time", 0),
+    ("Framework.dynamic_op_execute.0", 1, "legacy_ge_host_sched", 0),
     ("runtime.host.runtime.0", 1, "legacy_rt_track", 0), ("Runtime.runtime.4", 1, "legacy_rt_track", 4),
     ("Runtime.api.0", 1, "legacy_rt_api", 0), ("Runtime.runtime.data.0", 1, "legacy_rt_api", 0),
     ("hwts.log.data.45.dev.profiler_default_tag.0", 1, "hwts", 0), ("hwts.log.data.45.1", 1, "hwts", 1),
@@ -306,7 +341,7 @@ def test_legacy_file_names(base: str, platform: int, kind: str, device: int) -> 
 
 def test_legacy_names_that_are_not_ours() -> None:
     assert files.device_stream_kind("hwts.log.data.45.dev.profiler_default_tag.0", 0) is None  # the 310: no HWTS
-    assert files.device_stream_kind("Framework.model_load_info_1.0", 1) is None
+    assert files.device_stream_kind("Framework.device_queue.0", 1) is None
     assert legacy.split_slice_name("AclModule.acl_model.0.slice_3") == ("AclModule.acl_model.0", 3, ".slice_")
     assert legacy.split_slice_name("AclModule.acl_model.0.3") == ("AclModule.acl_model.0", 3, ".")
     assert legacy.split_slice_name("hwts.log.data.45.0.12") == ("hwts.log.data.45.0", 12, ".")
