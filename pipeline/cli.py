@@ -60,8 +60,10 @@ def _cmd_graph(args: argparse.Namespace) -> int:
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from stages.simulator.writer import simulate
 
+    if args.mode == "static" and args.layout == "legacy":
+        raise UserError("--mode static is not supported with --layout legacy", "the legacy layout is launch mode only")
     prof = simulate(Path(args.out_dir), chip=args.chip, iterations=args.iterations, rate=args.rate, seed=args.seed,
-                    slice_bytes=args.slice_bytes, layout=args.layout)
+                    slice_bytes=args.slice_bytes, mode=args.mode, layout=args.layout)
     print(f"wrote {prof}")
     return 0
 
@@ -130,7 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     sim = sub.add_parser("simulate", help="write a PROF_… directory as a simulated Ascend board would")
     sim.add_argument("out_dir")
-    sim.add_argument("--chip", choices=("mini", "cloud"), default="mini", help="mini = Ascend 310, cloud = Ascend 910")
+    sim.add_argument("--chip", choices=("mini", "cloud", "910b"), default="mini",
+                     help="mini = Ascend 310, cloud = Ascend 910, 910b = Ascend 910B (STARS)")
+    sim.add_argument("--mode", choices=("launch", "static"), default="launch",
+                     help="launch = op info reported at every launch; static = an offline model (.om) reports it "
+                          "once at model load and every execution reuses its task ids")
     sim.add_argument("--iterations", type=int, default=200, help="images to infer (one aclmdlExecute each)")
     sim.add_argument("--rate", choices=("realtime", "max"), default="max")
     sim.add_argument("--seed", type=int, default=0)

@@ -57,7 +57,8 @@ def _rate(records: int, seconds: float) -> str:
 
 def render_report(report: dict[str, Any]) -> str:
     lines = [f"run {report['run_id']}: {report['state']} in {report['wall_s']:.1f} s"]
-    header = f"  {'stage':<12} {'type':<11} {'in':>11} {'out':>11} {'rejected':>9} {'wall s':>7} {'throughput':>12}"
+    header = (f"  {'stage':<12} {'type':<11} {'in':>11} {'out':>11} {'rejected':>9} {'wall s':>7} {'throughput':>12}"
+              f" {'peak MB':>8}")
     lines.append(header)
     for sid, final in report["stages"].items():
         if final is None:
@@ -67,7 +68,8 @@ def render_report(report: dict[str, Any]) -> str:
         rejected = sum(final["rejected"].values())
         moved = max(final["in"], out)
         lines.append(f"  {sid:<12} {final['stage_type'][:11]:<11} {final['in']:>11,} {out:>11,} {rejected:>9,} "
-                     f"{final['wall_s']:>7.1f} {_rate(moved, final['wall_s']):>12}")
+                     f"{final['wall_s']:>7.1f} {_rate(moved, final['wall_s']):>12} "
+                     f"{final.get('peak_rss_mb', 0):>8.0f}")
         for reason, count in sorted(final["rejected"].items()):
             lines.append(f"      rejected {count:,}: {reason}")
         for row in final.get("reconcile", []):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import sys
 import time
@@ -165,7 +166,7 @@ class StageRunner:
         received = sum(t.records for t in self.inputs.values())
         self.control.send({"type": "metrics", "t": time.time(), "in": received,
                            "out": dict(self.out_records), "rejected": sum(self.ctx.rejected.values()),
-                           "progress": self.stage.progress()})
+                           "progress": self.stage.progress(), "rss_mb": _rss_mb()})
         if now - self._last_log >= LOG_INTERVAL_S:
             self._last_log = now
             self.log.info("stage stats", records_in=received, records_out=dict(self.out_records),
@@ -277,7 +278,8 @@ class StageRunner:
                 "ok": error is None and not problems, "error": error, "problems": problems,
                 "wall_s": time.monotonic() - self.started,
                 "in": sum(t.records for t in self.inputs.values()), "out": dict(self.out_records),
-                "rejected": dict(rejected), "reconcile": reconcile, "accounting": self.stage.accounting()}
+                "rejected": dict(rejected), "reconcile": reconcile, "accounting": self.stage.accounting(),
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -314,6 +316,15 @@ class StageRunner:
             self.control.sock.close(linger=5000)
         self.zctx.term()
         return 0 if final["ok"] else 1
+
+
+def _rss_mb() -> float:
+    """Resident memory now (Linux /proc), for the live view."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def run_stage(config: PipelineConfig, stage_id: str, run_id: str, control: str | None,

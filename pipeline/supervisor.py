@@ -139,7 +139,7 @@ class Supervisor:
             metrics = proc.metrics
             stages[sid] = {"role": proc.role, "in": metrics.get("in", 0), "out": sum(metrics.get("out", {}).values()),
                            "rejected": metrics.get("rejected", 0), "rate_in": proc.rate_in, "rate_out": proc.rate_out,
-                           "progress": metrics.get("progress", {}),
+                           "progress": metrics.get("progress", {}), "rss_mb": metrics.get("rss_mb", 0.0),
                            "status": self._status(proc)}
         return {"run": self.config.run.name, "run_id": self.run_id, "state": self.state,
                 "elapsed_s": time.monotonic() - self.started, "stages": stages, "stats": self.view}

@@ -31,14 +31,16 @@ def render_view(view: dict[str, Any]) -> Group:
         return Group(Text("waiting for the pipeline…"))
     header = Text(f"run {view.get('run_id', '?')}  {view.get('state', '?')}  {view.get('elapsed_s', 0):.1f} s")
     stages = Table(title="stages", expand=False)
-    for column in ("stage", "role", "status", "in", "out", "in/s", "out/s", "rejected", "lag / progress"):
-        stages.add_column(column, justify="right" if column in ("in", "out", "in/s", "out/s", "rejected") else "left")
+    numeric = ("in", "out", "in/s", "out/s", "rejected", "MB")
+    for column in ("stage", "role", "status", "in", "out", "in/s", "out/s", "rejected", "MB", "lag / progress"):
+        stages.add_column(column, justify="right" if column in numeric else "left")
     for sid, stage in view.get("stages", {}).items():
         progress = ", ".join(f"{k}={_short(v)}" for k, v in stage.get("progress", {}).items())
         rejected = stage["rejected"]
         stages.add_row(sid, stage["role"], stage["status"], f"{stage['in']:,}", f"{stage['out']:,}",
                        f"{stage['rate_in']:,.0f}", f"{stage['rate_out']:,.0f}",
-                       Text(f"{rejected:,}", style="red" if rejected else ""), progress)
+                       Text(f"{rejected:,}", style="red" if rejected else ""),
+                       f"{stage.get('rss_mb', 0):.0f}", progress)
     ops = Table(title="operator statistics (live)")
     for column in ("device", "op type", "core", "count", "total (us)", "avg (us)", "min (us)", "max (us)", "ratio %"):
         ops.add_column(column, justify="left" if column in ("op type", "core") else "right")
@@ -60,6 +62,9 @@ def _short(value: Any) -> str:
 def progress_line(view: dict[str, Any]) -> str:
     parts = [f"[{view['elapsed_s']:6.1f}s {view['state']}]"]
     for sid, stage in view["stages"].items():
+        if stage["role"] == "source" and not stage["out"] and "records_written" in stage["progress"]:
+            parts.append(f"{sid} wrote={stage['progress']['records_written']:,}")
+            continue
         parts.append(f"{sid} in={stage['in']:,} out={stage['out']:,} ({stage['rate_out'] or stage['rate_in']:,.0f}/s)")
     top = op_rows(view)[:1]
     if top:

@@ -267,10 +267,11 @@ def pipeline_command() -> list[str]:
     return [sys.executable, "-m", "pipeline"]
 
 
-def simulate(work: Path, chip: str, iterations: int, layout: str = "current") -> Path:
+def simulate(work: Path, chip: str, iterations: int, mode: str = "launch", layout: str = "current") -> Path:
     board = work / "board"
-    run_logged([*pipeline_command(), "simulate", str(board), "--chip", chip, "--iterations", str(iterations),
-                "--rate", "max", "--seed", "0", "--layout", layout], work / "logs" / "simulate.log", cwd=PROJECT)
+    run_logged([*pipeline_command(), "simulate", str(board), "--chip", chip, "--mode", mode, "--iterations",
+                str(iterations), "--rate", "max", "--seed", "0", "--layout", layout], work / "logs" / "simulate.log",
+               cwd=PROJECT)
     prof_dirs = sorted(path for path in board.glob("PROF_*") if path.is_dir())
     if len(prof_dirs) != 1:
         raise SetupError(f"expected one PROF_… directory in {board}, found {len(prof_dirs)}")
@@ -443,7 +444,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--msprof-src", type=Path, required=True,
                         help="a checkout of github.com/Ascend/msprof (holds analysis/msprof/msprof.py)")
-    parser.add_argument("--chip", choices=("mini", "cloud"), default="cloud")
+    parser.add_argument("--chip", choices=("mini", "cloud", "910b"), default="cloud")
+    parser.add_argument("--mode", choices=("launch", "static"), default="launch",
+                        help="simulator mode: ops reported at every launch, or once at model load (.om)")
     parser.add_argument("--layout", choices=("current", "legacy"), default="current",
                         help="simulated host records: current reporter, or CANN 5/6 AclModule/Framework/Runtime files "
                              "(msprof's Python parser read these until 2023: point --msprof-src at such a checkout)")
@@ -455,6 +458,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.iterations < 1:
         parser.error("--iterations must be at least 1")
+    if args.mode == "static" and args.layout == "legacy":
+        parser.error("--mode static is not supported with --layout legacy")
     return args
 
 
@@ -484,10 +489,10 @@ def compare_all(ours_dir: Path, exports: dict[str, MsprofExport]) -> list[Compar
 def run(args: argparse.Namespace, work: Path) -> int:
     prepare_work(work)
     logs = work / "logs"
-    prof = simulate(work, args.chip, args.iterations, args.layout)
+    prof = simulate(work, args.chip, args.iterations, args.mode, args.layout)
     import_ours(prof, work / "ours", logs)
     exports = run_msprof(Msprof(args.msprof_script, logs), prof, work / "msprof", args.layout)
-    print(f"\ncompared: chip {args.chip}, {args.layout} layout, {args.iterations} iterations, {prof}")
+    print(f"\ncompared: chip {args.chip}, mode {args.mode}, {args.layout} layout, {args.iterations} iterations, {prof}")
     comparisons = compare_all(work / "ours" / "mindstudio_profiler_output", exports)
     print()
     for comparison in comparisons:

@@ -20,6 +20,8 @@ from stages import schema
 from stages.aggregator import legacy
 from stages.aggregator.join import FlipLog, HostIndex, Interval
 from stages.aggregator.metrics import pmu_columns, pmu_values
+from stages.aggregator.stars import StarsPmu, is_stars
+from stages.aggregator.static import Binding, StaticModels
 from stages.aggregator.stats import StatsBook
 from stages.decoder import host_records, records
 from stages.formats import raw
@@ -28,21 +30,32 @@ from stages.schema import SymbolTable, pack_rows, unpack_rows
 MAX_PENDING = 200_000
 DATA_TYPES = {0: "FLOAT", 1: "FLOAT16", 2: "INT8", 3: "INT32", 4: "UINT8", 6: "INT16", 9: "INT64", 12: "BOOL"}
 FORMATS = {0: "NCHW", 1: "NHWC", 2: "ND", 3: "NC1HWC0", 4: "FRACTAL_Z", 29: "FRACTAL_NZ"}
-# Decoded host kinds no output of this release uses: counted (AggregatorStage.accounting), never rejected.
-UNUSED_KINDS = {"node_attr": "node_attr_info records (op attributes)",
-                "memcpy": "memcpy_info records (memcpy sizes and directions)",
-                "hccl_op": "hccl_op_info records (communication ops)",
-                "capture_stream": "capture_stream_info records (stream capture)",
-                "context_id": "context_id_info records (FFTS+ context ids)",
-                "graph_id_map": "graph_id_map records (graph ↔ model ids)",
-                "fusion_op": "fusion_op_info records (fused ops)",
-                "hccl_info": "hccl_info records (communication tasks)",
-                "multi_thread": "Multi_Thread records (op threads)",
-                "ge_id_map": "legacy Framework.id_map_info records (graph ↔ model ids)",
-                "ge_model_load": "legacy Framework.model_load_info records (model loads)",
-                "ge_fusion": "legacy Framework.fusion_op_info records (fused ops)",
-                "ge_model_time": "legacy Framework.model_time_info records (inference phases)",
-                "ge_host_sched": "legacy Framework.dynamic_op_execute records (host scheduling)"}
+# Decoded kinds this release keeps out of its outputs: counted (AggregatorStage.accounting) with the reason the
+# report gives, never rejected.
+UNUSED_KINDS = {
+    "step": "step trace records (not in this release's outputs)",
+    "ts_memcpy": "ts_track TS memcpy records (tag 11, not in this release's outputs)",
+    "ts_task_type": "ts_track task type records (tag 12, not in this release's outputs)",
+    "ts_block_num": "ts_track block num records (tag 15, not in this release's outputs)",
+    "ts_flip_old": "ts_track old-format task flips (tag 13; batch ids come from tag 14, as in msprof)",
+    "block_pmu": "STARS block PMU records (MIX ops' slave core; not in this release's outputs)",
+    "unique_task_log": "chip-v6 ACSQ logs (32-bit unique task ids are not joined in this release)",
+    "node_attr": "node_attr_info records (op attributes)",
+    "memcpy": "memcpy_info records (memcpy sizes and directions)",
+    "hccl_op": "hccl_op_info records (communication ops)",
+    "capture_stream": "capture_stream_info records (stream capture)",
+    "context_id": "context_id_info records (FFTS+ context ids)",
+    "graph_id_map": "graph_id_map records (graph ↔ model ids)",
+    "fusion_op": "fusion_op_info records (fused ops)",
+    "hccl_info": "hccl_info records (communication tasks)",
+    "multi_thread": "Multi_Thread records (op threads)",
+    "ge_id_map": "legacy Framework.id_map_info records (graph ↔ model ids)",
+    "ge_model_load": "legacy Framework.model_load_info records (model loads)",
+    "ge_fusion": "legacy Framework.fusion_op_info records (fused ops)",
+    "ge_model_time": "legacy Framework.model_time_info records (inference phases)",
+    "ge_host_sched": "legacy Framework.dynamic_op_execute records (host scheduling)",
+}
+MODEL_WINDOW_TYPES = (raw.MODEL_EXECUTE_TYPE, raw.MODEL_LOAD_TYPE)
 
 
 @dataclass
@@ -80,6 +93,8 @@ class AggregatorStage(Transform):
         self.host = HostIndex()
         self.legacy = legacy.LegacyIndex()
         self.flips = FlipLog()
+        self.static = StaticModels()
+        self.log_streams: set[str] = set()  # streams that carry task start/end logs
         self.watermarks: dict[str, int] = {}
         self.connection_ids = 0
         self.pending_apis: deque[tuple[Any, int, float]] = deque()
@@ -97,6 +112,7 @@ class AggregatorStage(Transform):
         self.tasks_out = 0
         self.finishing = False
         self.unused: Counter[str] = Counter()  # decoded records this release does not turn into output
+        self.stars_pmu: dict[int, StarsPmu] = {}
 
     # -- intake ---------------------------------------------------------------------------
     def process(self, batch: Batch) -> Iterable[Batch]:
@@ -130,9 +146,11 @@ class AggregatorStage(Transform):
                         int(record["start_ns"]), int(record["end_ns"]), int(record["item_id"]), self.connection_ids))
                 self.pending_apis.append((record, self.connection_ids, now))
         elif kind == "event":
-            for record in arr[(arr["level"] == raw.LEVEL_MODEL) & (arr["type"] == raw.MODEL_EXECUTE_TYPE)]:
-                self.host.add_model_event(int(record["thread_id"]), int(record["ts_ns"]), int(record["item_id"]),
-                                          int(record["request_id"]))
+            for record in arr[(arr["level"] == raw.LEVEL_MODEL) & np.isin(arr["type"], MODEL_WINDOW_TYPES)]:
+                model, request, ts = int(record["item_id"]), int(record["request_id"]), int(record["ts_ns"])
+                self.host.add_model_event(int(record["thread_id"]), ts, model, request)
+                if int(record["type"]) == raw.MODEL_EXECUTE_TYPE:
+                    self.static.host_runs.toggle(model, ts, request)
         elif kind == "node_basic":
             for record in arr:
                 self.host.add_node_basic(int(record["thread_id"]), int(record["ts_ns"]), record)
@@ -145,18 +163,20 @@ class AggregatorStage(Transform):
             self.legacy.add_tasks(arr)
         elif kind == "ge_tensor":
             self.legacy.add_tensors(arr)
-        elif kind in UNUSED_KINDS:
-            self.unused[UNUSED_KINDS[kind]] += len(arr)
         elif kind == "tx":
             self._tx_rows(arr)
         elif kind == "task_log":
+            self.log_streams.add(stream)
             self._pair_logs(arr, now)
-        elif kind == "pmu":
+        elif kind in ("pmu", "context_pmu"):
             for record in arr:
                 key = (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]))
                 self.pmu.setdefault(key, deque()).append(record)
         elif kind == "step":
-            self.unused["step trace records (not in this release's outputs)"] += len(arr)
+            self.unused[UNUSED_KINDS[kind]] += len(arr)
+            self.static.add_step_trace(arr)
+        elif kind in UNUSED_KINDS:
+            self.unused[UNUSED_KINDS[kind]] += len(arr)
         elif kind == "flip":
             for record in arr:
                 self.flips.add(int(record["device_id"]), int(record["stream_id"]), int(record["ts_ns"]),
@@ -244,7 +264,11 @@ class AggregatorStage(Transform):
                 continue  # bookkeeping task (a task-id flip): no device work of its own
             key = (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]),
                    int(record["batch_id"]))
-            self._meet(key, host=task)
+            if task.resolved["model_id"] != schema.MODEL_ID_NONE and task.resolved["iteration"] == 0:
+                self._register_static(key, task)  # reported inside a static graph's load (spec §6 D4)
+            else:
+                self.static.launched(key[0], key[1], int(record["ts_ns"]))
+                self._meet(key, host=task)
 
     def _host_context_complete(self, thread: int, ts: int, node_api: Interval | None, type_name: str | None) -> bool:
         """Everything that describes a task at ``ts`` has arrived: its Node API, its node_basic_info with
@@ -294,7 +318,39 @@ class AggregatorStage(Transform):
                     return
                 task.batch = self.flips.batch_of(task.device, task.stream, task.start)
             self.pending_device.popleft()
-            self._meet((task.device, task.stream, task.task, task.batch), device=task)
+            binding = self.static.binding_at(task.device, task.stream, task.start)
+            if binding is not None:
+                self._meet_static(task, binding)
+            else:
+                self._meet((task.device, task.stream, task.task, task.batch), device=task)
+
+    # -- static models: registered at load, replayed by every execution (static.py) ---------
+    def _register_static(self, key: tuple[int, int, int, int], host: HostTask) -> None:
+        device, stream, task_id, batch = key
+        assert host.resolved is not None
+        model = int(host.resolved["model_id"])
+        fresh = self.static.register(device, model, stream, task_id, batch, int(host.record["ts_ns"]), host)
+        if fresh is not None:
+            # device tasks that came first were taken for launched ones: name them again
+            for parked_key in [k for k in self.device_ready if k[0] == device and k[1] == stream]:
+                parked = self.device_ready.pop(parked_key)
+                for device_task in parked:
+                    if fresh.holds_at(device_task.start):
+                        self._meet_static(device_task, fresh)
+                    else:
+                        self.device_ready.setdefault(parked_key, deque()).append(device_task)
+        for device_task, iteration in self.static.released(device, model, stream, task_id, batch):
+            device_task.batch = batch
+            self._matched(_replay(host, model, iteration), device_task)
+
+    def _meet_static(self, task: DeviceTask, binding: Binding) -> None:
+        batch, iteration = self.static.name(task.device, task.stream, task.start, binding, self.flips)
+        found = binding.find(task.task, batch)
+        if found is None:
+            self.static.wait((task.device, binding.model, task.stream, task.task, batch), task, iteration)
+            return
+        task.batch, host = found
+        self._matched(_replay(host, binding.model, iteration), task)
 
     def _meet(self, key: tuple[int, int, int, int], host: HostTask | None = None,
               device: DeviceTask | None = None) -> None:
@@ -330,7 +386,12 @@ class AggregatorStage(Transform):
         facts = self.devices.get(device.device, {})
         events = list(facts.get("pmu_events", []))
         pmu: list[float | None] = []
-        if events:
+        stars = self._stars_pmu(device.device)
+        if stars is not None:
+            if pmu_record is not None and "overflow" not in (pmu_record.dtype.names or ()):
+                pmu_record = None  # an HWTS-class PMU record on a STARS chip: not a ContextPmu
+            pmu = stars.values(pmu_record, info["block_dim"], device.end - device.start)
+        elif events:
             if pmu_record is not None:
                 block = int(pmu_record["block"]) or info["block_dim"]
                 pmu = pmu_values(events, int(pmu_record["total_cycle"]), [int(v) for v in pmu_record["pmu"]],
@@ -364,9 +425,26 @@ class AggregatorStage(Transform):
                 rows = self.rows[kind]
                 meta: dict[str, Any] = {"symbols": self.symbols.take_unsent()}
                 if kind == "task":
-                    events = next((list(f.get("pmu_events", [])) for f in self.devices.values()), [])
-                    meta["pmu_columns"] = pmu_columns(events) if events else []
+                    meta["pmu_columns"] = self._pmu_columns()
                 yield pack_rows(kind, chunk, "tasks", meta)
+
+    def _pmu_columns(self) -> list[str]:
+        first = next(iter(self.devices), None)
+        stars = self._stars_pmu(first) if first is not None else None
+        if stars is not None:
+            return stars.columns
+        events = next((list(f.get("pmu_events", [])) for f in self.devices.values()), [])
+        return pmu_columns(events) if events else []
+
+    def _stars_pmu(self, device: int) -> StarsPmu | None:
+        """The aic_/aiv_ PMU layout of a STARS device (None on other chips)."""
+        facts = self.devices.get(device, {})
+        if not is_stars(facts):
+            return None
+        layout = self.stars_pmu.get(device)
+        if layout is None or layout.facts is not facts:
+            layout = self.stars_pmu[device] = StarsPmu(facts)
+        return layout
 
     def _snapshot(self, final: bool) -> Iterator[Batch]:
         self.stats.changed = False
@@ -375,14 +453,22 @@ class AggregatorStage(Transform):
         yield pack_rows("api_statistic", self.stats.api_rows(), "stats", dict(meta))
 
     def _prune(self) -> None:
-        """Host context older than every task still to come is no longer needed."""
+        """Host context older than every task still to come is no longer needed, nor are flips and
+        execution windows older than every device task still to be named."""
         track_marks = [mark for stream, mark in self.watermarks.items() if "task_track" in stream]
-        if not track_marks:
-            return
-        low = min(track_marks)
-        if self.pending_host:
-            low = min(low, int(self.pending_host[0].record["ts_ns"]))
-        self.host.prune_before(low)
+        if track_marks:
+            low = min(track_marks)
+            if self.pending_host:
+                low = min(low, int(self.pending_host[0].record["ts_ns"]))
+            self.host.prune_before(low)
+        log_marks = [self.watermarks[stream] for stream in self.log_streams]
+        if log_marks:  # a device task not yet seen starts after its stream's mark, or is open in self.starts
+            device_low = min(log_marks + [q[0] for q in self.starts.values()]
+                             + [t.start for t in self.pending_device]
+                             + [t.start for q in self.device_ready.values() for t in q]
+                             + [t.start for q in self.static.waiting.values() for t, _ in q])
+            self.flips.prune_before(device_low)
+            self.static.prune_before(device_low)
 
     def tick(self, now: float) -> Iterable[Batch]:
         self._prune()
@@ -403,6 +489,9 @@ class AggregatorStage(Transform):
             self.ctx.reject("host task without a device task log", unmatched_host)
         if unmatched_device:
             self.ctx.reject("device task without a host task_track", unmatched_device)
+        if self.static.waiting_count():
+            self.ctx.reject("device task on a static model's stream without a load-time registration",
+                            self.static.waiting_count())
         for reason, table in (("PMU record without a device task", self.pmu),
                               ("task start log without an end", self.starts)):
             left = sum(len(q) for q in table.values())
@@ -421,6 +510,12 @@ class AggregatorStage(Transform):
 
     def accounting(self) -> dict[str, Any]:
         return {"records_in": self.records_in, "tasks_out": self.tasks_out, "unused": dict(self.unused)}
+
+
+def _replay(host: HostTask, model: int, iteration: int) -> HostTask:
+    """One execution of a task registered at model load."""
+    assert host.resolved is not None
+    return HostTask(host.record, host.arrived, {**host.resolved, "model_id": model, "iteration": iteration})
 
 
 def _take(table: dict[Any, deque[Any]], key: Any) -> Any:

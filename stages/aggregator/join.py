@@ -4,7 +4,8 @@ Host side: per thread, recent Node-level API intervals, node_basic_info, tensor_
 ModelExecute windows; a task_track takes the innermost ones that contain or precede its
 timestamp (spec §1.4 "Host ↔ device association"). Device side: start/end logs paired per
 (device, stream, task) in arrival order, batch ids from task-id flips, PMU records queued
-per (device, stream, task). Host and device tasks meet on (device, stream, task, batch).
+per (device, stream, task). Host and device tasks meet on (device, stream, task, batch); tasks of
+static models are named through their load-time registrations instead (static.py).
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ class TimedLog:
     def latest_at_or_before(self, ts: int) -> Any:
         position = bisect.bisect_right(self.times, ts)
         return self.items[position - 1] if position else None
+
+    def latest_entry_at_or_before(self, ts: int) -> tuple[int, Any] | None:
+        """(time, item) of the latest entry at or before ``ts``."""
+        position = bisect.bisect_right(self.times, ts)
+        return (self.times[position - 1], self.items[position - 1]) if position else None
 
 
 @dataclass
@@ -129,3 +135,13 @@ class FlipLog:
         log = self.flips.get((device, stream))
         found = log.latest_at_or_before(ts) if log else None
         return int(found) if found is not None else 0
+
+    def latest_between(self, device: int, stream: int, since: int, ts: int) -> int | None:
+        """Number of the last flip in [since, ts] on (device, stream), or None."""
+        log = self.flips.get((device, stream))
+        entry = log.latest_entry_at_or_before(ts) if log else None
+        return int(entry[1]) if entry is not None and entry[0] >= since else None
+
+    def prune_before(self, ts: int) -> None:
+        for log in self.flips.values():
+            log.prune_before(ts)

@@ -19,6 +19,7 @@ from stages.decoder.device import DeviceDecoder
 from stages.decoder.host import HostDecoder
 from stages.decoder.host_extra import ExtraHostDecoder
 from stages.decoder.legacy import LegacyDecoder
+from stages.decoder.stars import STARS_KINDS, StarsDecoder
 from stages.decoder.timebase import TimeBase
 
 SAMPLE_WAIT_S = 2.0  # how long a device's data waits for its sample.json (PMU event list) after its clocks
@@ -36,13 +37,15 @@ class DecoderStage(Transform):
         super().__init__(config, ctx)
         self.timebase = TimeBase()
         self.host = HostDecoder(self.timebase, self._reject)
-        self.device = DeviceDecoder(self.timebase, self._reject)
+        self.device = DeviceDecoder(self.timebase, self._reject, self._lost)
         self.host_extra = ExtraHostDecoder(self.timebase)
         self.legacy = LegacyDecoder(self.timebase, self._reject)
+        self.stars = StarsDecoder(self.timebase, self._reject)
         self.pending: list[Batch] = []
         self.records_in = 0
         self.decoded = 0
         self.rejected = 0
+        self.lost = 0  # records the device never delivered (counter gaps): reported, outside the one-for-one count
         self.announced: set[int] = set()
         self.clock_known_at: dict[int, float] = {}
         self.finishing = False
@@ -50,6 +53,10 @@ class DecoderStage(Transform):
     def _reject(self, reason: str, count: int, data: bytes = b"") -> None:
         self.rejected += count
         self.ctx.reject(reason, count, data)
+
+    def _lost(self, reason: str, count: int) -> None:
+        self.lost += count
+        self.ctx.reject(reason, count)
 
     def process(self, batch: Batch) -> Iterable[Batch]:
         if batch.kind == "control":
@@ -114,6 +121,8 @@ class DecoderStage(Transform):
                      "aic_frequency_mhz": float(info.get("aic_frequency") or 1000),
                      "hwts_frequency_mhz": float(info.get("hwts_frequency") or 100),
                      "metric": sample.get("ai_core_metrics", ""), "pmu_events": events,
+                     "aiv_num": int(info.get("aiv_num") or 0), "aiv_metric": sample.get("aiv_metrics", ""),
+                     "aiv_pmu_events": _event_ids(sample.get("aiv_profiling_events")),
                      "pid": int(info.get("pid") or 0), "hostname": info.get("hostname") or ""}
             yield Batch("device_info", 0, {"facts": facts})
 
@@ -127,6 +136,8 @@ class DecoderStage(Transform):
                 outputs = self.legacy.decode(kind, batch)
             elif kind in HOST_KINDS:
                 outputs = self.host.decode(kind, batch)
+            elif kind in STARS_KINDS:
+                outputs = self.stars.decode(kind, batch)
             else:
                 outputs = self.device.decode(kind, batch)
         except (ValueError, TypeError) as exc:  # bytes that slipped past framing: counted, never fatal
@@ -166,10 +177,23 @@ class DecoderStage(Transform):
         return {"pending_chunks": len(self.pending)}
 
     def accounting(self) -> dict[str, int]:
-        return {"records_in": self.records_in, "decoded": self.decoded, "rejected": self.rejected}
+        return {"records_in": self.records_in, "decoded": self.decoded, "rejected": self.rejected,
+                "lost_on_device": self.lost}
 
     def check(self) -> list[str]:
         if self.records_in != self.decoded + self.rejected:
             return [f"stage '{self.ctx.stage_id}': {self.records_in} records in but {self.decoded} decoded + "
                     f"{self.rejected} rejected"]
         return []
+
+
+def _event_ids(text: object) -> list[int]:
+    """`"0x8,0xa,…"` (sample.json) → event ids in counter-slot order; an id that is not hex ends the list
+    (the counters after it cannot be named)."""
+    ids: list[int] = []
+    for item in str(text or "").split(","):
+        try:
+            ids.append(int(item, 16))
+        except ValueError:
+            break
+    return ids

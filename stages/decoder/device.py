@@ -9,32 +9,45 @@ import numpy as np
 
 from pipeline.stage import Batch
 from stages.decoder import records
+from stages.decoder.counter import RollingCounters
 from stages.decoder.timebase import Clock, TimeBase
+from stages.decoder.ts_track import decode_ts_track
 from stages.formats import raw
 
 Reject = Callable[[str, int, bytes], None]
+Lost = Callable[[str, int], None]
 Output = list[tuple[str, "np.ndarray | Batch"]]
 _TLV_HEADER = struct.Struct("<BBH")
 
 
 class DeviceDecoder:
-    def __init__(self, timebase: TimeBase, reject: Reject) -> None:
+    def __init__(self, timebase: TimeBase, reject: Reject, lost: Lost) -> None:
         self.timebase = timebase
         self.reject = reject
+        self.lost = lost  # records the device never delivered (rolling counter gaps); not input records
+        self.counters = RollingCounters()
 
     def decode(self, kind: str, batch: Batch) -> Output:
         device = int(batch.meta["device"])
         clock = self.timebase.device_clock(device)
         assert clock is not None
+        if kind in ("hwts", "aicore"):
+            self._count_gaps(kind, str(batch.meta.get("stream")), batch.body)
         if kind == "hwts":
             return self._hwts(batch.body, device, clock)
         if kind == "aicore":
             return self._aicore(batch.body, device)
         if kind == "ts_track":
-            return self._ts_track(batch.body, device, clock)
+            return list(decode_ts_track(batch.body, device, clock, self.reject))
         if kind in ("mini_ts_track", "mini_aicore"):
             return self._mini(kind, batch.body, device, clock)
         raise ValueError(f"no decoder for {kind}")
+
+    def _count_gaps(self, kind: str, stream: str, body: bytes) -> None:
+        size = raw.HWTS_LOG.itemsize if kind == "hwts" else raw.AICORE_PMU.itemsize
+        missing = self.counters.missing(stream, np.frombuffer(body, np.uint8)[::size])
+        if missing:
+            self.lost(f"{kind}: records lost on the device (rolling counter gap)", missing)
 
     def _hwts(self, body: bytes, device: int, clock: Clock) -> Output:
         arr = np.frombuffer(body, dtype=raw.HWTS_LOG)
@@ -60,16 +73,6 @@ class DeviceDecoder:
         out["total_cycle"] = arr["total_cycle"]
         out["pmu"] = arr["pmu"]
         return [("pmu", out)]
-
-    def _ts_track(self, body: bytes, device: int, clock: Clock) -> Output:
-        arr = np.frombuffer(body, dtype=raw.TS_STEP_TRACE)
-        tags = arr["tag"]
-        steps = arr[tags == raw.TS_TAG_STEP_TRACE]
-        flips = np.frombuffer(body, dtype=raw.TS_TASK_FLIP)[tags == raw.TS_TAG_TASK_FLIP]
-        other = ~np.isin(tags, (raw.TS_TAG_STEP_TRACE, raw.TS_TAG_TASK_FLIP))
-        if other.any():
-            self.reject("ts_track: record tag not used", int(other.sum()), arr[other].tobytes())
-        return [("step", _steps(steps, device, clock)), ("flip", _flips(flips, device, clock))]
 
     def _mini(self, kind: str, body: bytes, device: int, clock: Clock) -> Output:
         by_tag: dict[int, list[bytes]] = {}
@@ -115,12 +118,3 @@ def _steps(arr: np.ndarray, device: int, clock: Clock) -> np.ndarray:
     out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
     return out
 
-
-def _flips(arr: np.ndarray, device: int, clock: Clock) -> np.ndarray:
-    out = np.zeros(len(arr), records.FLIP)
-    out["device_id"] = device
-    for name in ("flip_num", "task_id"):
-        out[name] = arr[name]
-    out["stream_id"] = arr["stream_id"] % 2048
-    out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
-    return out

@@ -35,6 +35,11 @@ AICORE = StreamKind("aicore", "fixed", 128, b"\xd3\x6b", 2)
 TS_TRACK = StreamKind("ts_track", "fixed", raw.TS_TRACK_SIZE)
 MINI_TS_TRACK = StreamKind("mini_ts_track", "tlv")
 MINI_AICORE = StreamKind("mini_aicore", "tlv")
+# STARS chips (spec §1.7, §6 D11): 0x6BD3 at bytes 2..3 is the resync anchor (the spec's collector view;
+# msprof's Python reader drops stars_soc records without it, its C++ reader does not look).
+STARS_SOC = StreamKind("stars_soc", "fixed", 64, b"\xd3\x6b", 2)
+STARS_SOC_V6 = StreamKind("stars_soc_v6", "fixed", 32, b"\xd3\x6b", 2)
+FFTS_PROFILE = StreamKind("ffts_profile", "fixed", 128, b"\xd3\x6b", 2)
 
 HOST_KINDS = {
     "api_event.data": API_EVENT,
@@ -89,4 +94,8 @@ def device_stream_kind(base: str, platform: int) -> tuple[StreamKind, int] | Non
         return (MINI_AICORE if mini else AICORE), device
     if kind == "ts_track.data":
         return (MINI_TS_TRACK if mini else TS_TRACK), device
+    if kind == "stars_soc.data" and platform in raw.STARS_PLATFORMS:
+        return (STARS_SOC_V6 if platform in raw.STARS_V6_PLATFORMS else STARS_SOC), device
+    if kind == "ffts_profile.data" and platform in raw.STARS_PLATFORMS - raw.STARS_V6_PLATFORMS:
+        return FFTS_PROFILE, device  # chip v6 writes another PMU layout (not decoded)
     return None

@@ -38,6 +38,7 @@ LEVEL_TRACE_PREFIX = {
 ACL_API_CLASS = {1: "ACL_OP", 2: "ACL_MODEL", 3: "ACL_RTS", 4: "ACL_OTHERS", 5: "ACL_NN", 6: "ACL_ASCENDC",
                  7: "HOST_HCCL", 9: "ACL_DVPP", 10: "ACL_GRAPH", 11: "ACL_ATB"}
 MODEL_EXECUTE_TYPE = 1  # level 15000 event type of the ModelExecute begin/end pair (spec §6 D4)
+MODEL_LOAD_TYPE = 2  # level 15000 event type of the ModelLoad pair; its request id 0 marks a static graph (§6 D4)
 
 # GE task types of node_basic_info (spec §1.4).
 GE_TASK_TYPES = ("AI_CORE", "AI_CPU", "AI_VECTOR_CORE", "WRITE_BACK", "MIX_AIC", "MIX_AIV", "FFTS_PLUS",
@@ -80,6 +81,7 @@ MSPROFTX = _packed(_HOST_HEADER + [("info_type", "<u2"), ("res0", "<u2"), ("res1
 HWTS_LOG = _packed([("head", "u1"), ("task_type", "u1"), ("marker", "<u2"), ("block_id", "<u2"),
                     ("task_id", "<u2"), ("syscnt", "<u8"), ("stream_id", "<u4"), ("reserved", "u1", (44,))], 64)
 HWTS_TASK_START, HWTS_TASK_END = 0, 1
+HWTS_CNT_SHIFT, HWTS_CNT_MODULO = 4, 16  # byte 0 bits 4–7 of hwts.data / aicore.data: 4-bit rolling counter
 
 AICORE_PMU = _packed([("head", "u1"), ("byte1", "u1"), ("marker", "<u2"), ("rsv", "<u2"), ("task_id", "<u2"),
                       ("rsv2", "<u4"), ("rsv3", "<u4"), ("total_cycle", "<u8"), ("ov_cycle", "<u8"),
@@ -92,8 +94,21 @@ TS_STEP_TRACE = _packed([("mode", "u1"), ("tag", "u1"), ("buf_size", "<u2"), ("r
 TS_TASK_FLIP = _packed([("mode", "u1"), ("tag", "u1"), ("buf_size", "<u2"), ("reserved", "<u4"),
                         ("timestamp", "<u8"), ("stream_id", "<u2"), ("flip_num", "<u2"), ("rsv", "<u2"),
                         ("task_id", "<u2"), ("pad", "u1", (16,))], 40)
-TS_TAG_STEP_TRACE, TS_TAG_TASK_FLIP = 10, 14
+TS_MEMCPY = _packed([("mode", "u1"), ("tag", "u1"), ("buf_size", "<u2"), ("reserved", "<u4"),
+                     ("timestamp", "<u8"), ("stream_id", "<u2"), ("task_id", "<u2"), ("task_state", "u1"),
+                     ("rsv", "u1"), ("rsv2", "<u2"), ("rsv3", "<u8", (2,))], 40)
+TS_TASK_TYPE = _packed([("mode", "u1"), ("tag", "u1"), ("buf_size", "<u2"), ("reserved", "<u4"),
+                        ("timestamp", "<u8"), ("stream_id", "<u2"), ("task_id", "<u2"), ("task_type", "<u2"),
+                        ("task_state", "u1"), ("rsv", "u1"), ("rsv2", "<u8", (2,))], 40)
+TS_BLOCK_NUM = _packed([("mode", "u1"), ("tag", "u1"), ("buf_size", "<u2"), ("reserved", "<u4"),
+                        ("timestamp", "<u8"), ("stream_id", "<u2"), ("task_id", "<u2"), ("block_num", "<u4"),
+                        ("pad", "u1", (16,))], 40)
+# Tag 13 is the older firmware's flip record (same layout as 14); msprof reads neither tag 13 nor anything
+# but 14 for batch ids (msparser/step_trace/ts_track_parser.py TS_TASK_FLIP_OLD has no reader).
+TS_TAG_STEP_TRACE, TS_TAG_TS_MEMCPY, TS_TAG_TASK_TYPE, TS_TAG_TASK_FLIP_OLD, TS_TAG_TASK_FLIP, TS_TAG_BLOCK_NUM = \
+    10, 11, 12, 13, 14, 15
 TS_TRACK_SIZE = 40
+STEP_TAG_MODEL_START, STEP_TAG_MODEL_END = 0, 1  # step-trace tag ids (spec §1.7)
 
 # Ascend 310 ("mini", platform 0): ts_track.data / aicore.data are TLV streams (spec §6 D5).
 MINI_TIMELINE = _packed([("mode", "u1"), ("tag", "u1"), ("buf_size", "<u2"), ("reserved", "<u4"),
@@ -114,3 +129,28 @@ PMU_EVENT_SETS = {
     "Memory": (0x15, 0x16, 0x31, 0x32, 0xF, 0x10, 0x12, 0x13),
     "ResourceConflictRatio": (0x64, 0x65, 0x66),
 }
+
+# Device, STARS class (910B and later, spec §1.7, §6 D11). First u16 of every record: bits 0–5 funcType,
+# bits 6–9 rolling counter, bits 10–15 sqe type (ACSQ logs); u16 @2 = 0x6BD3 as on HWTS chips.
+STARS_MARKER = HWTS_MARKER
+STARS_PLATFORMS = frozenset({5, 7, 8, 11, 15, 16})  # chip v4 (910B), v1.1.x, v6 (spec §1.8)
+STARS_V6_PLATFORMS = frozenset({15, 16})  # 32-byte stars_soc records
+ACSQ_START, ACSQ_END = 0b000000, 0b000001
+CONTEXT_PMU, BLOCK_PMU = 0b101000, 0b101001
+SQE_AI_CORE, SQE_AI_CPU, SQE_AI_VECTOR_CORE = 0, 1, 2
+# FFTS types: 0 plain AI Core task, 4 FFTS+, 5 MIX AIC; msprof reads any other value as a plain AI Vector
+# Core task (the value itself is not named in public code; the simulator writes 1).
+FFTS_TYPE_AIC, FFTS_TYPE_AIV, FFTS_TYPE_PLUS, FFTS_TYPE_MIX_AIC = 0, 1, 4, 5
+SUBTASK_AIC, SUBTASK_MIX_AIC, SUBTASK_MIX_AIV = 0, 6, 7
+
+ACSQ_LOG = _packed([("head", "<u2"), ("marker", "<u2"), ("stream_id", "<u2"), ("task_id", "<u2"),
+                    ("timestamp", "<u8"), ("rsv4", "<u2"), ("acc_acsq", "<u2"), ("reserved", "<u4", (11,))], 64)
+ACSQ_LOG_V6 = _packed([("head", "<u2"), ("marker", "<u2"), ("task_id", "<u4"), ("timestamp", "<u8"),
+                       ("rsv4", "<u2"), ("acc_acsq", "<u2"), ("reserved", "<u4", (3,))], 32)
+# ffts_profile.data: ContextPmu and BlockPmu share one shape. Byte 20 is BlockPmu's coreType (bit 0) and
+# coreId (bits 1–7); the FFTS type is bits 5–7 of byte 21 in both (ContextPmu: bits 13–15 of the u16 @20).
+FFTS_PMU = _packed([("head", "<u2"), ("marker", "<u2"), ("stream_id", "<u2"), ("task_id", "<u2"), ("rsv", "<u8"),
+                    ("subtask", "<u2"), ("subtask_id", "<u2"), ("core", "u1"), ("ffts", "u1"),
+                    ("thread_id", "<u2"), ("rsv2", "<u4"), ("sub_block_id", "<u2"), ("block_id", "<u2"),
+                    ("total_cycle", "<u8"), ("ov_cycle", "<u8"), ("pmu", "<u8", (8,)), ("start_cnt", "<u8"),
+                    ("end_cnt", "<u8")], 128)

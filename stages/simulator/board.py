@@ -15,11 +15,27 @@ timeline per image, all on one thread (intervals nest, never partially overlap):
     msproftx range "postprocess"
 
 Device tasks run in launch order: each starts after its launch (+ submit latency) and after the
-previous task ends, so tasks never overlap on a stream. Model load reports graph_id_map, each aclrtMemcpy
-a memcpy_info inside its MemCopySync.
+previous task ends, so tasks never overlap on a stream. Device streams per chip: the 310's TS
+timeline TLV streams, the 910's HWTS log and AI Core PMU, the 910B's STARS ACSQ log and FFTS
+context PMU (spec §6 D5, D11); ts_track step trace and task-id flips on the 910 and 910B. Model load
+reports graph_id_map, each aclrtMemcpy a memcpy_info inside its MemCopySync.
 
-Layout "legacy" writes the same run as CANN 5/6 did (stages/simulator/legacy.py): no host/ folder,
-AclModule / Framework / Runtime files beside the device data, no msproftx.
+That is "launch" mode (single-op / dynamic execution: op information at every launch). In "static"
+mode the app runs an offline model (.om): GE and the runtime report every op and task once, at model
+load, and each aclmdlExecute replays the same stream / task / batch ids on the device (spec §6 D4):
+
+    aclmdlLoadFromFile ⊃ ModelLoad event begin … end (requestId 0 = static graph, itemId = model id)
+        runtime ModelBindStream per model stream
+        per op: node "launch" ⊃ node_basic_info, tensor_info, runtime KernelLaunch ⊃ task_track
+    aclmdlExecute ⊃ ModelExecute event pair ⊃ runtime ModelExecute, StreamSynchronize (no task_track)
+
+When the load crosses a 16-bit task-id wrap, the runtime's FLIP task lands in the model's stream
+(hicann/runtime engine.cc sends it after the task with the last id, sink streams included), so the
+device writes the same task-flip record, with the same flip number, on every execution.
+
+Layout "legacy" writes the same launch-mode run as CANN 5/6 did (stages/simulator/legacy.py): no host/
+folder, AclModule / Framework / Runtime files beside the device data, no msproftx. Static mode is not
+simulated in that layout (run.py refuses the combination).
 """
 
 from __future__ import annotations
@@ -34,9 +50,20 @@ from stages.simulator import legacy, names
 from stages.simulator import records as rec
 from stages.simulator.timebase import TimeBase
 from stages.simulator.truth import Truth
-from stages.simulator.workload import AI_CORE_NUM, AIC_MHZ, MODEL_ID, Chip, OpTable, hash_name, sample_durations_us
+from stages.simulator.workload import (
+    AI_CORE_NUM,
+    AIV_NUM,
+    MODEL_ID,
+    Chip,
+    OpTable,
+    aic_mhz,
+    hash_name,
+    sample_durations_us,
+)
 
 US = 1000  # ns
+Mode = Literal["launch", "static"]
+MODES = ("launch", "static")
 TASK_ID_LIMIT = 0x10000
 APP_PID, APP_TID = 14250, 14263
 PMU_CYCLES_PER_ICACHE_REQ = 40
@@ -62,7 +89,8 @@ INPUT_BYTES, OUTPUT_BYTES = 260 * 260 * 3, 5972 * 6 * 4  # one uint8 NHWC image;
 
 
 def device_streams(chip: str, device_id: int) -> tuple[str, ...]:
-    bases = ("hwts.data", "aicore.data", "ts_track.data") if chip == "cloud" else ("ts_track.data", "aicore.data")
+    bases = {"cloud": ("hwts.data", "aicore.data", "ts_track.data"), "mini": ("ts_track.data", "aicore.data"),
+             "910b": ("stars_soc.data", "ffts_profile.data", "ts_track.data")}[chip]
     return tuple(f"{base}.{device_id}" for base in bases)
 
 
@@ -125,20 +153,36 @@ Emission = dict[str, rec.Chunk]
 Part = tuple[np.ndarray, np.ndarray]  # (emit times, records)
 
 
+@dataclass
+class Launches:
+    """The host side of launching every op once, in op order."""
+
+    node_e: np.ndarray  # Node API ends
+    track_ts: np.ndarray  # task_track timestamps (host ns)
+    ids: np.ndarray  # task ids
+    batches: np.ndarray  # batch ids
+    flips: list[tuple[int, int]]  # (op index a FLIP task precedes, its new batch)
+    api_parts: list[Part]  # Node and runtime launch APIs
+    records: Emission  # node_basic_info, tensor_info, task_track
+
+
 class Board:
     def __init__(self, chip: Chip, seed: int, timebase: TimeBase, *, device_id: int = 0,
-                 first_task_id: int = 0, layout: Layout = "current") -> None:
+                 first_task_id: int = 0, mode: Mode = "launch", layout: Layout = "current") -> None:
         self.chip = chip
+        self.mode = mode
         self.legacy = layout == "legacy"
+        self.loaded: Launches | None = None  # static mode: the tasks registered at model load
         self.tb = timebase
         self.device_id = device_id
         self.table = OpTable.build(chip)
-        self.truth = Truth(self.table.ops, device_id)
+        self.truth = Truth(self.table.ops, device_id, timebase.ns_per_tick)
+        self.truth.mode = mode
         self.rng = np.random.default_rng(seed)
         self.now = timebase.host_mono0 + 1500 * US  # host time of the next action
         self.device_free = int(timebase.ticks_at(self.now))
         streams = sorted(set(self.table.stream_id.tolist()))
-        self.task_ids = {s: TaskIds(chip == "cloud", first_task_id % TASK_ID_LIMIT) for s in streams}
+        self.task_ids = {s: TaskIds(chip != "mini", first_task_id % TASK_ID_LIMIT) for s in streams}
         self.hwts_cnt = self.aic_cnt = 0
         self._precompute()
 
@@ -147,8 +191,9 @@ class Board:
         self.op_hash = np.array([hash_name(op.name) for op in ops], np.uint64)
         self.type_hash = np.array([hash_name(op.op_type) for op in ops], np.uint64)
         self.kernel_hash = np.array([hash_name(op.kernel_name) for op in ops], np.uint64)
-        self.ge_task_type = np.where(t.is_aicpu, 1, 0)  # GE task type: AI_CORE 0 / AI_CPU 1
-        self.rt_task_type = np.where(t.is_aicpu, names.TASK_KERNEL_AICPU, names.TASK_KERNEL_AICORE)
+        self.ge_task_type = np.select([t.is_aicpu, t.is_aiv], [1, 2], 0)  # GE: AI_CORE 0, AI_CPU 1, AI_VECTOR_CORE 2
+        self.rt_task_type = np.select([t.is_aicpu, t.is_aiv], [names.TASK_KERNEL_AICPU, names.TASK_KERNEL_AIVEC],
+                                      names.TASK_KERNEL_AICORE)
         self.rt_api_type = np.where(t.is_aicpu, names.RUNTIME_APIS["CpuKernelLaunch"],
                                     names.RUNTIME_APIS["KernelLaunch"])
         rows, row_op, row_num = [], [], []
@@ -167,7 +212,8 @@ class Board:
         self.tensor_row_num = np.array(row_num)
         self.args_size = np.array([64 + 8 * (len(op.inputs) + len(op.outputs)) for op in ops])
         self.aicore = ~t.is_aicpu
-        self.busy_cores = np.minimum(t.block_dim, AI_CORE_NUM[self.chip])  # cores a task keeps busy
+        cores = np.where(t.is_aiv, AIV_NUM[self.chip], AI_CORE_NUM[self.chip])
+        self.busy_cores = np.minimum(t.block_dim, cores)  # cores a task keeps busy
 
     # ---- run phases -----------------------------------------------------------------------------
 
@@ -188,17 +234,34 @@ class Board:
         cursor = begin + 300 * US
         for api in ("StreamCreate", "StreamCreate", "DevMalloc", "DevMalloc", "DevMalloc"):
             cursor = self._runtime(host, api, cursor, self._draw_us(30, 6), 0) + self._draw_us(800, 100)
+        emission: Emission = {}
+        api_parts: list[Part] = []
+        if self.mode == "static":
+            cursor, api_parts, emission = self._register_model(host, cursor)
         end = cursor + self._draw_us(36_000, 2_000)
         self._acl(host, "aclmdlLoadFromFile", begin, end)
         self.now = end + 500 * US
         ops = self.table.ops
         strings = sorted({op.name for op in ops} | {op.op_type for op in ops} | {op.kernel_name for op in ops}
                          | {MODEL_NAME})
-        emission: Emission = {API_EVENT: rec.merge([host.records()])}
+        emission[API_EVENT] = rec.merge([host.records(), *api_parts])
         emission[HASH_DIC] = rec.text_chunk(end, [f"{hash_name(s)}:{s}" for s in strings])
         emission[GRAPH_ID_MAP] = rec.merge([(np.array([end - 100 * US]), rec.graph_id_maps(
             APP_TID, end - 100 * US, hash_name(MODEL_NAME), GRAPH_ID, MODEL_ID))])
         return self._layout(emission)
+
+    def _register_model(self, host: _HostApis, begin: int) -> tuple[int, list[Part], Emission]:
+        """Static mode, inside aclmdlLoadFromFile: every op's task is created and reported once."""
+        load_begin = begin
+        cursor = begin + self._draw_us(40, 8)
+        for _ in sorted(set(self.table.stream_id.tolist())):
+            cursor = self._runtime(host, "ModelBindStream", cursor, self._draw_us(20, 4), 0) + self._draw_us(6, 1)
+        self.loaded = self._launch_ops(cursor, 0)
+        load_end = int(self.loaded.node_e[-1]) + self._draw_us(300, 50)
+        self.truth.add_api("model", "ModelLoad", 1, load_end - load_begin)
+        ts = np.array([load_begin, load_end])
+        load_event = (ts, rec.events(2, raw.LEVEL_MODEL, raw.MODEL_LOAD_TYPE, APP_TID, 0, ts, MODEL_ID))
+        return load_end + self._draw_us(200, 30), [load_event, *self.loaded.api_parts], dict(self.loaded.records)
 
     def unload_model(self) -> Emission:
         host = _HostApis()
@@ -271,13 +334,39 @@ class Board:
 
     def _execute(self, host: _HostApis, iteration: int, begin: int) -> tuple[int, list[Part], Emission]:
         """aclmdlExecute at `begin`: its end, its api_event parts, and every other stream's records."""
-        rng, t, n = self.rng, self.table, len(self.table)
+        if self.mode == "static":
+            return self._execute_static(host, iteration, begin)
         ev_begin = begin + self._draw_us(4, 0.5)
+        ops = self._launch_ops(ev_begin, iteration)
+        start, end = self._schedule(self.tb.ticks_at(ops.track_ts))
+        # Host: wait for the device, close the model execution.
+        sync_b = int(ops.node_e[-1]) + self._draw_us(1.5, 0.3)
+        acl_end, api_parts = self._finish_execute(host, iteration, begin, ev_begin, sync_b, end)
+        self.truth.flips += len(ops.flips)
+        out = dict(ops.records)
+        out.update(self._device_records(iteration, ops.ids, start, end, ops.flips))
+        return acl_end, api_parts + ops.api_parts, out
+
+    def _execute_static(self, host: _HostApis, iteration: int, begin: int) -> tuple[int, list[Part], Emission]:
+        """The loaded model runs again: one runtime ModelExecute, the device replays the registered tasks."""
+        assert self.loaded is not None, "static mode: load_model() first"
+        ev_begin = begin + self._draw_us(4, 0.5)
+        rt_b = ev_begin + self._draw_us(5, 1)
+        rt_end = self._runtime(host, "ModelExecute", rt_b, self._draw_us(16, 2), iteration)
+        start, end = self._schedule(np.full(len(self.table), self.tb.ticks_at(rt_end), np.int64))
+        sync_b = rt_end + self._draw_us(1.5, 0.3)
+        acl_end, api_parts = self._finish_execute(host, iteration, begin, ev_begin, sync_b, end)
+        self.truth.flips += len(self.loaded.flips)  # the model's own FLIP tasks run every time
+        return acl_end, api_parts, self._device_records(iteration, self.loaded.ids, start, end, self.loaded.flips)
+
+    def _launch_ops(self, after: int, reserve: int) -> Launches:
+        """Launch every op once from `after`: Node API ⊃ node_basic_info, tensor_info, runtime API ⊃ task_track."""
+        rng, t, n = self.rng, self.table, len(self.table)
         # Host launches: node API [s, s + L] ⊃ runtime API [rt_b, rt_e] ⊃ task_track.
         launch = np.where(t.is_aicpu, rng.normal(28, 4, n), rng.normal(17, 2.5, n))
         length = (np.maximum(launch, 9.0) * US).astype(np.int64)
         gap = rng.integers(400, 1500, n)
-        node_b = ev_begin + self._draw_us(5, 1) + np.concatenate(([0], np.cumsum(length[:-1] + gap[:-1])))
+        node_b = after + self._draw_us(5, 1) + np.concatenate(([0], np.cumsum(length[:-1] + gap[:-1])))
         node_e = node_b + length
         rt_b = node_b + 2000 + rng.integers(0, 300, n)
         rt_e = node_e - 1200
@@ -290,44 +379,23 @@ class Board:
             flips += [(int(idx[k]), int(batches[idx[k]])) for k in flip_at]
         flip_ops = np.array([op for op, _ in flips], np.int64)
         track_ts[flip_ops] += 1  # the flip task's track comes first, at rt_b + 1
-        # Device: start after launch + submit latency and after the previous task (running-max form).
-        dur = np.maximum(1, np.rint(sample_durations_us(t, rng) * self.tb.hwts_mhz)).astype(np.int64)
-        latency = np.where(t.is_aicpu, rng.integers(1500, 4000, n), rng.integers(150, 400, n))
-        dev_gap = rng.integers(20, 120, n)
-        ready = self.tb.ticks_at(track_ts) + latency
-        ready[0] = max(ready[0], self.device_free + dev_gap[0])
-        offset = np.concatenate(([0], np.cumsum(dur[:-1] + dev_gap[1:])))
-        start = np.maximum.accumulate(ready - offset) + offset
-        end = start + dur
-        self.device_free = int(end[-1])
-        self.truth.add_tasks(dur * self.tb.ns_per_tick)
-        # Host: wait for the device, close the model execution.
-        sync_b = int(node_e[-1]) + self._draw_us(1.5, 0.3)
-        sync_e = max(sync_b + 3 * US, int(self.tb.mono_at(end[-1])) + self._draw_us(10, 3))
-        self._runtime(host, "StreamSynchronize", sync_b, sync_e - sync_b, iteration)
-        ev_end = sync_e + self._draw_us(2, 0.3)
-        acl_end = self._acl(host, "aclmdlExecute", begin, ev_end + self._draw_us(4, 0.5))
-        self.truth.add_api("model", "ModelExecute", 1, ev_end - ev_begin)
         if not self.legacy:  # no node-level API before the current reporter
             self.truth.add_api("node", "launch", n, int(length.sum()))
         for core, api in ((False, "KernelLaunch"), (True, "CpuKernelLaunch")):
             sel = t.is_aicpu == core
             self.truth.add_api("runtime", api, int(sel.sum()), int((rt_e - rt_b)[sel].sum()))
-        self.truth.flips += len(flips)
-        ev_ts = np.array([ev_begin, ev_end])
         api_parts = [
-            (ev_ts, rec.events(2, raw.LEVEL_MODEL, raw.MODEL_EXECUTE_TYPE, APP_TID, iteration, ev_ts, MODEL_ID)),
             (node_e, rec.apis(n, raw.LEVEL_NODE, names.NODE_LAUNCH_TYPE, APP_TID, node_b, node_e, self.op_hash,
-                              iteration)),
-            (rt_e, rec.apis(n, raw.LEVEL_RUNTIME, self.rt_api_type, APP_TID, rt_b, rt_e, 0, iteration)),
+                              reserve)),
+            (rt_e, rec.apis(n, raw.LEVEL_RUNTIME, self.rt_api_type, APP_TID, rt_b, rt_e, 0, reserve)),
         ]
         if self.legacy:
-            out = legacy.tasks(legacy.streams(self.device_id), APP_TID, track_ts, t.stream_id, ids, batches,
-                               self.rt_task_type, self.ge_task_type, [op.name for op in t.ops], self.op_hash,
-                               [op.op_type for op in t.ops], t.block_dim, MODEL_ID, iteration, self.tensor_rows,
-                               self.tensor_row_op, self.tensor_row_num)
+            records = legacy.tasks(legacy.streams(self.device_id), APP_TID, track_ts, t.stream_id, ids, batches,
+                                   self.rt_task_type, self.ge_task_type, [op.name for op in t.ops], self.op_hash,
+                                   [op.op_type for op in t.ops], t.block_dim, MODEL_ID, reserve, self.tensor_rows,
+                                   self.tensor_row_op, self.tensor_row_num)
         else:
-            out = {
+            records = {
                 NODE_BASIC_INFO: rec.merge([(node_b + 600, rec.node_basic_infos(
                     n, APP_TID, node_b + 600, self.op_hash, self.ge_task_type, self.type_hash, t.block_dim))]),
                 TENSOR_INFO: rec.merge([(node_b[self.tensor_row_op] + 1100, rec.tensor_infos(
@@ -335,8 +403,34 @@ class Board:
                     self.tensor_row_num, self.tensor_rows))]),
                 TASK_TRACK: self._task_tracks(track_ts, t.stream_id, ids, batches, flips, rt_b),
             }
-        out.update(self._device_records(iteration, ids, start, end, flips))
-        return acl_end, api_parts, out
+        return Launches(node_e, track_ts, ids, batches, flips, api_parts, records)
+
+    def _schedule(self, submitted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Device start/end ticks: each task after its submission (+ latency) and after the previous task."""
+        rng, t, n = self.rng, self.table, len(self.table)
+        dur = np.maximum(1, np.rint(sample_durations_us(t, rng) * self.tb.hwts_mhz)).astype(np.int64)
+        latency = np.where(t.is_aicpu, rng.integers(1500, 4000, n), rng.integers(150, 400, n))
+        dev_gap = rng.integers(20, 120, n)
+        ready = submitted + latency
+        ready[0] = max(ready[0], self.device_free + dev_gap[0])
+        offset = np.concatenate(([0], np.cumsum(dur[:-1] + dev_gap[1:])))
+        start = np.maximum.accumulate(ready - offset) + offset
+        end = start + dur
+        self.device_free = int(end[-1])
+        self.truth.add_tasks(dur * self.tb.ns_per_tick)
+        return start, end
+
+    def _finish_execute(self, host: _HostApis, iteration: int, begin: int, ev_begin: int, sync_b: int,
+                        end: np.ndarray) -> tuple[int, list[Part]]:
+        """StreamSynchronize until the device is done, the ModelExecute event pair and aclmdlExecute."""
+        sync_e = max(sync_b + 3 * US, int(self.tb.mono_at(end[-1])) + self._draw_us(10, 3))
+        self._runtime(host, "StreamSynchronize", sync_b, sync_e - sync_b, iteration)
+        ev_end = sync_e + self._draw_us(2, 0.3)
+        acl_end = self._acl(host, "aclmdlExecute", begin, ev_end + self._draw_us(4, 0.5))
+        self.truth.add_api("model", "ModelExecute", 1, ev_end - ev_begin)
+        ev_ts = np.array([ev_begin, ev_end])
+        return acl_end, [(ev_ts, rec.events(2, raw.LEVEL_MODEL, raw.MODEL_EXECUTE_TYPE, APP_TID, iteration, ev_ts,
+                                            MODEL_ID))]
 
     def _task_tracks(self, track_ts: np.ndarray, stream: np.ndarray, ids: np.ndarray, batches: np.ndarray,
                      flips: list[tuple[int, int]], rt_b: np.ndarray) -> rec.Chunk:
@@ -357,9 +451,11 @@ class Board:
         """Total cycles and the 8 PipeUtilization counters of the AI Core tasks (op order)."""
         rng, sel = self.rng, self.aicore
         m = int(sel.sum())
-        cycles_per_tick = AIC_MHZ // self.tb.hwts_mhz
+        cycles_per_tick = aic_mhz(self.chip) // self.tb.hwts_mhz
         total = (dur[sel] * cycles_per_tick * self.busy_cores[sel] * rng.uniform(0.86, 0.96, m)).astype(np.int64)
         pipes = self.table.pipe[sel] * rng.uniform(0.95, 1.05, (m, 6))
+        if self.chip == "910b":
+            pipes[~self.table.is_aiv[sel], 0] = 0.0  # a 910B AI Core (cube core) has no vector pipe
         pmu = np.zeros((m, 8), np.uint64)
         pmu[:, :6] = np.minimum(total[:, None], (pipes * total[:, None]).astype(np.int64))
         req = (total / PMU_CYCLES_PER_ICACHE_REQ * rng.uniform(0.9, 1.1, m)).astype(np.int64)
@@ -377,6 +473,8 @@ class Board:
                                     t.stream_id[[0, -1]], ids[[0, -1]], np.array([0, 1]))
         steps = (mono(keypoints["timestamp"].astype(np.int64)), keypoints)
         task_type = np.where(t.is_aicpu, 1, 0)
+        if self.chip == "910b":
+            return self._stars_records(ids, start, end, flips, steps, total, pmu)
         if self.chip == "mini":
             return {
                 f"ts_track.data.{dev}": rec.merge([
@@ -410,4 +508,38 @@ class Board:
             f"hwts.data.{dev}": rec.merge([(mono(ticks[order]), hwts)]),
             f"aicore.data.{dev}": rec.merge([(mono(end[sel]), aic)]),
             f"ts_track.data.{dev}": rec.merge(track),
+        }
+
+    def _ts_track(self, steps: Part, start: np.ndarray, flips: list[tuple[int, int]]) -> rec.Chunk:
+        """ts_track.data of the 910B: step trace keypoints and a tag-14 flip before each wrapped task."""
+        track = [steps]
+        if flips:
+            at = np.array([op for op, _ in flips])
+            flip_ticks = start[at] - 1
+            track.append((self.tb.mono_at(flip_ticks), rec.task_flips(len(at), flip_ticks, self.table.stream_id[at],
+                                                                      np.array([b for _, b in flips]))))
+        return rec.merge(track)
+
+    def _stars_records(self, ids: np.ndarray, start: np.ndarray, end: np.ndarray, flips: list[tuple[int, int]],
+                       steps: Part, total: np.ndarray, pmu: np.ndarray) -> Emission:
+        """910B: ACSQ start/end logs, ContextPmu per AI Core / AI Vector Core task, ts_track steps and flips."""
+        t, dev, mono = self.table, self.device_id, self.tb.mono_at
+        ticks = np.concatenate((start, end))
+        order = np.argsort(ticks, kind="stable")
+        func = np.repeat([raw.ACSQ_START, raw.ACSQ_END], len(ids))[order]
+        both = np.concatenate((np.arange(len(ids)), np.arange(len(ids))))[order]
+        sqe = np.select([t.is_aicpu, t.is_aiv], [raw.SQE_AI_CPU, raw.SQE_AI_VECTOR_CORE], raw.SQE_AI_CORE)
+        acsq = rec.acsq_logs(func, sqe[both], t.stream_id[both], ids[both], ticks[order],
+                             rec.stars_cnt(self.hwts_cnt, len(order)))
+        self.hwts_cnt = (self.hwts_cnt + len(order)) % 16
+        sel = self.aicore
+        m = int(sel.sum())
+        ffts_type = np.where(t.is_aiv[sel], raw.FFTS_TYPE_AIV, raw.FFTS_TYPE_AIC)
+        context = rec.context_pmus(ffts_type, t.stream_id[sel], ids[sel], total, pmu, start[sel], end[sel],
+                                   rec.stars_cnt(self.aic_cnt, m))
+        self.aic_cnt = (self.aic_cnt + m) % 16
+        return {
+            f"stars_soc.data.{dev}": rec.merge([(mono(ticks[order]), acsq)]),
+            f"ffts_profile.data.{dev}": rec.merge([(mono(end[sel]), context)]),
+            f"ts_track.data.{dev}": self._ts_track(steps, start, flips),
         }

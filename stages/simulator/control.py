@@ -13,10 +13,10 @@ from typing import Any
 
 from stages.formats.raw import PMU_EVENT_SETS
 from stages.simulator.timebase import HOST_CPU_MHZ, TimeBase
-from stages.simulator.workload import AI_CORE_NUM, AIC_MHZ
+from stages.simulator.workload import AI_CORE_NUM, AIV_NUM, aic_mhz
 
 HOST_DEVICE_ID = "64"  # the host pseudo device (spec §6 D1/D2)
-PLATFORM_VERSION = {"mini": "0", "cloud": "1"}
+PLATFORM_VERSION = {"mini": "0", "cloud": "1", "910b": "5"}
 DRV_VERSION = 467732  # ≥ 467473: msprof exports the whole run (spec §6 D3)
 HOSTNAME = "atlas-sim"
 APP = "python3"
@@ -70,8 +70,9 @@ def _device_info(chip: str, device_id: int, tb: TimeBase) -> dict[str, Any]:
             "ctrl_cpu_endian_little": 1, "ts_cpu_core_num": 1 if mini else 4, "ai_cpu_core_num": ai_cpus,
             "ai_core_num": AI_CORE_NUM[chip], "ai_cpu_core_id": first_ai_cpu, "ai_core_id": 0,
             "aicpu_occupy_bitmap": ((1 << ai_cpus) - 1) << first_ai_cpu, "ctrl_cpu": "0",
-            "ai_cpu": ",".join(str(first_ai_cpu + i) for i in range(ai_cpus)), "aiv_num": 0,
-            "hwts_frequency": str(tb.hwts_mhz), "aic_frequency": str(AIC_MHZ), "aiv_frequency": str(AIC_MHZ)}
+            "ai_cpu": ",".join(str(first_ai_cpu + i) for i in range(ai_cpus)), "aiv_num": AIV_NUM[chip],
+            "hwts_frequency": str(tb.hwts_mhz), "aic_frequency": str(aic_mhz(chip)),
+            "aiv_frequency": str(aic_mhz(chip))}
 
 
 def info_json(chip: str, tb: TimeBase, pid: int, device_id: int | None) -> str:
@@ -94,13 +95,15 @@ def info_json(chip: str, tb: TimeBase, pid: int, device_id: int | None) -> str:
 
 
 def sample_json(chip: str, result_dir: str, device_id: int | None) -> str:
-    """Collection switches: task-based PipeUtilization, TS timeline on the 310, HWTS log on the 910."""
+    """Collection switches: task-based PipeUtilization, TS timeline on the 310, HWTS log on the 910 (the task
+    time switch on the 910B, whose STARS log replaces it); AI Vector Core PMU on the 910B (spec §6 D11)."""
     mini = chip == "mini"
     events = ",".join(f"0x{e:x}" for e in PMU_EVENT_SETS[AI_CORE_METRICS])
     return dump({
         "acl": "on", "ai_core_metrics": AI_CORE_METRICS, "ai_core_profiling": "on",
         "ai_core_profiling_events": events, "ai_core_profiling_mode": "task-based", "aicore_sampling_interval": 10,
-        "aicpuTrace": "on", "aiv_metrics": AI_CORE_METRICS, "aiv_profiling": "off", "aiv_profiling_events": events,
+        "aicpuTrace": "on", "aiv_metrics": AI_CORE_METRICS, "aiv_profiling": "on" if chip == "910b" else "off",
+        "aiv_profiling_events": events,
         "aiv_profiling_mode": "task-based", "aiv_sampling_interval": 10, "app": APP, "app_dir": "/home/app",
         "app_parameters": APP_PARAMETERS, "cpu_profiling": "off",
         "devices": HOST_DEVICE_ID if device_id is None else str(device_id), "host_profiling": 0,

@@ -33,18 +33,22 @@ RUNTIME_APIS = {
     "DevMalloc": 1014,
     "DevFree": 1015,
     "MemCopySync": 1020,
+    "ModelBindStream": 1036,
+    "ModelExecute": 1039,
     "CpuKernelLaunch": 1072,
 }
 
 # Runtime task types (task_track.taskType) and the task_track header type.
 TASK_KERNEL_AICORE, TASK_KERNEL_AICPU, TASK_FLIP = 0, 1, 98
-TASK_TYPES = {TASK_KERNEL_AICORE: "KERNEL_AICORE", TASK_KERNEL_AICPU: "KERNEL_AICPU", TASK_FLIP: "FLIP_TASK"}
+TASK_KERNEL_AIVEC = 66  # TS_TASK_TYPE_KERNEL_AIVEC (hicann/runtime task_base.hpp)
+TASK_TYPES = {TASK_KERNEL_AICORE: "KERNEL_AICORE", TASK_KERNEL_AICPU: "KERNEL_AICPU", TASK_FLIP: "FLIP_TASK",
+              TASK_KERNEL_AIVEC: "KERNEL_AIVEC"}
 TASK_TRACK_TYPE = 802
 
 # Node level (10000) and model level (15000) report types.
 NODE_BASIC_INFO_TYPE, TENSOR_INFO_TYPE, NODE_LAUNCH_TYPE = 0, 1, 5
 NODE_TYPES = {NODE_BASIC_INFO_TYPE: "node_basic_info", TENSOR_INFO_TYPE: "tensor_info", NODE_LAUNCH_TYPE: "launch"}
-MODEL_TYPES = {raw.MODEL_EXECUTE_TYPE: "ModelExecute"}
+MODEL_TYPES = {raw.MODEL_EXECUTE_TYPE: "ModelExecute", raw.MODEL_LOAD_TYPE: "ModelLoad"}
 MSPROFTX_TYPE = 0
 
 

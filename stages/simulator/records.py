@@ -272,3 +272,49 @@ def mini_event_counts(stream_id: ArrayLike, task_id: ArrayLike, pmu: np.ndarray,
     recs["timestamp"] = timestamp
     recs["block"] = block
     return recs
+
+
+def stars_cnt(first: int, n: int) -> np.ndarray:
+    """4-bit rolling record counter in bits 6–9 of the first u16 of STARS records."""
+    return ((first + np.arange(n)) % 16).astype(np.uint16) << 6
+
+
+def stars_ids(stream_id: np.ndarray, task_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(stream field, task field) of STARS records, in the three encodings of spec §1.7.
+
+    The encoding goes by task id (mod 3), so a task's start, end and PMU records agree and every
+    decoding rule runs on every run: plain; bit 12 set (task bits 13–15 in the stream field); bit 13
+    set (the low 12 bits of the two ids swapped). Stream ids are below 2048, as the rules assume.
+    """
+    stream, task = np.asarray(stream_id, np.int64), np.asarray(task_id, np.int64)
+    form = task % 3
+    stream_field = np.select([form == 1, form == 2], [0x1000 | (task & 0xE000) | stream, 0x2000 | (task & 0x0FFF)],
+                             stream)
+    task_field = np.select([form == 1, form == 2], [task & 0x1FFF, (task & 0xF000) | stream], task)
+    return stream_field.astype(np.uint16), task_field.astype(np.uint16)
+
+
+def acsq_logs(func_type: ArrayLike, sqe_type: ArrayLike, stream_id: np.ndarray, task_id: np.ndarray,
+              timestamp: ArrayLike, cnt: np.ndarray) -> np.ndarray:
+    """ACSQ task start (func type 0) / end (1) logs of stars_soc.data."""
+    recs = np.zeros(len(cnt), raw.ACSQ_LOG)
+    recs["head"] = np.asarray(func_type, np.uint16) | cnt | (np.asarray(sqe_type, np.uint16) << 10)
+    recs["marker"] = raw.STARS_MARKER
+    recs["stream_id"], recs["task_id"] = stars_ids(stream_id, task_id)
+    recs["timestamp"] = timestamp
+    return recs
+
+
+def context_pmus(ffts_type: ArrayLike, stream_id: np.ndarray, task_id: np.ndarray, total_cycle: ArrayLike,
+                 pmu: np.ndarray, start: ArrayLike, end: ArrayLike, cnt: np.ndarray) -> np.ndarray:
+    """ContextPmu records of ffts_profile.data (plain tasks: no FFTS+ context, subtask type 0)."""
+    recs = np.zeros(len(cnt), raw.FFTS_PMU)
+    recs["head"] = raw.CONTEXT_PMU | cnt
+    recs["marker"] = raw.STARS_MARKER
+    recs["stream_id"], recs["task_id"] = stars_ids(stream_id, task_id)
+    recs["ffts"] = np.asarray(ffts_type, np.uint8) << 5
+    recs["total_cycle"] = total_cycle
+    recs["pmu"] = pmu
+    recs["start_cnt"] = start
+    recs["end_cnt"] = end
+    return recs

@@ -17,13 +17,13 @@ from typing import cast
 
 import structlog
 
-from stages.simulator.board import APP_PID, LAYOUTS, Board, Layout
-from stages.simulator.timebase import TimeBase
+from stages.simulator.board import APP_PID, LAYOUTS, MODES, Board, Layout, Mode
+from stages.simulator.timebase import HWTS_MHZ, STARS_HWTS_MHZ, TimeBase
 from stages.simulator.truth import TRUTH_FILE
 from stages.simulator.workload import Chip
 from stages.simulator.writer import ProfWriter, Rate
 
-CHIPS = ("mini", "cloud")
+CHIPS = ("mini", "cloud", "910b")
 MIN_SLICE_BYTES = 1024
 TRUTH_REFRESH_NS = 1_000_000_000
 POLL_S = 0.01
@@ -34,11 +34,16 @@ log = structlog.get_logger()
 class Simulation:
     def __init__(self, out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rate = "realtime",
                  seed: int = 0, slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, *,
-                 first_task_id: int = 0, start_time_ns: int | None = None, layout: str = "current") -> None:
+                 first_task_id: int = 0, start_time_ns: int | None = None, mode: str = "launch",
+                 layout: str = "current") -> None:
         if chip not in CHIPS:
             raise ValueError(f"chip must be one of {CHIPS}, not {chip!r}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
+        if mode == "static" and layout == "legacy":
+            raise ValueError("static mode is not supported with the legacy layout (CANN 5/6 files): use one of them")
         self.layout = cast(Layout, layout)
         if rate not in ("realtime", "max"):
             raise ValueError(f"rate must be 'realtime' or 'max', not {rate!r}")
@@ -48,6 +53,7 @@ class Simulation:
         self.chip, self.iterations, self.rate, self.seed = cast(Chip, chip), iterations, rate, seed
         self.slice_bytes, self.burst_ns = slice_bytes, burst_ms * 1_000_000
         self.first_task_id, self.start_time_ns = first_task_id, start_time_ns
+        self.mode = cast(Mode, mode)
         self.iteration = 0
         self.records_written = 0
         self.prof_dir: Path | None = None
@@ -65,12 +71,13 @@ class Simulation:
         """Write the whole PROF directory (iterations = 0: until stopped); returns its path."""
         if should_stop is not None:
             self._should_stop = should_stop
-        tb = TimeBase(wall0_ns=self.start_time_ns if self.start_time_ns is not None else time.time_ns())
-        board = Board(self.chip, self.seed, tb, first_task_id=self.first_task_id, layout=self.layout)
+        tb = TimeBase(wall0_ns=self.start_time_ns if self.start_time_ns is not None else time.time_ns(),
+                      hwts_mhz=STARS_HWTS_MHZ if self.chip == "910b" else HWTS_MHZ)
+        board = Board(self.chip, self.seed, tb, first_task_id=self.first_task_id, mode=self.mode, layout=self.layout)
         writer = ProfWriter(self.out_dir, self.chip, tb, self.seed, self.slice_bytes, APP_PID, layout=self.layout)
         self.prof_dir = writer.prof_dir
-        log.info("simulator.start", prof_dir=str(writer.prof_dir), chip=self.chip, iterations=self.iterations,
-                 rate=self.rate, seed=self.seed, layout=self.layout)
+        log.info("simulator.start", prof_dir=str(writer.prof_dir), chip=self.chip, mode=self.mode,
+                 iterations=self.iterations, rate=self.rate, seed=self.seed, layout=self.layout)
         self._board, self._writer = board, writer
         self._wall0 = time.monotonic()
         self._next_burst = tb.host_mono0 + self.burst_ns
@@ -118,13 +125,16 @@ class Simulation:
 
 def simulate(out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rate = "realtime", seed: int = 0,
              slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, stop_event: threading.Event | None = None,
-             *, first_task_id: int = 0, start_time_ns: int | None = None, layout: str = "current") -> Path:
+             *, first_task_id: int = 0, start_time_ns: int | None = None, mode: str = "launch",
+             layout: str = "current") -> Path:
     """Write one PROF_ directory under `out_dir` (and `out_dir/simulator_truth.json`); returns its path.
 
     `first_task_id`: task ids already used on each stream when profiling starts (reach a 16-bit wrap
     sooner); `start_time_ns`: wall clock of the collection start (default now; fix it for byte-identical
-    control files); `layout`: "current" (CANN ≥ 6.3 reporter) or "legacy" (CANN 5/6 files, spec §1.5).
+    control files); `mode`: "launch" (op information at every launch) or "static" (an offline model
+    reports it once at load and every execution reuses its task ids, board.py); `layout`: "current"
+    (CANN ≥ 6.3 reporter) or "legacy" (CANN 5/6 files, spec §1.5; launch mode only).
     """
     sim = Simulation(out_dir, chip, iterations, rate, seed, slice_bytes, burst_ms, first_task_id=first_task_id,
-                     start_time_ns=start_time_ns, layout=layout)
+                     start_time_ns=start_time_ns, mode=mode, layout=layout)
     return sim.run(stop_event.is_set if stop_event is not None else None)

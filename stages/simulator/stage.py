@@ -2,7 +2,13 @@
 
 Example (YAML):
 
-    board: {type: simulator, chip: mini, iterations: 200, rate: realtime, seed: 0, output: board, layout: current}
+    board: {type: simulator, chip: mini, mode: launch, iterations: 200, rate: realtime, seed: 0, output: board,
+            layout: current}
+
+chip: mini = Ascend 310 (TS timeline), cloud = Ascend 910 (HWTS log), 910b = Ascend 910B (STARS log,
+FFTS context PMU with AI Core and AI Vector Core tasks; keep slice_bytes a multiple of 128 when
+msprof's Python parser is to read the directory, spec §6 D11). layout: legacy (CANN 5/6 files) runs
+in launch mode only.
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ class SimulatorStage(Source):
     outputs = ()
 
     class Config(StageConfig):
-        chip: Literal["mini", "cloud"] = "mini"  # mini = Ascend 310 (TS timeline), cloud = Ascend 910 (HWTS)
+        chip: Literal["mini", "cloud", "910b"] = "mini"  # Ascend 310 (TS timeline), 910 (HWTS), 910B (STARS)
+        mode: Literal["launch", "static"] = "launch"  # op info at every launch, or once at model load (.om)
         iterations: int = Field(200, ge=0)  # images to run; 0 = until stopped
         rate: Literal["realtime", "max"] = "realtime"  # pace to wall time, or write as fast as possible
         seed: int = 0  # same seed, same records
@@ -38,7 +45,8 @@ class SimulatorStage(Source):
             config = SimulatorStage.Config.model_validate(config)
         super().__init__(config, ctx)
         self.simulation = Simulation(ctx.resolve(config.output), config.chip, config.iterations, config.rate,
-                                     config.seed, config.slice_bytes, config.burst_ms, layout=config.layout)
+                                     config.seed, config.slice_bytes, config.burst_ms, mode=config.mode,
+                                     layout=config.layout)
 
     def batches(self) -> Iterator[Batch]:
         self.simulation.run()

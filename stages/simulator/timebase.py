@@ -2,7 +2,8 @@
 
 The host counter *is* CLOCK_MONOTONIC_RAW in ns (info.json CPU Frequency "1000.000000", host_start.log
 cntvct == clock_monotonic_raw), so host records carry monotonic ns directly. The device syscnt runs at
-100 MHz; dev_start.log.0 and host_start.log.0 pin one device tick to one host instant, so
+100 MHz (50 MHz on the 910B, spec §6 D11); dev_start.log.0 and host_start.log.0 pin one device tick to
+one host instant, so (at 100 MHz)
 
     mono_ns = host_mono0 + (syscnt - dev_cnt0) * 10
 
@@ -18,6 +19,7 @@ import numpy as np
 HOST_MONO0_NS = 93_784_512_345_678  # host CLOCK_MONOTONIC_RAW at collection start (≈ 26 h uptime)
 DEV_CNT0 = 9_211_408_337_120  # device syscnt at that instant (device booted earlier than the host counter)
 HWTS_MHZ = 100
+STARS_HWTS_MHZ = 50  # hwts_frequency of the 910B
 HOST_CPU_MHZ = "1000.000000"
 
 

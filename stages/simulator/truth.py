@@ -1,6 +1,7 @@
 """Ground truth of a simulated run: what an exact parser must find in the PROF directory.
 
-Device task durations are Δticks × 10 ns (exact integers), host API durations are end − begin ns,
+Device task durations are Δticks × ns_per_tick (10 ns at 100 MHz, 20 ns on the 910B's 50 MHz; exact
+integers), host API durations are end − begin ns,
 record counts are what the writer put on disk (text dictionaries count lines).
 """
 
@@ -20,9 +21,10 @@ TRUTH_FILE = "simulator_truth.json"
 
 
 class Truth:
-    def __init__(self, ops: tuple[Op, ...], device_id: int) -> None:
+    def __init__(self, ops: tuple[Op, ...], device_id: int, ns_per_tick: int = 10) -> None:
         self.ops = ops
         self.device_id = device_id
+        self.ns_per_tick = ns_per_tick
         n = len(ops)
         self.task_count = np.zeros(n, np.int64)
         self.task_total = np.zeros(n, np.int64)
@@ -34,7 +36,8 @@ class Truth:
         self.records: Counter[str] = Counter()
         self.slices: Counter[str] = Counter()
         self.iterations = 0
-        self.flips = 0
+        self.flips = 0  # task-flip records the device wrote
+        self.mode = "launch"
 
     def add_tasks(self, durations_ns: np.ndarray) -> None:
         """One execution of every op (durations in op order)."""
@@ -70,9 +73,10 @@ class Truth:
         return {
             "prof_dir": str(prof_dir),
             "chip": chip,
+            "mode": self.mode,
             "complete": complete,
             "iterations": self.iterations,
-            "ns_per_tick": 10,
+            "ns_per_tick": self.ns_per_tick,
             "op_statistic": self.op_statistic(),
             "api_statistic": [{"level": level, "api_name": name, "count": self.api_count[level, name],
                                "total_ns": self.api_total[level, name]} for level, name in sorted(self.api_count)],

@@ -4,7 +4,8 @@ A small SSD: AIPP, 8 conv blocks (Conv2D → BNInferenceD → Relu, MaxPoolV3 be
 with a class and a box conv each (Conv2D → TransData → Reshape), two Concats, Softmax, two Casts,
 then box decoding and NMS on the AI CPU. Input 1×260×260×3 (NHWC, uint8), 5972 anchors.
 Mean durations are chosen so that one aclmdlExecute takes ≈ 7 ms of device time on the 310,
-dominated by Conv2D and BNInferenceD as in the seed's op_statistic.
+dominated by Conv2D and BNInferenceD as in the seed's op_statistic. On the 910B-class chip the
+element-wise and layout ops (Relu, TransData, SoftmaxV2) run on the AI Vector Cores.
 """
 
 from __future__ import annotations
@@ -16,17 +17,21 @@ from typing import Literal
 
 import numpy as np
 
-Chip = Literal["mini", "cloud"]
-CoreType = Literal["AI_CORE", "AI_CPU"]
+Chip = Literal["mini", "cloud", "910b"]
+CoreType = Literal["AI_CORE", "AI_CPU", "AI_VECTOR_CORE"]
 
 # GE enums as msprof decodes them (tensor_info format / data type fields).
 FORMAT_NHWC, FORMAT_ND, FORMAT_NC1HWC0, FORMAT_FRACTAL_Z = 1, 2, 3, 4
 DT_FLOAT, DT_FLOAT16, DT_INT32, DT_UINT8 = 0, 1, 3, 4
 
-AI_CORE_NUM = {"mini": 2, "cloud": 32}
-AIC_MHZ = 1000  # AI Core clock (info.json aic_frequency)
+AI_CORE_NUM = {"mini": 2, "cloud": 32, "910b": 24}
+AIV_NUM = {"mini": 0, "cloud": 0, "910b": 48}  # AI Vector Cores (info.json aiv_num)
+AIC_MHZ = 1000  # AI Core clock (info.json aic_frequency) of the 310 and 910
+STARS_AIC_MHZ = 1800  # the 910B's
 # Device speed relative to the 310 (AI Core ops gain from 32 cores; AI CPU ops barely).
-SPEEDUP = {"mini": {"AI_CORE": 1.0, "AI_CPU": 1.0}, "cloud": {"AI_CORE": 0.3, "AI_CPU": 0.8}}
+SPEEDUP = {"mini": {"AI_CORE": 1.0, "AI_CPU": 1.0}, "cloud": {"AI_CORE": 0.3, "AI_CPU": 0.8},
+           "910b": {"AI_CORE": 0.22, "AI_CPU": 0.7, "AI_VECTOR_CORE": 0.25}}
+VECTOR_OP_TYPES = frozenset({"Relu", "TransData", "SoftmaxV2"})  # on the AI Vector Cores of a 910B
 
 AICORE_STREAM, AICPU_STREAM = 2, 3  # physical stream ids of the model's two streams
 MODEL_ID = 1
@@ -60,6 +65,10 @@ class Op:
         return f"te_{self.op_type.lower()}_{hash_name(self.name) % 0xFFFFFF:06x}"
 
 
+def aic_mhz(chip: str) -> int:
+    return STARS_AIC_MHZ if chip == "910b" else AIC_MHZ
+
+
 def hash_name(text: str) -> int:
     """Stable 63-bit id of a string (op names, op types, kernel names); never 0."""
     value = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") >> 1
@@ -85,11 +94,16 @@ def _blocks(out: Tensor, cores: int) -> int:
 class _Builder:
     def __init__(self, chip: Chip) -> None:
         self.cores = AI_CORE_NUM[chip]
+        self.vector_cores = AIV_NUM[chip]
         self.ops: list[Op] = []
 
     def core(self, name: str, op_type: str, ins: tuple[Tensor, ...], out: Tensor, mean_us: float) -> Tensor:
-        self.ops.append(Op(name, op_type, "AI_CORE", _blocks(out, self.cores), ins, (out,), mean_us,
-                           AICORE_STREAM))
+        if self.vector_cores and op_type in VECTOR_OP_TYPES:
+            self.ops.append(Op(name, op_type, "AI_VECTOR_CORE", _blocks(out, self.vector_cores), ins, (out,), mean_us,
+                               AICORE_STREAM))
+        else:
+            self.ops.append(Op(name, op_type, "AI_CORE", _blocks(out, self.cores), ins, (out,), mean_us,
+                               AICORE_STREAM))
         return out
 
     def cpu(self, name: str, op_type: str, ins: tuple[Tensor, ...], out: Tensor, mean_us: float) -> Tensor:
@@ -185,6 +199,7 @@ class OpTable:
     ops: tuple[Op, ...]
     mean_us: np.ndarray  # float64, chip speed-up applied
     is_aicpu: np.ndarray  # bool
+    is_aiv: np.ndarray  # bool: runs on the AI Vector Cores
     block_dim: np.ndarray  # int64
     stream_id: np.ndarray  # int64
     pipe: np.ndarray  # (n, 6) float64 PMU fractions
@@ -197,6 +212,7 @@ class OpTable:
             ops=ops,
             mean_us=np.array([op.mean_us * speed[op.core] for op in ops]),
             is_aicpu=np.array([op.core == "AI_CPU" for op in ops]),
+            is_aiv=np.array([op.core == "AI_VECTOR_CORE" for op in ops]),
             block_dim=np.array([op.block_dim for op in ops], dtype=np.int64),
             stream_id=np.array([op.stream_id for op in ops], dtype=np.int64),
             pipe=np.array([PIPE_PROFILE.get(op.op_type, DEFAULT_PROFILE) for op in ops]),

@@ -114,9 +114,10 @@ class ProfWriter:
 
 def simulate(out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rate = "realtime", seed: int = 0,
              slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, stop_event: threading.Event | None = None,
-             *, first_task_id: int = 0, start_time_ns: int | None = None, layout: str = "current") -> Path:
+             *, first_task_id: int = 0, start_time_ns: int | None = None, mode: str = "launch",
+             layout: str = "current") -> Path:
     """`stages.simulator.run.simulate`, also reachable from here (the `pipeline simulate` command)."""
     from stages.simulator.run import simulate as run_simulate  # run imports this module
 
     return run_simulate(out_dir, chip, iterations, rate, seed, slice_bytes, burst_ms, stop_event,
-                        first_task_id=first_task_id, start_time_ns=start_time_ns, layout=layout)
+                        first_task_id=first_task_id, start_time_ns=start_time_ns, mode=mode, layout=layout)

@@ -6,11 +6,16 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
-from chain import run_chain
+from chain import make_ctx, run_chain
 
+from stages.aggregator import AggregatorStage
+from stages.decoder import records
+from stages.formats import raw
 from stages.schema import SymbolTable, unpack_rows
 from stages.simulator.run import simulate
+from stages.simulator.workload import AICPU_STREAM
 
 
 def _op_statistic(batches: list) -> dict[tuple[str, str], tuple[int, int]]:
@@ -76,3 +81,47 @@ def test_tasks_carry_host_context(tmp_path: Path) -> None:
     assert all(r[14] > 0 for r in conv)  # connection id to the Node API
     assert pmu_columns[:2] == ["aicore_time(us)", "total_cycles"]
     assert all(r[22][0] is not None and 0 < r[22][0] <= (r[7] - r[6]) / 1000 * 1.01 for r in conv)
+
+
+def _device_stream(data: Path, base: str) -> list[Path]:
+    found = [p for p in data.glob(f"{base}.slice_*") if not p.name.endswith(".done")]
+    return sorted(found, key=lambda p: int(p.name.rsplit("_", 1)[1]))
+
+
+def test_records_lost_on_the_device_are_reported_and_the_rest_joined(tmp_path: Path) -> None:
+    """Take one AI CPU task's start and end log out of hwts.data, as a device that lost them would."""
+    prof = simulate(tmp_path / "board", chip="cloud", iterations=3, rate="max", seed=4)
+    data = prof / "device_0" / "data"
+    slices = _device_stream(data, "hwts.data.0")
+    logs = np.frombuffer(b"".join(p.read_bytes() for p in slices), raw.HWTS_LOG)
+    first = int(np.flatnonzero(logs["stream_id"] == AICPU_STREAM)[0])
+    assert logs["head"][first] & 7 == raw.HWTS_TASK_START and logs["task_id"][first + 1] == logs["task_id"][first]
+    kept = np.concatenate((logs[:first], logs[first + 2:]))
+    for path in slices:
+        path.unlink()
+        Path(f"{path}.done").unlink()
+    (data / "hwts.data.0.slice_0").write_bytes(kept.tobytes())
+    (data / "hwts.data.0.slice_0.done").write_text(f"filesize:{kept.nbytes}\n")
+
+    batches, figures = run_chain(prof, tmp_path / "out")
+    assert figures["rejected"] == {"hwts: records lost on the device (rolling counter gap)": 2,
+                                   "host task without a device task log": 1}
+    assert figures["decoder"]["lost_on_device"] == 2
+    assert figures["decoder"]["records_in"] == figures["decoder"]["decoded"] == figures["collector"][
+        "records_collected"]
+    truth = _truth(tmp_path / "board")
+    expected = {(t["op_type"], t["core_type"]): (t["count"], t["total_ns"]) for t in truth["op_statistic"]}
+    ours = _op_statistic(batches)
+    lost_op = [key for key in expected if ours[key] != expected[key]]
+    assert len(lost_op) == 1 and lost_op[0][1] == "AI_CPU" and ours[lost_op[0]][0] == expected[lost_op[0]][0] - 1
+
+
+def test_ts_track_kinds_without_outputs_are_counted_as_unused(tmp_path: Path) -> None:
+    agg = AggregatorStage(AggregatorStage.Config(), make_ctx("aggregate", tmp_path))
+    for kind, n in (("ts_memcpy", 2), ("ts_task_type", 3), ("ts_block_num", 1), ("ts_flip_old", 4)):
+        arr = np.zeros(n, records.DTYPES[kind])
+        list(agg.process(records.to_batch(kind, arr, {"stream": "ts_track.data.0", "device": 0})))
+    unused = agg.accounting()["unused"]
+    assert sorted(unused.values()) == [1, 2, 3, 4]
+    assert any("tag 13" in reason and count == 4 for reason, count in unused.items())
+    assert agg.ctx.rejected == {}

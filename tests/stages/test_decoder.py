@@ -110,3 +110,128 @@ def test_random_bytes_never_crash_and_every_record_is_accounted(kind: str, body:
         accounting = decoder.accounting()
         assert accounting["records_in"] == framed.count
         assert accounting["decoded"] + accounting["rejected"] == framed.count
+
+
+# -- ts_track tags on HWTS chips (spec §1.7) and the HWTS rolling counter ---------------------------
+
+TS_LAYOUTS = {raw.TS_TAG_STEP_TRACE: raw.TS_STEP_TRACE, raw.TS_TAG_TS_MEMCPY: raw.TS_MEMCPY,
+              raw.TS_TAG_TASK_TYPE: raw.TS_TASK_TYPE, raw.TS_TAG_TASK_FLIP_OLD: raw.TS_TASK_FLIP,
+              raw.TS_TAG_TASK_FLIP: raw.TS_TASK_FLIP, raw.TS_TAG_BLOCK_NUM: raw.TS_BLOCK_NUM}
+TS_KINDS = {raw.TS_TAG_STEP_TRACE: "step", raw.TS_TAG_TS_MEMCPY: "ts_memcpy", raw.TS_TAG_TASK_TYPE: "ts_task_type",
+            raw.TS_TAG_TASK_FLIP_OLD: "ts_flip_old", raw.TS_TAG_TASK_FLIP: "flip",
+            raw.TS_TAG_BLOCK_NUM: "ts_block_num"}
+TS_FIELDS = {"step": ("index_id", "model_id", "task_id", "tag_id"), "ts_memcpy": ("task_id", "task_state"),
+             "ts_task_type": ("task_id", "task_type", "task_state"), "ts_flip_old": ("flip_num", "task_id"),
+             "flip": ("flip_num", "task_id"), "ts_block_num": ("task_id", "block_num")}
+
+
+def _ts_record(tag: int, values: dict[str, int]) -> bytes:
+    rec = np.zeros(1, TS_LAYOUTS[tag])
+    rec["mode"], rec["tag"], rec["buf_size"] = 1, tag, raw.TS_TRACK_SIZE
+    for name, value in values.items():
+        rec[name] = value
+    return rec.tobytes()
+
+
+def test_every_ts_track_tag_decodes_into_its_own_kind(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    decoder = _decoder(tmp_path)
+    body = b"".join([
+        _ts_record(raw.TS_TAG_STEP_TRACE, {"timestamp": 1100, "index_id": 7, "model_id": 3, "stream_id": 2048 + 2,
+                                           "task_id": 9, "tag_id": raw.STEP_TAG_MODEL_END}),
+        _ts_record(raw.TS_TAG_TS_MEMCPY, {"timestamp": 1200, "stream_id": 4, "task_id": 10, "task_state": 2}),
+        _ts_record(raw.TS_TAG_TASK_TYPE, {"timestamp": 1300, "stream_id": 5, "task_id": 11, "task_type": 6,
+                                          "task_state": 1}),
+        _ts_record(raw.TS_TAG_TASK_FLIP_OLD, {"timestamp": 1400, "stream_id": 6, "flip_num": 2, "task_id": 0}),
+        _ts_record(raw.TS_TAG_TASK_FLIP, {"timestamp": 1500, "stream_id": 6, "flip_num": 3, "task_id": 0}),
+        _ts_record(raw.TS_TAG_BLOCK_NUM, {"timestamp": 1600, "stream_id": 7, "task_id": 12, "block_num": 48}),
+        _ts_record(raw.TS_TAG_STEP_TRACE, {"timestamp": 1700})[:1] + b"\x3d" + bytes(38),  # tag 61: not ts_track's
+    ])
+    out = {b.kind: records.from_batch(b) for b in decoder.process(_raw("ts_track", body, 40, device=0))}
+    assert sorted(out) == sorted(TS_KINDS.values())
+    step = out["step"][0]
+    assert (int(step["stream_id"]), int(step["index_id"]), int(step["model_id"]), int(step["tag_id"])) == (2, 7, 3, 1)
+    assert out["ts_memcpy"][["stream_id", "task_id", "task_state"]].tolist() == [(4, 10, 2)]
+    assert out["ts_task_type"][["stream_id", "task_id", "task_type", "task_state"]].tolist() == [(5, 11, 6, 1)]
+    assert out["ts_flip_old"][["stream_id", "flip_num"]].tolist() == [(6, 2)]
+    assert out["flip"][["stream_id", "flip_num"]].tolist() == [(6, 3)]
+    assert out["ts_block_num"][["stream_id", "task_id", "block_num"]].tolist() == [(7, 12, 48)]
+    assert [int(out[k]["ts_ns"][0]) - OFFSET for k in ("ts_memcpy", "ts_block_num")] == [6_000_002_000,
+                                                                                          6_000_006_000]
+    assert decoder.ctx.rejected == {"ts_track: unknown record tag": 1}
+    assert decoder.check() == []
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(rows=st.lists(st.tuples(st.sampled_from(sorted(TS_LAYOUTS)), st.integers(0, 2**12 - 1),
+                               st.integers(0, 2**32 - 1), st.integers(1000, 2**40)), min_size=1, max_size=30),
+       cut=st.integers(0, 30 * 40))
+def test_ts_track_fields_round_trip_across_a_slice_boundary(rows: list[tuple[int, int, int, int]],
+                                                            cut: int) -> None:
+    """Random field values, encoded with the raw layouts, cut at any byte (the next slice holds the rest).
+    Stream ids stay below 4096: bits 12/13 are the STARS packing (next test)."""
+    encoded, expected = [], []
+    for tag, small, large, ticks in rows:
+        kind = TS_KINDS[tag]
+        values = {name: (small if TS_LAYOUTS[tag][name].itemsize <= 2 else large) for name in TS_FIELDS[kind]}
+        values = {name: value % 256 if TS_LAYOUTS[tag][name].itemsize == 1 else value for name, value in values.items()}
+        encoded.append(_ts_record(tag, {"timestamp": ticks, "stream_id": small, **values}))
+        expected.append((kind, small % 2048, values, 6_000_000_000 + (ticks - 1000) * 10 + OFFSET))
+    data = b"".join(encoded)
+    cut = min(cut, len(data))
+    with tempfile.TemporaryDirectory() as folder:
+        decoder = _decoder(Path(folder))
+        first = frame(files.TS_TRACK, data[:cut], final=False)
+        second = frame(files.TS_TRACK, data[first.consumed:], final=True)
+        decoded: list[tuple[str, np.ndarray]] = []
+        for framed in (first, second):
+            if framed.count:
+                batch = Batch("raw", framed.count, {"kind": "ts_track", "stream": "ts_track.data.0", "device": 0},
+                              framed.records)
+                decoded += [(b.kind, r) for b in decoder.process(batch) for r in records.from_batch(b)]
+    assert len(decoded) == len(expected)
+    by_kind: dict[str, list[np.ndarray]] = {}
+    for kind, record in decoded:
+        by_kind.setdefault(kind, []).append(record)
+    for kind, stream, values, ts_ns in expected:  # within a kind, file order is kept
+        record = by_kind[kind].pop(0)
+        assert int(record["stream_id"]) == stream and int(record["ts_ns"]) == ts_ns
+        assert {name: int(record[name]) for name in values} == values
+
+
+def test_block_num_ids_undo_the_stars_packing(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Worked by hand from spec §1.7: bit 12 → task takes stream bits 13–15; bit 13 → stream and task swap halves."""
+    decoder = _decoder(tmp_path)
+    body = b"".join(_ts_record(raw.TS_TAG_BLOCK_NUM, {"stream_id": stream, "task_id": task, "block_num": 8})
+                    for stream, task in ((0x1000 | 0x2000 | 5, 0x0123),  # bit 12: stream 5, task 0x2123
+                                         (0x2000 | 0x0456, 0xA007),  # bit 13: stream 7, task 0xA456
+                                         (2048 + 9, 0xFFFF)))  # neither: low 11 bits of the stream
+    out = [records.from_batch(b) for b in decoder.process(_raw("ts_track", body, 40, device=0))]
+    assert out[0][["stream_id", "task_id"]].tolist() == [(5, 0x2123), (7, 0xA456), (9, 0xFFFF)]
+
+
+def _hwts(counters: list[int], task_id: int = 1) -> bytes:
+    arr = np.zeros(len(counters), raw.HWTS_LOG)
+    arr["head"] = (np.array(counters, np.uint8) << 4) | raw.HWTS_TASK_START
+    arr["marker"] = raw.HWTS_MARKER
+    arr["task_id"] = task_id
+    arr["syscnt"] = 2000
+    return arr.tobytes()
+
+
+def test_rolling_counter_gaps_are_reported_as_lost_records_per_stream(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    decoder = _decoder(tmp_path)
+    chunks = [("hwts.data.0", [14, 15, 0, 3]),  # 1 and 2 lost, across the 15 → 0 wrap
+              ("hwts.data.0", [4, 5, 9]),  # carried from the last chunk: 6, 7, 8 lost
+              ("hwts.aiv_data.0", [7, 8])]  # another stream keeps its own counter
+    for stream, counters in chunks:
+        batch = Batch("raw", len(counters), {"kind": "hwts", "stream": stream, "device": 0}, _hwts(counters))
+        list(decoder.process(batch))
+    pmu = np.zeros(3, raw.AICORE_PMU)
+    pmu["head"], pmu["marker"] = np.array([0, 1, 4], np.uint8) << 4, raw.HWTS_MARKER
+    list(decoder.process(Batch("raw", 3, {"kind": "aicore", "stream": "aicore.data.0", "device": 0}, pmu.tobytes())))
+    assert decoder.ctx.rejected == {"hwts: records lost on the device (rolling counter gap)": 5,
+                                    "aicore: records lost on the device (rolling counter gap)": 2}
+    accounting = decoder.accounting()
+    assert accounting["lost_on_device"] == 7  # never received: outside the one-for-one count
+    assert accounting["records_in"] == accounting["decoded"] == 12 and accounting["rejected"] == 0
+    assert decoder.check() == []

@@ -411,3 +411,39 @@ def test_cli_entry_point_in_writer(tmp_path: Path) -> None:
 
     prof = cli_simulate(tmp_path, chip="mini", iterations=1, rate="max", seed=3)
     assert PROF_NAME.match(prof.name) and (prof / "host" / "end_info").exists()
+
+
+def test_static_mode_reports_ops_once_at_load_and_replays_their_ids(tmp_path: Path) -> None:
+    from stages.simulator.writer import simulate as cli_simulate
+
+    prof = cli_simulate(tmp_path, chip="cloud", iterations=3, rate="max", seed=3, first_task_id=65_500,
+                        mode="static")
+    truth = json.loads((tmp_path / "simulator_truth.json").read_text())
+    assert truth["mode"] == "static"
+    host = _host(prof)
+    api = host["unaging.api_event.data"]
+    events = api[api["end"] == raw.EVENT_FLAG]
+    load = events[events["type"] == raw.MODEL_LOAD_TYPE]
+    assert len(load) == 2 and (load["reserve"] == 0).all() and (load["item_id"] == 1).all()  # static graph (D4)
+    begin, end = int(load["begin"].min()), int(load["begin"].max())
+    for base in ("unaging.compact.task_track", "unaging.compact.node_basic_info", "unaging.additional.tensor_info"):
+        ts = host[base]["timestamp"].astype(np.int64)
+        assert ((ts > begin) & (ts < end)).all(), base  # reported once, inside the load
+    node = api[(api["level"] == raw.LEVEL_NODE) & (api["end"] != raw.EVENT_FLAG)]
+    assert len(node) == len(OpTable.build("cloud")) and (node["reserve"] == 0).all()
+    types = _dictionary(prof, "unaging.additional.type_info_dic")
+    assert types[f"15000_{raw.MODEL_LOAD_TYPE}"] == "ModelLoad"
+    tracks = host["unaging.compact.task_track"]
+    assert (tracks["task_type"] == names.TASK_FLIP).sum() == 1  # the load crossed the wrap once
+    # The device replays the registered ids: the same (stream, task) sequence on every execution.
+    tasks = _device_tasks("cloud", prof / "device_0" / "data")
+    per_run = len(tasks) // 3
+    runs = [[(s, t) for s, t, _, _ in tasks[k * per_run:(k + 1) * per_run]] for k in range(3)]
+    assert runs[0] == runs[1] == runs[2]
+    registered = tracks[tracks["task_type"] != names.TASK_FLIP]
+    assert sorted(runs[0]) == sorted(zip(registered["stream_id"].tolist(), registered["task_id"].tolist(),
+                                         strict=True))
+    # The model's own FLIP task runs on every execution: one flip record each time, same number.
+    ts = _records(prof / "device_0" / "data", "ts_track.data.0", raw.TS_TASK_FLIP)
+    flips = ts[ts["tag"] == raw.TS_TAG_TASK_FLIP]
+    assert flips["flip_num"].tolist() == [1, 1, 1] == [1] * truth["task_flips"]

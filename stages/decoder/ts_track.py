@@ -1,0 +1,65 @@
+"""ts_track.data on HWTS-class chips: fixed 40-byte records, one decoded kind per tag (spec §1.7).
+
+Tag 10 step trace → ``step``, 11 TS memcpy → ``ts_memcpy``, 12 task type → ``ts_task_type``,
+13 old-format task flip → ``ts_flip_old``, 14 task flip → ``flip``, 15 block num → ``ts_block_num``.
+Any other tag is rejected. Stream ids keep their low 11 bits, as msprof's readers do; block num
+records first undo the STARS id packing (msprof's BlockNumBean applies StarsCommon to them on
+every chip; on HWTS chips, whose stream ids stay below 2048, it changes nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from stages.decoder import records
+from stages.decoder.timebase import Clock
+from stages.formats import raw
+
+Reject = Callable[[str, int, bytes], None]
+
+# tag → (raw layout, decoded kind, fields copied as they are besides stream id and time)
+_TAGS: dict[int, tuple[np.dtype, str, tuple[str, ...]]] = {
+    raw.TS_TAG_STEP_TRACE: (raw.TS_STEP_TRACE, "step", ("index_id", "model_id", "task_id", "tag_id")),
+    raw.TS_TAG_TS_MEMCPY: (raw.TS_MEMCPY, "ts_memcpy", ("task_id", "task_state")),
+    raw.TS_TAG_TASK_TYPE: (raw.TS_TASK_TYPE, "ts_task_type", ("task_id", "task_type", "task_state")),
+    raw.TS_TAG_TASK_FLIP_OLD: (raw.TS_TASK_FLIP, "ts_flip_old", ("flip_num", "task_id")),
+    raw.TS_TAG_TASK_FLIP: (raw.TS_TASK_FLIP, "flip", ("flip_num", "task_id")),
+    raw.TS_TAG_BLOCK_NUM: (raw.TS_BLOCK_NUM, "ts_block_num", ("task_id", "block_num")),
+}
+
+
+def decode_ts_track(body: bytes, device: int, clock: Clock, reject: Reject) -> list[tuple[str, np.ndarray]]:
+    """Every record of a chunk, split by tag into decoded arrays (unknown tags rejected)."""
+    tags = np.frombuffer(body, dtype=raw.TS_STEP_TRACE)["tag"]
+    unknown = ~np.isin(tags, list(_TAGS))
+    if unknown.any():
+        rows = np.frombuffer(body, dtype=raw.TS_STEP_TRACE)[unknown]
+        reject("ts_track: unknown record tag", int(unknown.sum()), rows.tobytes())
+    outputs: list[tuple[str, np.ndarray]] = []
+    for tag, (layout, kind, fields) in _TAGS.items():
+        selected = tags == tag
+        if not selected.any():
+            continue
+        arr = np.frombuffer(body, dtype=layout)[selected]
+        out = np.zeros(len(arr), records.DTYPES[kind])
+        out["device_id"] = device
+        out["stream_id"] = arr["stream_id"] % 2048
+        out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
+        for name in fields:
+            out[name] = arr[name]
+        if tag == raw.TS_TAG_BLOCK_NUM:
+            out["stream_id"], out["task_id"] = _stars_ids(arr["stream_id"], arr["task_id"])
+        outputs.append((kind, out))
+    return outputs
+
+
+def _stars_ids(stream: np.ndarray, task: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Stream and task ids packed the STARS way (spec §1.7, msprof parser_item/stars_common.h)."""
+    stream, task = stream.astype(np.int64), task.astype(np.int64)
+    bit12, bit13 = (stream & 0x1000) != 0, (stream & 0x2000) != 0
+    out_stream = np.where(~bit12 & bit13, (task & 0x0FFF) % 2048, stream % 2048)
+    out_task = np.where(bit12, (task & 0x1FFF) | (stream & 0xE000),
+                        np.where(bit13, (stream & 0x0FFF) | (task & 0xF000), task))
+    return out_stream, out_task
