@@ -65,8 +65,11 @@ def _cmd_graph(args: argparse.Namespace) -> int:
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from stages.simulator.writer import simulate
 
+    if args.mode == "static" and args.layout == "legacy":
+        raise UserError("--mode static is not supported with --layout legacy", "the legacy layout is launch mode only")
     prof = simulate(Path(args.out_dir), chip=args.chip, iterations=args.iterations, rate=args.rate, seed=args.seed,
-                    slice_bytes=args.slice_bytes, aic_metrics=args.aic_metrics, mode=args.mode)
+                    slice_bytes=args.slice_bytes, aic_metrics=args.aic_metrics, mode=args.mode,
+                    layout=args.layout)
     print(f"wrote {prof}")
     return 0
 
@@ -79,9 +82,10 @@ def _cmd_import(args: argparse.Namespace) -> int:
     if not prof.is_dir():
         raise UserError(f"import: {prof} is not a directory",
                         "pass a PROF_… directory written by CANN or the simulator")
-    if not ((prof / "host").is_dir() or any(prof.glob("device_*")) or any(prof.glob("PROF_*"))):
-        raise UserError(f"import: {prof} holds no host/ or device_N/ folder",
-                        "pass a PROF_… directory written by CANN or the simulator")
+    if not ((prof / "host").is_dir() or any(prof.glob("device_*")) or any(prof.glob("PROF_*"))
+            or (prof / "data").is_dir() or any(prof.glob("JOB*"))):
+        raise UserError(f"import: {prof} holds no host/ or device_N/ folder (nor a legacy JOB…/data/)",
+                        "pass a PROF_… (or legacy JOB…) directory written by CANN or the simulator")
     output = Path(args.output).expanduser() if args.output else prof / "pipeline_output"
     template = resources.files("pipeline") / "builtin_configs" / "import.yaml"
     with resources.as_file(template) as path:
@@ -145,6 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--slice-bytes", type=int, default=2 * 1024 * 1024, help="rotate slices at this size")
     sim.add_argument("--aic-metrics", default="PipeUtilization", choices=AIC_METRICS,
                      help="AI Core PMU metric group written in sample.json (spec §1.9)")
+    sim.add_argument("--layout", choices=("current", "legacy"), default="current",
+                     help="current = CANN ≥ 6.3 host reporter; legacy = CANN 5/6 AclModule/Framework/Runtime files")
     sim.set_defaults(func=_cmd_simulate)
 
     imp = sub.add_parser("import", help="run the same stages over a finished PROF_… directory")

@@ -16,6 +16,12 @@ iteration's time window (calls starting inside it or spanning its start), so a c
 chunk boundary counts twice and calls after the last iteration count nowhere. api_statistic then
 comes from a second msprof run on a copy holding only the host/ folder, which msprof exports whole.
 
+``--layout legacy`` simulates the CANN 5/6 files (AclModule, Framework, Runtime in device_0/data/).
+msprof's Python parser dropped them in 2023, so point ``--msprof-src`` at a checkout from before
+(e.g. github Ascend/msprof 96593dcfb, "code from hisi", 2022-11). That version exports one iteration
+per call and has no api_statistic: its acl_statistic (acl level) and runtime_api (runtime level) of a
+copy without the device data, which it exports whole, stand in for it.
+
 Exit status: 0 when every compared statistic is equal, 1 when not, 2 on a usage or setup error.
 """
 
@@ -39,6 +45,8 @@ MSPROF_MAX_ITERATIONS_PER_EXPORT = 5  # IterationRange.MAX_ITERATION_COUNT in ms
 # msprof_export.py prints this when it exports the whole run (not one iteration or step)
 MSPROF_WHOLE_RUN_MESSAGE = "All collected data will be exported"
 STAT_KINDS = ("op_statistic", "api_statistic")
+LEGACY_API_KINDS = ("acl_statistic", "runtime_api")  # msprof ≤ 2022: its api_statistic, level by level
+LEGACY_HOST_FILES = ("AclModule.", "Framework.", "Runtime.")  # host records in device_N/data before CANN 6.3
 
 
 class SetupError(Exception):
@@ -251,18 +259,19 @@ def run_logged(command: Sequence[str], log: Path, *, cwd: Path | None = None,
     return output
 
 
-def pipeline_executable() -> str:
-    beside = Path(sys.executable).with_name("pipeline")
-    found = str(beside) if beside.exists() else shutil.which("pipeline")
-    if not found:
-        raise SetupError("the `pipeline` command is not installed (pip install -e . in the project)")
-    return found
+PROJECT = Path(__file__).resolve().parents[1]
 
 
-def simulate(work: Path, chip: str, iterations: int, mode: str) -> Path:
+def pipeline_command() -> list[str]:
+    """`python -m pipeline`, run in the project beside this script (so its code is the one compared)."""
+    return [sys.executable, "-m", "pipeline"]
+
+
+def simulate(work: Path, chip: str, iterations: int, mode: str = "launch", layout: str = "current") -> Path:
     board = work / "board"
-    run_logged([pipeline_executable(), "simulate", str(board), "--chip", chip, "--mode", mode, "--iterations",
-                str(iterations), "--rate", "max", "--seed", "0"], work / "logs" / "simulate.log")
+    run_logged([*pipeline_command(), "simulate", str(board), "--chip", chip, "--mode", mode, "--iterations",
+                str(iterations), "--rate", "max", "--seed", "0", "--layout", layout], work / "logs" / "simulate.log",
+               cwd=PROJECT)
     prof_dirs = sorted(path for path in board.glob("PROF_*") if path.is_dir())
     if len(prof_dirs) != 1:
         raise SetupError(f"expected one PROF_… directory in {board}, found {len(prof_dirs)}")
@@ -270,14 +279,14 @@ def simulate(work: Path, chip: str, iterations: int, mode: str) -> Path:
 
 
 def import_ours(prof: Path, output: Path, log_dir: Path) -> None:
-    command = [pipeline_executable(), "import", str(prof), "--output", str(output)]
+    command = [*pipeline_command(), "import", str(prof), "--output", str(output)]
     try:
-        run_logged(command, log_dir / "pipeline_import.log")
+        run_logged(command, log_dir / "pipeline_import.log", cwd=PROJECT)
     except SetupError as first:
         print(f"pipeline import failed, retrying once in {IMPORT_RETRY_WAIT_S} s:\n{first}", flush=True)
         time.sleep(IMPORT_RETRY_WAIT_S)
         shutil.rmtree(output, ignore_errors=True)
-        run_logged(command, log_dir / "pipeline_import_retry.log")
+        run_logged(command, log_dir / "pipeline_import_retry.log", cwd=PROJECT)
 
 
 @dataclass(frozen=True)
@@ -328,7 +337,7 @@ def query_models(msprof: Msprof, prof: Path) -> list[tuple[int, int]]:
 def collect_exported_csvs(prof: Path, destination: Path) -> None:
     """Move the statistics CSVs an export wrote (new or old layout) out of the PROF copy."""
     destination.mkdir(parents=True)
-    for kind in STAT_KINDS:
+    for kind in (*STAT_KINDS, *LEGACY_API_KINDS):
         for path in sorted(prof.rglob(f"{kind}*.csv")):
             shutil.move(str(path), destination / f"{path.parent.name}__{path.name}")
 
@@ -347,31 +356,41 @@ class MsprofExport:
 
 
 def export_per_iteration(msprof: Msprof, prof: Path, exports: Path) -> list[Path]:
-    for kind in STAT_KINDS:  # drop the default export (first iteration only)
+    for kind in (*STAT_KINDS, *LEGACY_API_KINDS):  # drop the default export (first iteration only)
         for path in prof.rglob(f"{kind}*.csv"):
             path.unlink()
+    # msprof ≤ 2022 has no --iteration-count: one iteration per export
+    counted = "--iteration-count" in msprof.run(["export", "summary", "--help"], "msprof_export_help.log")
     folders: list[Path] = []
     for model_id, count in query_models(msprof, prof):
-        for first, size in iteration_chunks(count):
+        for first, size in iteration_chunks(count) if counted else [(i, 1) for i in range(1, count + 1)]:
             label = f"model{model_id}_iter{first}-{first + size - 1}"
             msprof.run(["export", "summary", "-dir", str(prof), "--model-id", str(model_id), "--iteration-id",
-                        str(first), "--iteration-count", str(size)], f"msprof_export_{label}.log")
+                        str(first), *(["--iteration-count", str(size)] if counted else [])],
+                       f"msprof_export_{label}.log")
             collect_exported_csvs(prof, exports / label)
             folders.append(exports / label)
     return folders
 
 
-def export_host_only(msprof: Msprof, source: Path, work: Path, exports: Path) -> Path:
-    """Run msprof on a copy of the PROF dir without device_* folders: it exports host data whole."""
+def _device_data(folder: str, names: list[str]) -> list[str]:
+    """copytree ignore: the device data of a legacy device folder (its host records stay)."""
+    if Path(folder).name != "data":
+        return []
+    return [name for name in names if not name.startswith(LEGACY_HOST_FILES)]
+
+
+def export_host_only(msprof: Msprof, source: Path, work: Path, exports: Path, layout: str = "current") -> Path:
+    """Run msprof on a copy of the PROF dir without device data: it exports host data whole."""
     prof = work / source.name
-    shutil.copytree(source, prof, ignore=shutil.ignore_patterns("device_*"))
+    shutil.copytree(source, prof, ignore=_device_data if layout == "legacy" else shutil.ignore_patterns("device_*"))
     msprof.run(["import", "-dir", str(prof)], "msprof_host_only_import.log")
     msprof.run(["export", "summary", "-dir", str(prof)], "msprof_host_only_export.log")
     collect_exported_csvs(prof, exports / "host_only")
     return exports / "host_only"
 
 
-def run_msprof(msprof: Msprof, prof: Path, work: Path) -> dict[str, MsprofExport]:
+def run_msprof(msprof: Msprof, prof: Path, work: Path, layout: str = "current") -> dict[str, MsprofExport]:
     """msprof's op_statistic and api_statistic exports for a fresh copy of ``prof``."""
     copy = work / "full" / prof.name
     shutil.copytree(prof, copy)  # msprof writes into the PROF dir: keep our input clean
@@ -383,13 +402,30 @@ def run_msprof(msprof: Msprof, prof: Path, work: Path) -> dict[str, MsprofExport
         return {kind: whole for kind in STAT_KINDS}
     chunks = export_per_iteration(msprof, copy, work / "exports")
     names = ", ".join(folder.name for folder in chunks)
-    host_only = export_host_only(msprof, prof, work / "host_only", work / "exports")
+    host_only = export_host_only(msprof, prof, work / "host_only", work / "exports", layout)
     return {
         "op_statistic": MsprofExport(chunks, f"msprof exports per iteration here; {len(chunks)} exports summed "
                                              f"({names}); Avg recomputed as Total/Count, Ratio(%) not compared"),
         "api_statistic": MsprofExport([host_only], "msprof exports per iteration here; api_statistic taken from "
                                                    "msprof run on a host-only copy (exported whole)"),
     }
+
+
+def legacy_api_table(folder: Path) -> StatTable:
+    """msprof ≤ 2022's acl_statistic (µs) and runtime_api (ns) as api_statistic rows (no Variance)."""
+    table = StatTable(has_extra=False)
+    spec = SPECS["api_statistic"]
+    for kind, level, columns, scale in (
+            ("acl_statistic", "acl", ("Count", "Time(us)", "Min(us)", "Max(us)", "Avg(us)"), 1.0),
+            ("runtime_api", "runtime", ("Calls", "Time(ns)", "Min(ns)", "Max(ns)", "Avg(ns)"), 1e-3)):
+        with single_csv(folder, kind).open(newline="", encoding="utf-8") as handle:
+            for record in csv.DictReader(handle):
+                where = f"{kind} {record['Name']}"
+                count, total, low, high, avg = (to_number(record[column], where) for column in columns)
+                table.rows[(level, record["Name"].strip())] = {
+                    spec.count_column: count, spec.total_column: total * scale, spec.min_column: low * scale,
+                    spec.max_column: high * scale, spec.avg_column: avg * scale}
+    return table
 
 
 def single_csv(folder: Path, kind: str) -> Path:
@@ -411,6 +447,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--chip", choices=("mini", "cloud", "910b"), default="cloud")
     parser.add_argument("--mode", choices=("launch", "static"), default="launch",
                         help="simulator mode: ops reported at every launch, or once at model load (.om)")
+    parser.add_argument("--layout", choices=("current", "legacy"), default="current",
+                        help="simulated host records: current reporter, or CANN 5/6 AclModule/Framework/Runtime files "
+                             "(msprof's Python parser read these until 2023: point --msprof-src at such a checkout)")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--work", type=Path,
                         help="working folder (default: a new temporary one); its board/, ours/, msprof/ "
@@ -419,6 +458,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.iterations < 1:
         parser.error("--iterations must be at least 1")
+    if args.mode == "static" and args.layout == "legacy":
+        parser.error("--mode static is not supported with --layout legacy")
     return args
 
 
@@ -433,8 +474,12 @@ def compare_all(ours_dir: Path, exports: dict[str, MsprofExport]) -> list[Compar
     for kind in STAT_KINDS:
         spec, export = SPECS[kind], exports[kind]
         ours = read_stat_csv(single_csv(ours_dir, kind), spec)
-        msprof = merge_stat_tables([read_stat_csv(single_csv(folder, kind), spec) for folder in export.folders],
-                                   spec)
+        if kind == "api_statistic" and not any(export.folders[0].glob(f"*{kind}*.csv")):
+            msprof = legacy_api_table(export.folders[0])  # msprof ≤ 2022
+            ours.has_extra = False
+        else:
+            msprof = merge_stat_tables([read_stat_csv(single_csv(folder, kind), spec)
+                                        for folder in export.folders], spec)
         comparison = compare_tables(ours, msprof, spec, note=export.description)
         report(comparison, ours, msprof)
         comparisons.append(comparison)
@@ -444,10 +489,10 @@ def compare_all(ours_dir: Path, exports: dict[str, MsprofExport]) -> list[Compar
 def run(args: argparse.Namespace, work: Path) -> int:
     prepare_work(work)
     logs = work / "logs"
-    prof = simulate(work, args.chip, args.iterations, args.mode)
+    prof = simulate(work, args.chip, args.iterations, args.mode, args.layout)
     import_ours(prof, work / "ours", logs)
-    exports = run_msprof(Msprof(args.msprof_script, logs), prof, work / "msprof")
-    print(f"\ncompared: chip {args.chip}, mode {args.mode}, {args.iterations} iterations, {prof}")
+    exports = run_msprof(Msprof(args.msprof_script, logs), prof, work / "msprof", args.layout)
+    print(f"\ncompared: chip {args.chip}, mode {args.mode}, {args.layout} layout, {args.iterations} iterations, {prof}")
     comparisons = compare_all(work / "ours" / "mindstudio_profiler_output", exports)
     print()
     for comparison in comparisons:

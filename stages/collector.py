@@ -3,6 +3,10 @@
 New slices are picked up as they appear and bytes as they are appended; a record split
 across device slices is carried over, a partial record at the end of a growing file waits.
 Each chunk is cut at record boundaries and names its stream, file, offset and count.
+
+Layouts (spec §1.1): `PROF_…/{host,device_N}/data/`, and the legacy `JOB…/` whose control files
+and `data/` sit in the job folder itself; that folder is then named `device_N` (N from its
+`info.json.N`) in everything the collector ships, as a PROF directory's device folder would be.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from pydantic import Field
 from pipeline.errors import UserError
 from pipeline.stage import Batch, Source, StageConfig
 from stages import framing
-from stages.formats.files import StreamKind, device_stream_kind, host_stream_kind, split_slice
+from stages.formats.files import StreamKind, device_stream_kind, host_stream_kind
+from stages.formats.legacy import SLICE_SEP, split_slice_name
 
 CONTROL_PREFIXES = ("info.json", "sample.json", "start_info", "end_info", "host_start.log", "dev_start.log")
 
@@ -35,9 +40,10 @@ class StreamState:
     buffer: bytes = b""  # read but not yet framed
     buffer_origin: tuple[int, int] = (0, 0)  # (slice, offset) of buffer[0]
     records: int = 0
+    sep: str = SLICE_SEP  # between base and slice index: `.slice_`, or `.` in legacy "infer" names
 
     def slice_path(self, index: int | None = None) -> Path:
-        return self.folder / f"{self.base}.slice_{self.slice_index if index is None else index}"
+        return self.folder / f"{self.base}{self.sep}{self.slice_index if index is None else index}"
 
 
 @dataclass
@@ -86,7 +92,8 @@ class CollectorStage(Source):
                 self.tree = ProfTree(root)
                 return
             if self._stop or time.monotonic() >= deadline:
-                what = "does not exist" if not base.exists() else "holds no PROF_… directory (no host/ or device_N/)"
+                what = "does not exist" if not base.exists() else \
+                    "holds no PROF_… directory (no host/ or device_N/, nor a JOB…/data/ folder)"
                 raise UserError(f"collector: {base} {what}",
                                 "point the collector's path (or PROF_DIR) at a CANN profiling output directory")
             yield None
@@ -114,14 +121,7 @@ class CollectorStage(Source):
 
     def _job_finished(self) -> bool:
         assert self.tree is not None
-        folders = _data_parents(self.tree.root)
-        if not folders:
-            return False
-        for folder in folders:
-            suffix = "" if folder.name == "host" else f".{folder.name.removeprefix('device_')}"
-            if not (folder / f"end_info{suffix}").exists():
-                return False
-        return True
+        return _is_finished(self.tree.root)
 
     def _pass(self, final: bool) -> Iterator[Batch]:
         assert self.tree is not None
@@ -133,13 +133,13 @@ class CollectorStage(Source):
     # -- control files --------------------------------------------------------------------
     def _control_files(self) -> Iterator[Batch]:
         assert self.tree is not None
-        for folder in _data_parents(self.tree.root):
+        for folder, name in _folders(self.tree.root):
             for path in sorted(folder.iterdir()):
                 if path.is_symlink() or not path.is_file() or not path.name.startswith(CONTROL_PREFIXES):
                     continue
                 if path.name.endswith(".done"):
                     continue
-                rel = str(path.relative_to(self.tree.root))
+                rel = f"{name}/{path.name}"
                 size = path.stat().st_size
                 if size == 0 or self.tree.control_sent.get(rel) == size:
                     continue
@@ -147,8 +147,8 @@ class CollectorStage(Source):
                 if not _control_complete(path, text):
                     continue  # being written: next pass
                 self.tree.control_sent[rel] = size
-                if path.name.startswith("info.json") and folder.name.startswith("device_"):
-                    self._learn_platform(folder, text)
+                if path.name.startswith("info.json") and name.startswith("device_"):
+                    self._learn_platform(name, text)
                 yield Batch("control", 0, {"path": rel, "text": text})
 
     def _refuse_symlink(self, path: Path) -> None:
@@ -157,44 +157,44 @@ class CollectorStage(Source):
             self.symlinks.add(path)
             self.ctx.reject("symlink in the PROF directory not followed", 1)
 
-    def _learn_platform(self, folder: Path, text: str) -> None:
+    def _learn_platform(self, folder: str, text: str) -> None:
         assert self.tree is not None
         try:
             platform = int(json.loads(text).get("platform_version", 1))
         except (ValueError, TypeError):
             platform = 1
-        self.tree.platforms[int(folder.name.removeprefix("device_"))] = platform
+        self.tree.platforms[int(folder.removeprefix("device_"))] = platform
 
     # -- data streams ---------------------------------------------------------------------
     def _discover_streams(self) -> None:
         assert self.tree is not None
-        for folder in _data_parents(self.tree.root):
+        for folder, name in _folders(self.tree.root):
             data = folder / "data"
             if not data.is_dir():
                 continue
-            is_host = folder.name == "host"
-            for path in data.iterdir():
-                parsed = split_slice(path.name)
+            is_host = name == "host"
+            for path in sorted(data.iterdir()):  # a stable order: streams are read in it
+                parsed = split_slice_name(path.name)
                 if parsed is None:
                     continue
                 if path.is_symlink():
                     self._refuse_symlink(path)
                     continue
-                base = parsed[0]
-                key = f"{folder.name}/data/{base}"
+                base, _, sep = parsed
+                key = f"{name}/data/{base}"
                 if key in self.tree.streams:
                     continue
                 if is_host:
                     kind, device = host_stream_kind(base), None
                 else:
-                    dev = int(folder.name.removeprefix("device_")) if folder.name[7:].isdigit() else 0
+                    dev = int(name.removeprefix("device_")) if name[7:].isdigit() else 0
                     if dev not in self.tree.platforms:
                         continue  # wait for info.json.N: the chip decides the framing
                     found = device_stream_kind(base, self.tree.platforms[dev])
                     kind, device = (found[0], found[1]) if found else (None, None)
                 if kind is None:
                     continue  # a file family this version does not decode: left alone
-                self.tree.streams[key] = StreamState(base, kind, device, data)
+                self.tree.streams[key] = StreamState(base, kind, device, data, sep=sep)
 
     def _read_stream(self, state: StreamState, final: bool) -> Iterator[Batch]:
         budget = self.config.read_quantum_bytes
@@ -272,34 +272,58 @@ class CollectorStage(Source):
 
 
 def _is_finished(prof: Path) -> bool:
-    parents = _data_parents(prof)
-    return bool(parents) and all(
-        (folder / ("end_info" if folder.name == "host" else f"end_info.{folder.name.removeprefix('device_')}")).exists()
-        for folder in parents)
+    folders = _folders(prof)
+    return bool(folders) and all(
+        (folder / ("end_info" if name == "host" else f"end_info.{name.removeprefix('device_')}")).exists()
+        for folder, name in folders)
 
 
 def _finished_children(base: Path) -> set[Path]:
     if not base.is_dir() or (base / "host").is_dir():
         return set()
-    return {p for p in base.iterdir() if p.is_dir() and p.name.startswith("PROF_") and _is_finished(p)}
+    return {p for p in base.iterdir() if p.is_dir() and p.name.startswith(("PROF_", "JOB")) and _is_finished(p)}
 
 
 def _prof_root(base: Path, skip: set[Path] | None = None) -> Path | None:
     if not base.is_dir():
         return None
-    if (base / "host").is_dir() or any(p.name.startswith("device_") for p in base.iterdir() if p.is_dir()):
+    if _is_prof_dir(base):
         return base
-    candidates = sorted((p for p in base.iterdir() if p.is_dir() and p.name.startswith("PROF_")
+    candidates = sorted((p for p in base.iterdir() if p.is_dir() and p.name.startswith(("PROF_", "JOB"))
                          and p not in (skip or set())), key=lambda p: p.name)
     for candidate in reversed(candidates):
-        if (candidate / "host").is_dir() or any(candidate.glob("device_*")):
+        if _is_prof_dir(candidate):
             return candidate
     return None
 
 
-def _data_parents(root: Path) -> list[Path]:
-    return sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()
-                  and (p.name == "host" or p.name.startswith("device_")))
+def _is_prof_dir(path: Path) -> bool:
+    return (path / "host").is_dir() or any(p.name.startswith("device_") for p in path.iterdir() if p.is_dir()) \
+        or _is_job_dir(path)
+
+
+def _is_job_dir(path: Path) -> bool:
+    """A legacy `JOB…` folder (or one device folder on its own): control files and data/ side by side."""
+    return (path / "data").is_dir() and (path.name.startswith("JOB") or _job_device(path) is not None)
+
+
+def _job_device(path: Path) -> int | None:
+    """Device id of a job folder, from its `info.json.N`."""
+    for child in path.iterdir():
+        suffix = child.name.removeprefix("info.json.")
+        if child.name.startswith("info.json.") and suffix.isdigit():
+            return int(suffix)
+    return None
+
+
+def _folders(root: Path) -> list[tuple[Path, str]]:
+    """The folders holding control files and data/, each with the name it goes by: `host`, `device_N`."""
+    folders = sorted((p, p.name) for p in root.iterdir() if p.is_dir() and not p.is_symlink()
+                     and (p.name == "host" or p.name.startswith("device_")))
+    if folders or not (root / "data").is_dir():
+        return folders
+    device = _job_device(root)  # a JOB folder is named once its info.json.N is there
+    return [] if device is None else [(root, f"device_{device}")]
 
 
 def _done_size(path: Path) -> int | None:

@@ -17,20 +17,22 @@ from pydantic import Field
 
 from pipeline.stage import Batch, StageConfig, Transform
 from stages import schema
+from stages.aggregator import legacy
 from stages.aggregator.extras import AICPU_COLUMNS, L2_COLUMNS, DeviceExtras, extra_columns, l2_configured
 from stages.aggregator.join import FlipLog, HostIndex, Interval
 from stages.aggregator.metrics import pmu_columns, pmu_values
 from stages.aggregator.stars import StarsPmu, is_stars
 from stages.aggregator.static import Binding, StaticModels
 from stages.aggregator.stats import StatsBook
-from stages.decoder import records
+from stages.decoder import host_records, records
 from stages.formats import raw
 from stages.schema import SymbolTable, pack_rows, unpack_rows
 
 MAX_PENDING = 200_000
 DATA_TYPES = {0: "FLOAT", 1: "FLOAT16", 2: "INT8", 3: "INT32", 4: "UINT8", 6: "INT16", 9: "INT64", 12: "BOOL"}
 FORMATS = {0: "NCHW", 1: "NHWC", 2: "ND", 3: "NC1HWC0", 4: "FRACTAL_Z", 29: "FRACTAL_NZ"}
-# Decoded device kinds this release keeps out of its outputs, and the reason the report gives.
+# Decoded kinds this release keeps out of its outputs: counted (AggregatorStage.accounting) with the reason the
+# report gives, never rejected.
 UNUSED_KINDS = {
     "step": "step trace records (not in this release's outputs)",
     "ts_memcpy": "ts_track TS memcpy records (tag 11, not in this release's outputs)",
@@ -39,6 +41,20 @@ UNUSED_KINDS = {
     "ts_flip_old": "ts_track old-format task flips (tag 13; batch ids come from tag 14, as in msprof)",
     "block_pmu": "STARS block PMU records (MIX ops' slave core; not in this release's outputs)",
     "unique_task_log": "chip-v6 ACSQ logs (32-bit unique task ids are not joined in this release)",
+    "node_attr": "node_attr_info records (op attributes)",
+    "memcpy": "memcpy_info records (memcpy sizes and directions)",
+    "hccl_op": "hccl_op_info records (communication ops)",
+    "capture_stream": "capture_stream_info records (stream capture)",
+    "context_id": "context_id_info records (FFTS+ context ids)",
+    "graph_id_map": "graph_id_map records (graph ↔ model ids)",
+    "fusion_op": "fusion_op_info records (fused ops)",
+    "hccl_info": "hccl_info records (communication tasks)",
+    "multi_thread": "Multi_Thread records (op threads)",
+    "ge_id_map": "legacy Framework.id_map_info records (graph ↔ model ids)",
+    "ge_model_load": "legacy Framework.model_load_info records (model loads)",
+    "ge_fusion": "legacy Framework.fusion_op_info records (fused ops)",
+    "ge_model_time": "legacy Framework.model_time_info records (inference phases)",
+    "ge_host_sched": "legacy Framework.dynamic_op_execute records (host scheduling)",
 }
 MODEL_WINDOW_TYPES = (raw.MODEL_EXECUTE_TYPE, raw.MODEL_LOAD_TYPE)
 
@@ -76,6 +92,7 @@ class AggregatorStage(Transform):
         self.types: dict[tuple[int, int], str] = {}
         self.devices: dict[int, dict[str, Any]] = {}
         self.host = HostIndex()
+        self.legacy = legacy.LegacyIndex()
         self.flips = FlipLog()
         self.static = StaticModels()
         self.log_streams: set[str] = set()  # streams that carry task start/end logs
@@ -123,7 +140,7 @@ class AggregatorStage(Transform):
     def _ingest(self, kind: str, arr: np.ndarray, stream: str, now: float) -> None:
         if len(arr) and "ts_ns" in (arr.dtype.names or ()):
             self.watermarks[stream] = max(self.watermarks.get(stream, 0), int(arr["ts_ns"].max()))
-        if kind == "api":
+        if kind in ("api", "named_api"):  # named_api: a legacy API record, name inline (spec §1.5)
             for record in arr:
                 self.connection_ids += 1
                 if record["level"] == raw.LEVEL_NODE:
@@ -142,8 +159,12 @@ class AggregatorStage(Transform):
         elif kind == "tensor":
             for record in arr:
                 self.host.add_tensor(int(record["thread_id"]), int(record["ts_ns"]), record)
-        elif kind == "task_track":
+        elif kind in ("task_track", "rt_track"):
             self.pending_host.extend(HostTask(record, now) for record in arr)
+        elif kind == "ge_task":
+            self.legacy.add_tasks(arr)
+        elif kind == "ge_tensor":
+            self.legacy.add_tensors(arr)
         elif kind == "tx":
             self._tx_rows(arr)
         elif kind == "task_log":
@@ -210,8 +231,13 @@ class AggregatorStage(Transform):
         while self.pending_apis:
             record, connection_id, arrived = self.pending_apis[0]
             level, type_id = int(record["level"]), int(record["type"])
-            name = self._type_name(level, type_id) if level in raw.LEVEL_NAMES and level != raw.LEVEL_HCCL \
-                else self.hashes.get(int(record["item_id"]))
+            name: str | None
+            if record.dtype == host_records.NAMED_API:
+                name = bytes(record["name"]).split(b"\0", 1)[0].decode("utf-8", errors="replace") or "N/A"
+            elif level in raw.LEVEL_NAMES and level != raw.LEVEL_HCCL:
+                name = self._type_name(level, type_id)
+            else:
+                name = self.hashes.get(int(record["item_id"]))
             if name is None and not self._expired(arrived, now):
                 return
             self.pending_apis.popleft()
@@ -226,14 +252,22 @@ class AggregatorStage(Transform):
         while self.pending_host:
             task = self.pending_host[0]
             record = task.record
-            thread, ts = int(record["thread_id"]), int(record["ts_ns"])
-            node_api = self.host.node_api(thread, ts)
-            type_name = self._type_name(raw.LEVEL_RUNTIME, int(record["task_type"]))
-            if not self._host_context_complete(thread, ts, node_api, type_name) and \
-                    not self._expired(task.arrived, now):
-                return
+            if record.dtype == host_records.RT_TRACK:  # legacy runtime track: GE describes it by its ids
+                context = self.legacy.context(record, self.hashes, self._expired(task.arrived, now))
+                if context is None:
+                    return
+                task.resolved = legacy.describe(record, context[0], self.hashes)
+                if task.resolved is not None:
+                    task.resolved.update(_tensor_texts(context[1]))
+            else:
+                thread, ts = int(record["thread_id"]), int(record["ts_ns"])
+                node_api = self.host.node_api(thread, ts)
+                type_name = self._type_name(raw.LEVEL_RUNTIME, int(record["task_type"]))
+                if not self._host_context_complete(thread, ts, node_api, type_name) and \
+                        not self._expired(task.arrived, now):
+                    return
+                task.resolved = self._describe(record, node_api, type_name)
             self.pending_host.popleft()
-            task.resolved = self._describe(record, node_api, type_name)
             if task.resolved is None:
                 continue  # bookkeeping task (a task-id flip): no device work of its own
             key = (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]),
@@ -497,6 +531,7 @@ class AggregatorStage(Transform):
                 self.ctx.reject(reason, left)
         out.extend(self._flush_rows(force=True))
         out.extend(self._snapshot(final=True))
+        self.unused.update(self.legacy.unused())
         return out
 
     def progress(self) -> dict[str, Any]:

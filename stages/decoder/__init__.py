@@ -14,14 +14,17 @@ import numpy as np
 from pydantic import Field
 
 from pipeline.stage import Batch, StageConfig, Transform
-from stages.decoder import records
+from stages.decoder import host_extra, legacy, records
 from stages.decoder.device import DeviceDecoder
 from stages.decoder.host import HostDecoder
+from stages.decoder.host_extra import ExtraHostDecoder
+from stages.decoder.legacy import LegacyDecoder
 from stages.decoder.stars import STARS_KINDS, StarsDecoder
 from stages.decoder.timebase import TimeBase
 
 SAMPLE_WAIT_S = 2.0  # how long a device's data waits for its sample.json (PMU event list) after its clocks
 HOST_KINDS = {"api_event", "task_track", "node_basic_info", "tensor_info", "msproftx", "hash_dic", "type_info_dic"}
+HOST_KINDS |= host_extra.KINDS
 
 
 class DecoderStage(Transform):
@@ -35,6 +38,8 @@ class DecoderStage(Transform):
         self.timebase = TimeBase()
         self.host = HostDecoder(self.timebase, self._reject)
         self.device = DeviceDecoder(self.timebase, self._reject, self._lost)
+        self.host_extra = ExtraHostDecoder(self.timebase)
+        self.legacy = LegacyDecoder(self.timebase, self._reject)
         self.stars = StarsDecoder(self.timebase, self._reject)
         self.pending: list[Batch] = []
         self.records_in = 0
@@ -79,6 +84,8 @@ class DecoderStage(Transform):
         if kind in HOST_KINDS:
             return self.timebase.host_clock() is not None
         device = batch.meta.get("device")
+        if kind in legacy.KINDS:  # legacy host records in a device folder: host time, that folder's offset
+            return device is not None and self.timebase.legacy_host_clock(int(device)) is not None
         return device is not None and self._device_ready(int(device))
 
     def _device_ready(self, device: int) -> bool:
@@ -124,7 +131,11 @@ class DecoderStage(Transform):
         kind = batch.meta["kind"]
         meta = {"stream": batch.meta.get("stream"), "device": batch.meta.get("device")}
         try:
-            if kind in HOST_KINDS:
+            if kind in host_extra.KINDS:
+                outputs = self.host_extra.decode(kind, batch)
+            elif kind in legacy.KINDS:
+                outputs = self.legacy.decode(kind, batch)
+            elif kind in HOST_KINDS:
                 outputs = self.host.decode(kind, batch)
             elif kind in STARS_KINDS:
                 outputs = self.stars.decode(kind, batch)

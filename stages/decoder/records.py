@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.stage import Batch
+from stages.decoder import host_records
 
 API = np.dtype([("thread_id", "<u4"), ("level", "<u2"), ("type", "<u4"), ("item_id", "<u8"),
                 ("request_id", "<u4"), ("start_ns", "<i8"), ("end_ns", "<i8")])
@@ -71,6 +72,7 @@ DTYPES = {"api": API, "event": EVENT, "node_basic": NODE_BASIC, "tensor": TENSOR
           "context_pmu": CONTEXT_PMU, "block_pmu": BLOCK_PMU, "unique_task_log": UNIQUE_TASK_LOG}
 DTYPES.update({"ts_memcpy": TS_MEMCPY, "ts_task_type": TS_TASK_TYPE, "ts_block_num": TS_BLOCK_NUM,
                "ts_flip_old": FLIP})
+DTYPES.update(host_records.DTYPES)  # legacy host records and the compact/additional kinds not joined yet
 STATE_START, STATE_END = 2, 3
 
 

@@ -83,6 +83,18 @@ class TimeBase:
         khz = _mhz_to_khz(freq) if freq not in (None, "", "0") else 1_000_000
         return Clock(khz, log.get("cntvct", 0), log.get("clock_monotonic_raw", 0), offset)
 
+    def legacy_host_clock(self, device: int) -> Clock | None:
+        """Clock of the legacy host records in device_N/data (AclModule, Framework, Runtime; spec §1.5).
+
+        CANN ≤ 6 stamped them in host CLOCK_MONOTONIC_RAW ns (msprof's parser of that era divided their
+        durations by 1000 for µs and used them as timeline µs as they are), so only the local offset is
+        needed: the device folder's start_info, else the host's.
+        """
+        offset = self._offset(f"device_{device}/start_info.{device}")
+        if offset is None:
+            offset = self._offset("host/start_info")
+        return None if offset is None else Clock(local_offset=offset)
+
     def device_clock(self, device: int) -> Clock | None:
         folder = f"device_{device}"
         needed = (f"{folder}/info.json.{device}", f"{folder}/dev_start.log.{device}",

@@ -77,11 +77,20 @@ def split_slice(file_name: str) -> tuple[str, int] | None:
 def host_stream_kind(base: str) -> StreamKind | None:
     """Kind of a host slice base name such as `unaging.compact.task_track`."""
     match = _HOST_DATA.match(base)
-    return HOST_KINDS.get(match.group("kind")) if match else None
+    if match is None:
+        return None
+    from stages.formats import host_extra  # imports this module
+
+    return HOST_KINDS.get(match.group("kind")) or host_extra.FILE_TAGS.get(match.group("kind"))
 
 
 def device_stream_kind(base: str, platform: int) -> tuple[StreamKind, int] | None:
     """Kind and device id of a device slice base name such as `hwts.data.0` on `platform`."""
+    from stages.formats import legacy  # imports this module
+
+    found = legacy.stream_kind(base, platform)  # legacy names (spec §1.2), host records included
+    if found is not None:
+        return found
     match = _DEVICE_DATA.match(base)
     if match is None:
         return None

@@ -17,7 +17,8 @@ timeline per image, all on one thread (intervals nest, never partially overlap):
 Device tasks run in launch order: each starts after its launch (+ submit latency) and after the
 previous task ends, so tasks never overlap on a stream. Device streams per chip: the 310's TS
 timeline TLV streams, the 910's HWTS log and AI Core PMU, the 910B's STARS ACSQ log and FFTS
-context PMU (spec §6 D5, D11); ts_track step trace and task-id flips on the 910 and 910B.
+context PMU (spec §6 D5, D11); ts_track step trace and task-id flips on the 910 and 910B. Model load
+reports graph_id_map, each aclrtMemcpy a memcpy_info inside its MemCopySync.
 
 That is "launch" mode (single-op / dynamic execution: op information at every launch). In "static"
 mode the app runs an offline model (.om): GE and the runtime report every op and task once, at model
@@ -31,6 +32,10 @@ load, and each aclmdlExecute replays the same stream / task / batch ids on the d
 When the load crosses a 16-bit task-id wrap, the runtime's FLIP task lands in the model's stream
 (hicann/runtime engine.cc sends it after the task with the last id, sink streams included), so the
 device writes the same task-flip record, with the same flip number, on every execution.
+
+Layout "legacy" writes the same launch-mode run as CANN 5/6 did (stages/simulator/legacy.py): no host/
+folder, AclModule / Framework / Runtime files beside the device data, no msproftx. Static mode is not
+simulated in that layout (run.py refuses the combination).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from typing import Literal
 import numpy as np
 
 from stages.formats import raw
-from stages.simulator import devextra, names
+from stages.simulator import devextra, legacy, names
 from stages.simulator import records as rec
 from stages.simulator.timebase import TimeBase
 from stages.simulator.truth import Truth
@@ -71,7 +76,16 @@ TENSOR_INFO = "unaging.additional.tensor_info"
 MSPROFTX = "unaging.additional.msproftx"
 HASH_DIC = "unaging.additional.hash_dic"
 TYPE_INFO_DIC = "unaging.additional.type_info_dic"
-HOST_STREAMS = (API_EVENT, NODE_BASIC_INFO, TASK_TRACK, TENSOR_INFO, MSPROFTX, HASH_DIC, TYPE_INFO_DIC)
+GRAPH_ID_MAP = "unaging.additional.graph_id_map"
+MEMCPY_INFO = "aging.compact.memcpy_info"  # an aging group, which readers take like the unaging ones
+HOST_STREAMS = (API_EVENT, NODE_BASIC_INFO, TASK_TRACK, TENSOR_INFO, MSPROFTX, HASH_DIC, TYPE_INFO_DIC, GRAPH_ID_MAP,
+                MEMCPY_INFO)
+Layout = Literal["current", "legacy"]
+LAYOUTS = ("current", "legacy")
+GRAPH_ID = 1
+MODEL_NAME = "face_mask_ssd"
+MEMCPY_H2D, MEMCPY_D2H = 1, 2
+INPUT_BYTES, OUTPUT_BYTES = 260 * 260 * 3, 5972 * 6 * 4  # one uint8 NHWC image; boxes and scores per anchor
 
 
 CLOUD_EXTRA_STREAMS = ("aicpu.data", "l2_cache.data", "lpmFreqConv.data")
@@ -84,6 +98,11 @@ def device_streams(chip: str, device_id: int) -> tuple[str, ...]:
              "mini": ("ts_track.data", "aicore.data"),
              "910b": ("stars_soc.data", "ffts_profile.data", "ts_track.data")}[chip]
     return tuple(f"{base}.{device_id}" for base in bases)
+
+
+def host_streams(layout: str, device_id: int) -> tuple[str, ...]:
+    """Host-reported streams: in host/data (current), or beside the device data (legacy)."""
+    return HOST_STREAMS if layout == "current" else tuple(legacy.streams(device_id).values())
 
 
 @dataclass
@@ -155,9 +174,11 @@ class Launches:
 
 class Board:
     def __init__(self, chip: Chip, seed: int, timebase: TimeBase, *, device_id: int = 0,
-                 first_task_id: int = 0, mode: Mode = "launch", metrics: str = "PipeUtilization") -> None:
+                 first_task_id: int = 0, mode: Mode = "launch", metrics: str = "PipeUtilization",
+                 layout: Layout = "current") -> None:
         self.chip = chip
         self.mode = mode
+        self.legacy = layout == "legacy"
         self.loaded: Launches | None = None  # static mode: the tasks registered at model load
         self.metrics = metrics
         self.events = raw.PMU_EVENT_SETS[metrics]
@@ -210,7 +231,13 @@ class Board:
 
     def start(self) -> Emission:
         """Type registrations, reported when the app initialises profiling."""
-        return {TYPE_INFO_DIC: rec.text_chunk(self.tb.host_mono0 + 200 * US, names.type_info_lines())}
+        return self._layout({TYPE_INFO_DIC: rec.text_chunk(self.tb.host_mono0 + 200 * US, names.type_info_lines())})
+
+    def _layout(self, emission: Emission) -> Emission:
+        """The emission as this layout writes it."""
+        if not self.legacy:
+            return emission
+        return legacy.to_legacy(emission, self.device_id, APP_PID, int(self.table.stream_id[0]))
 
     def load_model(self) -> Emission:
         """aclmdlLoadFromFile (≈ 40 ms): streams, device memory; GE registers its name hashes."""
@@ -227,12 +254,15 @@ class Board:
         self._acl(host, "aclmdlLoadFromFile", begin, end)
         self.now = end + 500 * US
         ops = self.table.ops
-        strings = sorted({op.name for op in ops} | {op.op_type for op in ops} | {op.kernel_name for op in ops})
+        strings = sorted({op.name for op in ops} | {op.op_type for op in ops} | {op.kernel_name for op in ops}
+                         | {MODEL_NAME})
         emission[API_EVENT] = rec.merge([host.records(), *api_parts])
         emission[HASH_DIC] = rec.text_chunk(end, [f"{hash_name(s)}:{s}" for s in strings])
         if self.chip == "cloud":  # the AI Core clock as the load finds it
             emission.update(self._freq_points(begin, [(begin, aic_mhz(self.chip))]))
-        return emission
+        emission[GRAPH_ID_MAP] = rec.merge([(np.array([end - 100 * US]), rec.graph_id_maps(
+            APP_TID, end - 100 * US, hash_name(MODEL_NAME), GRAPH_ID, MODEL_ID))])
+        return self._layout(emission)
 
     def _freq_points(self, emit_ns: int, points: list[tuple[int, int]]) -> Emission:
         """An lpmFreqConv record of (host ns, MHz) change points."""
@@ -263,7 +293,7 @@ class Board:
         end = cursor + self._draw_us(900, 80)
         self._acl(host, "aclmdlUnload", begin, end)
         self.now = end + 200 * US
-        return {API_EVENT: rec.merge([host.records()])}
+        return self._layout({API_EVENT: rec.merge([host.records()])})
 
     def run_image(self, iteration: int) -> Emission:
         """Pre-process, run the model once, post-process; returns every record of this image."""
@@ -275,9 +305,11 @@ class Board:
         cursor = pre_end + self._draw_us(20, 4)
         for api in ("aclmdlCreateDataset", "aclCreateDataBuffer", "aclmdlAddDatasetBuffer") * 2:
             cursor = self._acl(host, api, cursor, cursor + self._draw_us(3, 1)) + self._draw_us(1, 0.3)
-        cursor = self._memcpy(host, cursor, self._draw_us(95, 8)) + self._draw_us(4, 1)
-        cursor, api_parts, emission = self._execute(host, iteration, cursor)
-        cursor = self._memcpy(host, cursor + self._draw_us(3, 0.5), self._draw_us(35, 4)) + self._draw_us(2, 0.5)
+        memcpys: list[Part] = []
+        cursor = self._memcpy(host, cursor, self._draw_us(95, 8), INPUT_BYTES, MEMCPY_H2D, memcpys)
+        cursor, api_parts, emission = self._execute(host, iteration, cursor + self._draw_us(4, 1))
+        cursor = self._memcpy(host, cursor + self._draw_us(3, 0.5), self._draw_us(35, 4), OUTPUT_BYTES, MEMCPY_D2H,
+                              memcpys) + self._draw_us(2, 0.5)
         for api in ("aclmdlDestroyDataset", "aclDestroyDataBuffer") * 2:
             cursor = self._acl(host, api, cursor, cursor + self._draw_us(2, 0.5)) + self._draw_us(1, 0.3)
         post_end = cursor + self._draw_us(1_400, 150)
@@ -289,8 +321,10 @@ class Board:
             emission.update(self._freq_points(dip + 100 * US, [(dip, FREQ_DIP_MHZ), back]))
         self.truth.iterations = iteration
         emission[API_EVENT] = rec.merge([host.records(), *api_parts])
-        emission[MSPROFTX] = rec.merge(tx)
-        return emission
+        emission[MEMCPY_INFO] = rec.merge(memcpys)
+        if not self.legacy:
+            emission[MSPROFTX] = rec.merge(tx)
+        return self._layout(emission)
 
     # ---- host helpers ---------------------------------------------------------------------------
 
@@ -308,12 +342,16 @@ class Board:
         self.truth.add_api("runtime", name, 1, duration)
         return begin + duration
 
-    def _memcpy(self, host: _HostApis, begin: int, duration: int) -> int:
+    def _memcpy(self, host: _HostApis, begin: int, duration: int, size: int, direction: int,
+                memcpys: list[Part]) -> int:
+        """aclrtMemcpy ⊃ runtime MemCopySync ⊃ memcpy_info."""
         self._runtime(host, "MemCopySync", begin + 2 * US, duration - 4 * US, 0)
+        at = begin + 3 * US
+        memcpys.append((np.array([at]), rec.memcpy_infos(APP_TID, at, size, direction, self.device_id)))
         return self._acl(host, "aclrtMemcpy", begin, begin + duration)
 
     def _msproftx(self, event_type: int, start: int, end: int, message: str) -> Part:
-        if event_type == 2:
+        if event_type == 2 and not self.legacy:  # the legacy layout writes no msproftx
             self.truth.add_msproftx(message, end - start)
         return np.array([end], np.int64), rec.msproftx(APP_PID, APP_TID, event_type, start, end, message)
 
@@ -366,7 +404,8 @@ class Board:
             flips += [(int(idx[k]), int(batches[idx[k]])) for k in flip_at]
         flip_ops = np.array([op for op, _ in flips], np.int64)
         track_ts[flip_ops] += 1  # the flip task's track comes first, at rt_b + 1
-        self.truth.add_api("node", "launch", n, int(length.sum()))
+        if not self.legacy:  # no node-level API before the current reporter
+            self.truth.add_api("node", "launch", n, int(length.sum()))
         for core, api in ((False, "KernelLaunch"), (True, "CpuKernelLaunch")):
             sel = t.is_aicpu == core
             self.truth.add_api("runtime", api, int(sel.sum()), int((rt_e - rt_b)[sel].sum()))
@@ -375,14 +414,20 @@ class Board:
                               reserve)),
             (rt_e, rec.apis(n, raw.LEVEL_RUNTIME, self.rt_api_type, APP_TID, rt_b, rt_e, 0, reserve)),
         ]
-        records: Emission = {
-            NODE_BASIC_INFO: rec.merge([(node_b + 600, rec.node_basic_infos(
-                n, APP_TID, node_b + 600, self.op_hash, self.ge_task_type, self.type_hash, t.block_dim))]),
-            TENSOR_INFO: rec.merge([(node_b[self.tensor_row_op] + 1100, rec.tensor_infos(
-                APP_TID, node_b[self.tensor_row_op] + 1100, self.op_hash[self.tensor_row_op],
-                self.tensor_row_num, self.tensor_rows))]),
-            TASK_TRACK: self._task_tracks(track_ts, t.stream_id, ids, batches, flips, rt_b),
-        }
+        if self.legacy:
+            records = legacy.tasks(legacy.streams(self.device_id), APP_TID, track_ts, t.stream_id, ids, batches,
+                                   self.rt_task_type, self.ge_task_type, [op.name for op in t.ops], self.op_hash,
+                                   [op.op_type for op in t.ops], t.block_dim, MODEL_ID, reserve, self.tensor_rows,
+                                   self.tensor_row_op, self.tensor_row_num)
+        else:
+            records = {
+                NODE_BASIC_INFO: rec.merge([(node_b + 600, rec.node_basic_infos(
+                    n, APP_TID, node_b + 600, self.op_hash, self.ge_task_type, self.type_hash, t.block_dim))]),
+                TENSOR_INFO: rec.merge([(node_b[self.tensor_row_op] + 1100, rec.tensor_infos(
+                    APP_TID, node_b[self.tensor_row_op] + 1100, self.op_hash[self.tensor_row_op],
+                    self.tensor_row_num, self.tensor_rows))]),
+                TASK_TRACK: self._task_tracks(track_ts, t.stream_id, ids, batches, flips, rt_b),
+            }
         return Launches(node_e, track_ts, ids, batches, flips, api_parts, records)
 
     def _schedule(self, submitted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

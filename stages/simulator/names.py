@@ -8,7 +8,7 @@ the class of spec §1.4; the indices are this app's own registrations.
 
 from __future__ import annotations
 
-from stages.formats import raw
+from stages.formats import host_extra, raw
 
 # ACL API (level 20000): name -> type.
 ACL_MODEL, ACL_RTS, ACL_OTHERS = 2, 3, 4
@@ -60,7 +60,9 @@ def type_info_lines() -> list[str]:
     table += [(raw.LEVEL_NODE, type_, name) for type_, name in NODE_TYPES.items()]
     table += [(raw.LEVEL_RUNTIME, type_, name) for name, type_ in RUNTIME_APIS.items()]
     table += [(raw.LEVEL_RUNTIME, type_, name) for type_, name in TASK_TYPES.items()]
-    table += [(raw.LEVEL_RUNTIME, TASK_TRACK_TYPE, "task_track"), (raw.LEVEL_MSPROFTX, MSPROFTX_TYPE, "msproftx")]
+    table += [(raw.LEVEL_RUNTIME, TASK_TRACK_TYPE, "task_track"), (raw.LEVEL_MSPROFTX, MSPROFTX_TYPE, "msproftx"),
+              (raw.LEVEL_RUNTIME, host_extra.RUNTIME_MEMCPY_INFO_TYPE, "memcpy_info"),
+              (raw.LEVEL_MODEL, host_extra.MODEL_GRAPH_ID_MAP_TYPE, "graph_id_map")]
     return [f"{level}_{type_}:{name}" for level, type_, name in table]
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stages.formats import raw
+from stages.formats import host_extra, raw
 from stages.simulator import names
 
 ArrayLike = np.ndarray | int
@@ -144,6 +144,30 @@ def tensor_infos(thread_id: int, timestamp: ArrayLike, op_name: ArrayLike, tenso
     recs["op_name"] = op_name
     recs["tensor_num"] = tensor_num
     recs["tensors"] = tensors
+    return recs
+
+
+def graph_id_maps(thread_id: int, timestamp: ArrayLike, model_name: ArrayLike, graph_id: ArrayLike,
+                  model_id: ArrayLike) -> np.ndarray:
+    """One graph_id_map (model level) per model loaded."""
+    recs = np.zeros(np.broadcast(timestamp, model_name).size, host_extra.GRAPH_ID_MAP)
+    _host_header(recs, raw.LEVEL_MODEL, host_extra.MODEL_GRAPH_ID_MAP_TYPE, thread_id, timestamp,
+                 host_extra.ADDITIONAL_DATA_LEN)
+    recs["model_name"] = model_name
+    recs["graph_id"] = graph_id
+    recs["model_id"] = model_id
+    return recs
+
+
+def memcpy_infos(thread_id: int, timestamp: ArrayLike, data_size: ArrayLike, direction: ArrayLike,
+                 device_id: int) -> np.ndarray:
+    """Runtime memcpy_info (compact): bytes and direction of a synchronous copy."""
+    recs = np.zeros(np.broadcast(timestamp, data_size).size, host_extra.MEMCPY_INFO)
+    _host_header(recs, raw.LEVEL_RUNTIME, host_extra.RUNTIME_MEMCPY_INFO_TYPE, thread_id, timestamp,
+                 host_extra.COMPACT_DATA_LEN)
+    recs["data_size"] = data_size
+    recs["direction"] = direction
+    recs["device_id"] = device_id
     return recs
 
 

@@ -18,7 +18,7 @@ from typing import cast
 import structlog
 
 from stages.formats.raw import PMU_EVENT_SETS
-from stages.simulator.board import APP_PID, MODES, Board, Mode
+from stages.simulator.board import APP_PID, LAYOUTS, MODES, Board, Layout, Mode
 from stages.simulator.timebase import HWTS_MHZ, STARS_HWTS_MHZ, TimeBase
 from stages.simulator.truth import TRUTH_FILE
 from stages.simulator.workload import Chip
@@ -37,7 +37,7 @@ class Simulation:
     def __init__(self, out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rate = "realtime",
                  seed: int = 0, slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, *,
                  first_task_id: int = 0, start_time_ns: int | None = None, mode: str = "launch",
-                 aic_metrics: str = "PipeUtilization") -> None:
+                 aic_metrics: str = "PipeUtilization", layout: str = "current") -> None:
         if chip not in CHIPS:
             raise ValueError(f"chip must be one of {CHIPS}, not {chip!r}")
         if mode not in MODES:
@@ -45,6 +45,11 @@ class Simulation:
         if aic_metrics not in AIC_METRICS:
             raise ValueError(f"aic_metrics must be one of {AIC_METRICS}, not {aic_metrics!r}")
         self.aic_metrics = aic_metrics
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
+        if mode == "static" and layout == "legacy":
+            raise ValueError("static mode is not supported with the legacy layout (CANN 5/6 files): use one of them")
+        self.layout = cast(Layout, layout)
         if rate not in ("realtime", "max"):
             raise ValueError(f"rate must be 'realtime' or 'max', not {rate!r}")
         if iterations < 0 or burst_ms < 1 or slice_bytes < MIN_SLICE_BYTES:
@@ -74,12 +79,12 @@ class Simulation:
         tb = TimeBase(wall0_ns=self.start_time_ns if self.start_time_ns is not None else time.time_ns(),
                       hwts_mhz=STARS_HWTS_MHZ if self.chip == "910b" else HWTS_MHZ)
         board = Board(self.chip, self.seed, tb, first_task_id=self.first_task_id, mode=self.mode,
-                      metrics=self.aic_metrics)
+                      metrics=self.aic_metrics, layout=self.layout)
         writer = ProfWriter(self.out_dir, self.chip, tb, self.seed, self.slice_bytes, APP_PID,
-                            metrics=self.aic_metrics)
+                            metrics=self.aic_metrics, layout=self.layout)
         self.prof_dir = writer.prof_dir
         log.info("simulator.start", prof_dir=str(writer.prof_dir), chip=self.chip, mode=self.mode,
-                 iterations=self.iterations, rate=self.rate, seed=self.seed)
+                 iterations=self.iterations, rate=self.rate, seed=self.seed, layout=self.layout)
         self._board, self._writer = board, writer
         self._wall0 = time.monotonic()
         self._next_burst = tb.host_mono0 + self.burst_ns
@@ -128,14 +133,15 @@ class Simulation:
 def simulate(out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rate = "realtime", seed: int = 0,
              slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, stop_event: threading.Event | None = None,
              *, first_task_id: int = 0, start_time_ns: int | None = None, mode: str = "launch",
-             aic_metrics: str = "PipeUtilization") -> Path:
+             aic_metrics: str = "PipeUtilization", layout: str = "current") -> Path:
     """Write one PROF_ directory under `out_dir` (and `out_dir/simulator_truth.json`); returns its path.
 
     `first_task_id`: task ids already used on each stream when profiling starts (reach a 16-bit wrap
     sooner); `start_time_ns`: wall clock of the collection start (default now; fix it for byte-identical
     control files); `mode`: "launch" (op information at every launch) or "static" (an offline model
-    reports it once at load and every execution reuses its task ids, board.py).
+    reports it once at load and every execution reuses its task ids, board.py); `layout`: "current"
+    (CANN ≥ 6.3 reporter) or "legacy" (CANN 5/6 files, spec §1.5; launch mode only).
     """
     sim = Simulation(out_dir, chip, iterations, rate, seed, slice_bytes, burst_ms, first_task_id=first_task_id,
-                     start_time_ns=start_time_ns, mode=mode, aic_metrics=aic_metrics)
+                     start_time_ns=start_time_ns, mode=mode, aic_metrics=aic_metrics, layout=layout)
     return sim.run(stop_event.is_set if stop_event is not None else None)

@@ -2,11 +2,13 @@
 
 Example (YAML):
 
-    board: {type: simulator, chip: mini, mode: launch, iterations: 200, rate: realtime, seed: 0, output: board}
+    board: {type: simulator, chip: mini, mode: launch, iterations: 200, rate: realtime, seed: 0, output: board,
+            layout: current}
 
 chip: mini = Ascend 310 (TS timeline), cloud = Ascend 910 (HWTS log), 910b = Ascend 910B (STARS log,
 FFTS context PMU with AI Core and AI Vector Core tasks; keep slice_bytes a multiple of 128 when
-msprof's Python parser is to read the directory, spec §6 D11).
+msprof's Python parser is to read the directory, spec §6 D11). layout: legacy (CANN 5/6 files) runs
+in launch mode only.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class SimulatorStage(Source):
         output: str = "board"  # folder that receives PROF_…/ and simulator_truth.json; relative to the run
         burst_ms: int = Field(20, ge=1)  # records are appended in bursts this far apart (simulated time)
         aic_metrics: AicMetrics = "PipeUtilization"  # AI Core PMU metric group (sample.json ai_core_metrics)
+        layout: Literal["current", "legacy"] = "current"  # legacy = CANN 5/6 AclModule/Framework/Runtime files
 
     def __init__(self, config: Any, ctx: StageContext) -> None:
         if not isinstance(config, SimulatorStage.Config):
@@ -48,7 +51,7 @@ class SimulatorStage(Source):
         super().__init__(config, ctx)
         self.simulation = Simulation(ctx.resolve(config.output), config.chip, config.iterations, config.rate,
                                      config.seed, config.slice_bytes, config.burst_ms, mode=config.mode,
-                                     aic_metrics=config.aic_metrics)
+                                     aic_metrics=config.aic_metrics, layout=config.layout)
 
     def batches(self) -> Iterator[Batch]:
         self.simulation.run()

@@ -6,6 +6,9 @@
       device_0/  info.json.0 sample.json start_info.0 dev_start.log.0 host_start.log.0 end_info.0 (+ .done)
       device_0/data/ {hwts,aicore,ts_track}.data.0.slice_K (+ .done when closed)
 
+Layout "legacy" (CANN 5/6): no host/ folder; the host-reported files sit in device_0/data/ as
+AclModule.*.0, Framework.*.0 and Runtime.*.0 slices (stages/simulator/legacy.py).
+
 Records are queued with the host time they are reported and appended when a burst boundary passes
 that time, so a reader sees files grow burst by burst.
 """
@@ -18,7 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from stages.simulator import control
-from stages.simulator.board import HOST_STREAMS, Emission, device_streams
+from stages.simulator.board import Emission, Layout, device_streams, host_streams
 from stages.simulator.records import Chunk
 from stages.simulator.slices import SliceStream, write_done
 from stages.simulator.timebase import TimeBase
@@ -38,18 +41,20 @@ def write_control(path: Path, text: str) -> None:
 
 class ProfWriter:
     def __init__(self, out_dir: Path, chip: str, tb: TimeBase, seed: int, slice_bytes: int, pid: int,
-                 device_id: int = 0, metrics: str = control.AI_CORE_METRICS) -> None:
+                 device_id: int = 0, metrics: str = control.AI_CORE_METRICS, layout: Layout = "current") -> None:
         out_dir.mkdir(parents=True, exist_ok=True)
         self.tb = tb
         self.chip = chip
         self.device_id = device_id
         self.metrics = metrics
+        self.with_host_dir = layout == "current"
         self.prof_dir = out_dir / control.prof_dir_name(next_job_index(out_dir), tb.wall0_ns, seed)
         self.host_dir = self.prof_dir / "host"
         self.device_dir = self.prof_dir / f"device_{device_id}"
-        for d in (self.host_dir / "data", self.device_dir / "data"):
+        host_data = self.host_dir / "data" if self.with_host_dir else self.device_dir / "data"
+        for d in {host_data, self.device_dir / "data"}:
             d.mkdir(parents=True)
-        self.streams = {key: SliceStream(self.host_dir / "data", key, slice_bytes, True) for key in HOST_STREAMS}
+        self.streams = {key: SliceStream(host_data, key, slice_bytes, True) for key in host_streams(layout, device_id)}
         self.streams.update({key: SliceStream(self.device_dir / "data", key, slice_bytes, False)
                              for key in device_streams(chip, device_id)})
         self.pending: dict[str, list[Chunk]] = {key: [] for key in self.streams}
@@ -58,10 +63,11 @@ class ProfWriter:
     def _write_start(self, pid: int) -> None:
         tb, chip, dev = self.tb, self.chip, self.device_id
         host, device = self.host_dir, self.device_dir
-        write_control(host / "info.json", control.info_json(chip, tb, pid, None))
-        write_control(host / "sample.json", control.sample_json(chip, f"{host}/", None, self.metrics))
-        write_control(host / "start_info", control.start_info(tb))
-        write_control(host / "host_start.log", control.host_start_log(tb, "Host"))
+        if self.with_host_dir:
+            write_control(host / "info.json", control.info_json(chip, tb, pid, None))
+            write_control(host / "sample.json", control.sample_json(chip, f"{host}/", None, self.metrics))
+            write_control(host / "start_info", control.start_info(tb))
+            write_control(host / "host_start.log", control.host_start_log(tb, "Host"))
         write_control(device / f"info.json.{dev}", control.info_json(chip, tb, pid, dev))
         write_control(device / "sample.json", control.sample_json(chip, f"{device}/", dev, self.metrics))
         write_control(device / f"start_info.{dev}", control.start_info(tb))
@@ -96,7 +102,8 @@ class ProfWriter:
             stream.close()
         end = control.end_info(self.tb, end_mono_ns)
         write_control(self.device_dir / f"end_info.{self.device_id}", end)
-        write_control(self.host_dir / "end_info", end)
+        if self.with_host_dir:
+            write_control(self.host_dir / "end_info", end)
         return written
 
     def record_counts(self) -> dict[str, int]:
@@ -109,10 +116,10 @@ class ProfWriter:
 def simulate(out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rate = "realtime", seed: int = 0,
              slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, stop_event: threading.Event | None = None,
              *, first_task_id: int = 0, start_time_ns: int | None = None, mode: str = "launch",
-             aic_metrics: str = control.AI_CORE_METRICS) -> Path:
+             aic_metrics: str = control.AI_CORE_METRICS, layout: str = "current") -> Path:
     """`stages.simulator.run.simulate`, also reachable from here (the `pipeline simulate` command)."""
     from stages.simulator.run import simulate as run_simulate  # run imports this module
 
     return run_simulate(out_dir, chip, iterations, rate, seed, slice_bytes, burst_ms, stop_event,
                         first_task_id=first_task_id, start_time_ns=start_time_ns, mode=mode,
-                        aic_metrics=aic_metrics)
+                        aic_metrics=aic_metrics, layout=layout)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from pipeline.stage import StageContext
-from stages.formats import raw
+from stages.formats import host_extra, raw
 from stages.simulator import names, simulate
 from stages.simulator.stage import SimulatorStage
 from stages.simulator.workload import OpTable
@@ -26,11 +26,14 @@ HOST_RECORD = {
     "unaging.compact.node_basic_info": raw.NODE_BASIC_INFO,
     "unaging.additional.tensor_info": raw.TENSOR_INFO,
     "unaging.additional.msproftx": raw.MSPROFTX,
+    "unaging.additional.graph_id_map": host_extra.GRAPH_ID_MAP,
+    "aging.compact.memcpy_info": host_extra.MEMCPY_INFO,
 }
 TEXT_STREAMS = ("unaging.additional.hash_dic", "unaging.additional.type_info_dic")
 PROF_NAME = re.compile(r"^PROF_\d{6}_\d{17}_[A-R]{16}$")
-HOST_SLICE = re.compile(r"^unaging\.(api_event\.data|compact\.(task_track|node_basic_info)|"
-                        r"additional\.(tensor_info|msproftx|hash_dic|type_info_dic))\.slice_\d+$")
+HOST_SLICE = re.compile(r"^(unaging\.(api_event\.data|compact\.(task_track|node_basic_info)|"
+                        r"additional\.(tensor_info|msproftx|hash_dic|type_info_dic|graph_id_map))|"
+                        r"aging\.compact\.memcpy_info)\.slice_\d+$")
 DEVICE_SLICE = re.compile(r"^(hwts\.data|aicore\.data|ts_track\.data|aicpu\.data|l2_cache\.data|lpmFreqConv\.data)"
                           r"\.0\.slice_\d+$")
 CLOUD_RECORD = {"hwts.data.0": raw.HWTS_LOG, "aicore.data.0": raw.AICORE_PMU, "ts_track.data.0": raw.TS_STEP_TRACE,

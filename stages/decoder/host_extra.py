@@ -1,0 +1,38 @@
+"""Compact and additional host records the join does not use yet (spec §1.4): decoded, never rejected.
+
+node_attr_info, memcpy_info, hccl_op_info, capture_stream_info (compact, 64 B); context_id_info,
+graph_id_map, fusion_op_info, hccl_info, Multi_Thread (additional, 256 B). Fields keep their raw names.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline.stage import Batch
+from stages.decoder import host_records
+from stages.decoder.timebase import TimeBase
+from stages.formats import host_extra
+
+KINDS = frozenset(host_extra.LAYOUTS)
+Output = list[tuple[str, "np.ndarray | Batch"]]
+
+
+class ExtraHostDecoder:
+    def __init__(self, timebase: TimeBase) -> None:
+        self.timebase = timebase
+
+    def decode(self, kind: str, batch: Batch) -> Output:
+        clock = self.timebase.host_clock()
+        assert clock is not None
+        arr = np.frombuffer(batch.body, dtype=host_extra.LAYOUTS[kind])
+        out_kind = host_records.EXTRA_KINDS[kind]
+        out = np.zeros(len(arr), host_records.DTYPES[out_kind])
+        raw_names = set(arr.dtype.names or ())
+        for name in out.dtype.names or ():
+            if name in raw_names:
+                out[name] = arr[name]
+        if kind == "hccl_op_info":
+            out["relay"] = arr["flags"] & 1
+            out["retry"] = (arr["flags"] >> 1) & 1
+        out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
+        return [(out_kind, out)]
