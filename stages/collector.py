@@ -76,6 +76,7 @@ class CollectorStage(Source):
         self.bytes_read = 0
         self.left_at_stop = 0
         self.symlinks: set[Path] = set()
+        self.unknown: set[str] = set()
 
     def stop(self) -> None:
         self._stop = True
@@ -151,6 +152,12 @@ class CollectorStage(Source):
                     self._learn_platform(name, text)
                 yield Batch("control", 0, {"path": rel, "text": text})
 
+    def _report_unknown(self, key: str) -> None:
+        """Each raw file family the decoders do not know is named once in the run report."""
+        if key not in self.unknown:
+            self.unknown.add(key)
+            self.ctx.reject(f"file family not decoded by this release: {key}", 1)
+
     def _refuse_symlink(self, path: Path) -> None:
         """Symlinks in a PROF tree are not followed (as msprof refuses them); each is counted once."""
         if path not in self.symlinks:
@@ -193,7 +200,8 @@ class CollectorStage(Source):
                     found = device_stream_kind(base, self.tree.platforms[dev])
                     kind, device = (found[0], found[1]) if found else (None, None)
                 if kind is None:
-                    continue  # a file family this version does not decode: left alone
+                    self._report_unknown(key)  # a file family this release does not decode: said once
+                    continue
                 self.tree.streams[key] = StreamState(base, kind, device, data, sep=sep)
 
     def _read_stream(self, state: StreamState, final: bool) -> Iterator[Batch]:

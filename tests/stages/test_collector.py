@@ -100,3 +100,15 @@ def test_finished_job_of_an_earlier_run_is_not_followed(tmp_path: Path) -> None:
     (new / "unaging.api_event.data.slice_0").write_bytes(_api(2))
     got = [b for b in _step(gen) if b.kind == "raw"]
     assert sum(b.count for b in got) == 2
+
+
+def test_unknown_file_family_is_reported_once(tmp_path: Path) -> None:
+    data = tmp_path / "PROF_1" / "host" / "data"
+    data.mkdir(parents=True)
+    (data / "unaging.api_event.data.slice_0").write_bytes(_api(2))
+    for index in range(3):
+        (data / f"host_cpu.data.slice_{index}").write_bytes(b"\x01" * 64)
+    collector = _collector(tmp_path / "PROF_1", tmp_path, follow=False)
+    batches = [b for b in collector.batches() if b is not None and b.kind == "raw"]
+    assert sum(b.count for b in batches) == 2
+    assert collector.ctx.rejected == {"file family not decoded by this release: host/data/host_cpu.data": 1}
