@@ -42,6 +42,16 @@ def _frame_text(buf: bytes, final: bool) -> Framed:
     return Framed(b"\n".join(lines), len(lines), end)
 
 
+def _close(out: Framed, pieces: list[bytes], buf: bytes, pos: int, final: bool) -> Framed:
+    """Records found, and with ``final`` whatever is left after them counts as garbage."""
+    if final and pos < len(buf):
+        out.garbage.append(buf[pos:])
+        pos = len(buf)
+    out.records = b"".join(pieces)
+    out.consumed = pos
+    return out
+
+
 def _magic_ok(kind: StreamKind, buf: bytes, start: int, n: int) -> np.ndarray:
     """Per candidate record (n of them, from ``start``): do its magic bytes match?"""
     size, offset, width = kind.record_size, kind.magic_offset, len(kind.magic)
@@ -82,12 +92,7 @@ def _frame_fixed(kind: StreamKind, buf: bytes, final: bool) -> Framed:
             break
         out.garbage.append(buf[pos:resync])
         pos = resync
-    if final and pos < len(buf):
-        out.garbage.append(buf[pos:])
-        pos = len(buf)
-    out.records = b"".join(pieces)
-    out.consumed = pos
-    return out
+    return _close(out, pieces, buf, pos, final)
 
 
 def _next_magic(kind: StreamKind, buf: bytes, start: int) -> int | None:
@@ -136,12 +141,7 @@ def _frame_tlv(buf: bytes, final: bool) -> Framed:
         pos += size
     if garbage_from is not None:  # a run of garbage reaching the end of what we have
         out.garbage.append(buf[garbage_from:pos])
-    if final and pos < len(buf):
-        out.garbage.append(buf[pos:])
-        pos = len(buf)
-    out.records = b"".join(pieces)
-    out.consumed = pos
-    return out
+    return _close(out, pieces, buf, pos, final)
 
 
 def _frame_nul_text(kind: StreamKind, buf: bytes, final: bool) -> Framed:

@@ -44,6 +44,13 @@ def run_cli(*args: str, timeout: float = 240, **kwargs: Any) -> subprocess.Compl
                           timeout=timeout, env=pipeline_env(), **kwargs)
 
 
+def start_run(config: Path, capture: bool = True) -> subprocess.Popen[str]:
+    """`pipeline run CONFIG` in the background (the caller stops or waits for it)."""
+    stream = subprocess.PIPE if capture else subprocess.DEVNULL
+    return subprocess.Popen([sys.executable, "-m", "pipeline", "run", str(config), "--live", "off"],
+                            env=pipeline_env(), stdout=stream, stderr=stream, text=True)
+
+
 def read_report(out: Path) -> dict[str, Any]:
     report: dict[str, Any] = json.loads((out / "run_report.json").read_text())
     return report

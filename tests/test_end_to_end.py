@@ -7,14 +7,12 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pipeline_runs import crossing_slices, pipeline_env, read_report, run_cli, stage_config
+from pipeline_runs import crossing_slices, read_report, run_cli, stage_config, start_run
 
 pytestmark = pytest.mark.slow
 
@@ -119,8 +117,7 @@ def test_killed_mid_run_outputs_still_open(tmp_path: Path) -> None:
     out = tmp_path / "killed"
     config = tmp_path / "killed.yaml"
     config.write_text(stage_config(out, iterations=100_000))
-    supervisor = subprocess.Popen([sys.executable, "-m", "pipeline", "run", str(config), "--live", "off"],
-                                  env=pipeline_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    supervisor = start_run(config, capture=False)
     try:
         def has_rows() -> bool:
             found = list((out / "mindstudio_profiler_output").glob("op_summary_*.csv"))

@@ -11,14 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from pipeline_runs import pipeline_env, read_report, run_cli, stage_config
+from pipeline_runs import pipeline_env, read_report, run_cli, stage_config, start_run
 
 pytestmark = pytest.mark.slow
-
-
-def _start(config: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "pipeline", "run", str(config), "--live", "off"],
-                            env=pipeline_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _top_view(out: Path, deadline_s: float = 60) -> dict:
@@ -38,7 +33,7 @@ def test_top_attaches_and_ctrl_c_drains(tmp_path: Path) -> None:
     out = tmp_path / "out"
     config = tmp_path / "c.yaml"
     config.write_text(stage_config(out, iterations=100_000))
-    run = _start(config)
+    run = start_run(config)
     try:
         view = _top_view(out)
         assert set(view["stages"]) == {"board", "collect", "decode", "aggregate", "timeline", "summary", "db", "top"}

@@ -184,6 +184,13 @@ class TimelineSink(Sink):
 
     # -- metadata -----------------------------------------------------------------------------
 
+    def _place_nested(self, pid: int, tid: int, start_ns: int, end_ns: int) -> tuple[int, int] | None:
+        """A host span on its thread's track, trimmed so spans nest and never cross (None: nothing left)."""
+        track = self._nested.get((pid, tid))
+        if track is None:
+            track = self._nested[(pid, tid)] = NestedTrack(int(self.config.overlap_window_s * 1e9))
+        return track.place(start_ns, end_ns)
+
     def _process(self, out: list[str], pid: int, name: str, label: str, sort_index: int) -> None:
         if (pid, -1) in self._announced:
             return
@@ -264,15 +271,11 @@ class TimelineSink(Sink):
     def _apis(self, rows: list[list[Any]], out: list[str]) -> None:
         pid = format_pid(self.info.pid, SORT_CANN, HOST_DEVICE_ID)
         self._process(out, pid, "CANN", "CPU", SORT_CANN)
-        window_ns = int(self.config.overlap_window_s * 1e9)
         written = 0
         for start_ns, end_ns, level, struct_type, api_name, thread_id, connection_id, item_id in rows:
             if (pid, thread_id) not in self._announced:
                 self._thread(out, pid, thread_id, f"Thread {thread_id}")
-            track = self._nested.get((pid, thread_id))
-            if track is None:
-                track = self._nested[(pid, thread_id)] = NestedTrack(window_ns)
-            placed = track.place(start_ns, end_ns)
+            placed = self._place_nested(pid, thread_id, start_ns, end_ns)
             if placed is None:
                 continue
             start_ns, end_ns = placed
@@ -301,16 +304,12 @@ class TimelineSink(Sink):
     def _txs(self, rows: list[list[Any]], out: list[str]) -> None:
         pid = format_pid(self.info.pid, SORT_TX, HOST_DEVICE_ID)
         self._process(out, pid, self.info.pid_name or "MsprofTx", "CPU", SORT_TX)
-        window_ns = int(self.config.overlap_window_s * 1e9)
         written = 0
         for row in rows:
             (start_ns, end_ns, _process_id, thread_id, category, event_type, payload_type,
              payload_value, message_type, message, domain, _mark_id) = row
             self._thread(out, pid, thread_id, f"Thread {thread_id}")
-            track = self._nested.get((pid, thread_id))
-            if track is None:
-                track = self._nested[(pid, thread_id)] = NestedTrack(window_ns)
-            placed = track.place(start_ns, end_ns)
+            placed = self._place_nested(pid, thread_id, start_ns, end_ns)
             if placed is None:
                 continue
             start_ns, end_ns = placed
