@@ -109,7 +109,8 @@ def test_valid_json_after_every_batch_with_msprof_layout(ctx: StageContext, feed
             assert isinstance(event["ts"], str) and TS.match(event["ts"]), event
 
 
-@pytest.mark.skipif(not TRACE_VIEW.exists(), reason=f"{TRACE_VIEW} is absent (a clone without ../shared): the real-sample check needs it")
+@pytest.mark.skipif(not TRACE_VIEW.exists(),
+                    reason=f"{TRACE_VIEW} is absent (a clone without ../shared): the real-sample check needs it")
 def test_structure_matches_real_trace_view(ctx: StageContext, feed: Feed) -> None:
     sink = make_sink(ctx)
     for batch in feed_run(feed):
