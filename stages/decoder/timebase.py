@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 _LOG_LINE = re.compile(r"^\s*([A-Za-z_]+)\s*:\s*(-?\d+)\s*$")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-@dataclass
+@dataclass(frozen=True)
 class Clock:
     """ns = mono0 + (ticks − cnt0) / freq, then + local offset."""
 
@@ -20,14 +23,31 @@ class Clock:
     mono0: int = 0
     local_offset: int = 0
 
+    @cached_property
+    def _multiply_add(self) -> tuple[np.int64, np.int64] | None:
+        """(scale, shift) with ns = ticks × scale + shift, when a tick is a whole number of ns and the shift
+        fits in int64 (int64 arithmetic wraps, so this equals the step-by-step form bit for bit)."""
+        scale, rest = divmod(1_000_000, self.freq_khz)
+        shift = self.mono0 + self.local_offset - self.cnt0 * scale
+        if rest or not _INT64_MIN <= shift <= _INT64_MAX:
+            return None
+        return np.int64(scale), np.int64(shift)
+
     def to_local_ns(self, ticks: np.ndarray) -> np.ndarray:
-        delta = ticks.astype(np.int64) - np.int64(self.cnt0)
-        if self.freq_khz == 1_000_000:
-            ns = delta
-        else:
-            whole, rest = np.divmod(delta, self.freq_khz)
-            ns = whole * 1_000_000 + (rest * 1_000_000) // self.freq_khz
-        result: np.ndarray = ns + np.int64(self.mono0 + self.local_offset)
+        counts = ticks.view(np.int64) if ticks.dtype == np.uint64 else ticks.astype(np.int64)
+        fast = self._multiply_add
+        if fast is not None:
+            scale, shift = fast
+            if scale == 1:
+                shifted: np.ndarray = counts + shift
+                return shifted
+            ns: np.ndarray = counts * scale
+            ns += shift
+            return ns
+        delta = counts - np.int64(self.cnt0)
+        whole, rest = np.divmod(delta, self.freq_khz)
+        result: np.ndarray = whole * 1_000_000 + (rest * 1_000_000) // self.freq_khz + np.int64(
+            self.mono0 + self.local_offset)
         return result
 
     def duration_ns(self, ticks: int) -> int:
@@ -52,9 +72,17 @@ class TimeBase:
     """Everything learned from the control files of one PROF directory."""
 
     files: dict[str, str] = field(default_factory=dict)
+    # Clocks derived from ``files``, asked for on every chunk: worked out once per control file learned.
+    _clocks: dict[tuple[str, int], Clock | None] = field(default_factory=dict, repr=False, compare=False)
 
     def learn(self, rel_path: str, text: str) -> None:
         self.files[rel_path] = text
+        self._clocks.clear()
+
+    def _cached(self, key: tuple[str, int], derive: Callable[[], Clock | None]) -> Clock | None:
+        if key not in self._clocks:
+            self._clocks[key] = derive()
+        return self._clocks[key]
 
     def _json(self, rel: str) -> dict:
         try:
@@ -71,6 +99,16 @@ class TimeBase:
             return None
 
     def host_clock(self) -> Clock | None:
+        return self._cached(("host", 0), self._host_clock)
+
+    def legacy_host_clock(self, device: int) -> Clock | None:
+        """Clock of the legacy host records in device_N/data (AclModule, Framework, Runtime; spec §1.5)."""
+        return self._cached(("legacy", device), lambda: self._legacy_host_clock(device))
+
+    def device_clock(self, device: int) -> Clock | None:
+        return self._cached(("device", device), lambda: self._device_clock(device))
+
+    def _host_clock(self) -> Clock | None:
         if "host/start_info" not in self.files or "host/host_start.log" not in self.files:
             return None
         offset = self._offset("host/start_info")
@@ -83,19 +121,17 @@ class TimeBase:
         khz = _mhz_to_khz(freq) if freq not in (None, "", "0") else 1_000_000
         return Clock(khz, log.get("cntvct", 0), log.get("clock_monotonic_raw", 0), offset)
 
-    def legacy_host_clock(self, device: int) -> Clock | None:
-        """Clock of the legacy host records in device_N/data (AclModule, Framework, Runtime; spec §1.5).
-
-        CANN ≤ 6 stamped them in host CLOCK_MONOTONIC_RAW ns (msprof's parser of that era divided their
-        durations by 1000 for µs and used them as timeline µs as they are), so only the local offset is
-        needed: the device folder's start_info, else the host's.
+    def _legacy_host_clock(self, device: int) -> Clock | None:
+        """Only a local offset: CANN ≤ 6 stamped them in host CLOCK_MONOTONIC_RAW ns (msprof's parser of that
+        era divided their durations by 1000 for µs and used them as timeline µs as they are). The offset is
+        the device folder's start_info, else the host's.
         """
         offset = self._offset(f"device_{device}/start_info.{device}")
         if offset is None:
             offset = self._offset("host/start_info")
         return None if offset is None else Clock(local_offset=offset)
 
-    def device_clock(self, device: int) -> Clock | None:
+    def _device_clock(self, device: int) -> Clock | None:
         folder = f"device_{device}"
         needed = (f"{folder}/info.json.{device}", f"{folder}/dev_start.log.{device}",
                   f"{folder}/host_start.log.{device}")

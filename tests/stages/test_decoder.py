@@ -48,6 +48,32 @@ def test_clock_conversion_is_exact_integer_ns() -> None:
                                                  6_000_000_000 + 1_234_567_890_120 + OFFSET]
 
 
+@settings(max_examples=200, deadline=None)
+@given(freq_khz=st.one_of(st.sampled_from([1_000_000, 100_000, 50_000, 38_400, 19_200, 1_800_000, 3_000]),
+                          st.integers(1000, 2_000_000)),
+       cnt0=st.integers(0, 2**40), mono0=st.integers(0, 2**40), local_offset=st.integers(-2**61, 2**61),
+       ticks=st.lists(st.integers(0, 2**49), min_size=1, max_size=20),
+       dtype=st.sampled_from([np.uint64, np.int64, np.uint32]))
+def test_clock_conversion_matches_integer_arithmetic(freq_khz: int, cnt0: int, mono0: int, local_offset: int,
+                                                     ticks: list[int], dtype: type) -> None:
+    """Every frequency (a whole number of ns per tick or not) and tick type: floor((ticks − cnt0) / freq) in ns."""
+    ticks = [t % 2**32 for t in ticks] if dtype is np.uint32 else ticks
+    clock = Clock(freq_khz=freq_khz, cnt0=cnt0, mono0=mono0, local_offset=local_offset)
+    expected = [mono0 + local_offset + (t - cnt0) * 1_000_000 // freq_khz for t in ticks]
+    assert clock.to_local_ns(np.array(ticks, dtype=dtype)).tolist() == expected
+
+
+def test_clocks_follow_control_files_learned_later(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    decoder = _decoder(tmp_path)
+    before = decoder.timebase.device_clock(0)
+    assert before is not None and before.cnt0 == 1000 and decoder.timebase.device_clock(1) is None
+    list(decoder.process(Batch("control", 0, {"path": "device_0/dev_start.log.0", "text": "cntvct: 2000\n"})))
+    list(decoder.process(Batch("control", 0, {"path": "host/host_start.log", "text": "cntvct: 7\n"})))
+    device, host = decoder.timebase.device_clock(0), decoder.timebase.host_clock()
+    assert device is not None and device.cnt0 == 2000
+    assert host is not None and host.cnt0 == 7 and host.mono0 == 0
+
+
 def test_api_and_event_told_apart_and_zero_begin_rejected(tmp_path) -> None:  # type: ignore[no-untyped-def]
     decoder = _decoder(tmp_path)
     arr = np.zeros(3, raw.API_EVENT)
