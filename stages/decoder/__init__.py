@@ -7,7 +7,7 @@ reason (and its bytes kept aside); the stage never raises on bytes.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,11 @@ class DecoderStage(Transform):
         self.host_extra = ExtraHostDecoder(self.timebase)
         self.legacy = LegacyDecoder(self.timebase, self._reject)
         self.stars = StarsDecoder(self.timebase, self._reject)
+        # stream kind → its decoder (the rest are device kinds); later entries win
+        self.decoders: dict[str, Callable[[str, Batch], list[tuple[str, np.ndarray | Batch]]]] = {
+            **dict.fromkeys(STARS_KINDS, self.stars.decode), **dict.fromkeys(HOST_KINDS, self.host.decode),
+            **dict.fromkeys(legacy.KINDS, self.legacy.decode),
+            **dict.fromkeys(host_extra.KINDS, self.host_extra.decode)}
         self.pending: list[Batch] = []
         self.records_in = 0
         self.decoded = 0
@@ -75,7 +80,7 @@ class DecoderStage(Transform):
             else:
                 self.pending.append(batch)
             return ()
-        return list(self._decode(batch))
+        return self._decode(batch)
 
     def _ready(self, batch: Batch) -> bool:
         kind = batch.meta.get("kind")
@@ -127,38 +132,30 @@ class DecoderStage(Transform):
                      **_extra_facts(sample)}
             yield Batch("device_info", 0, {"facts": facts})
 
-    def _decode(self, batch: Batch) -> Iterator[Batch]:
+    def _decode(self, batch: Batch) -> list[Batch]:
         kind = batch.meta["kind"]
-        meta = {"stream": batch.meta.get("stream"), "device": batch.meta.get("device")}
+        decode = self.decoders.get(kind, self.device.decode)
         try:
-            if kind in host_extra.KINDS:
-                outputs = self.host_extra.decode(kind, batch)
-            elif kind in legacy.KINDS:
-                outputs = self.legacy.decode(kind, batch)
-            elif kind in HOST_KINDS:
-                outputs = self.host.decode(kind, batch)
-            elif kind in STARS_KINDS:
-                outputs = self.stars.decode(kind, batch)
-            else:
-                outputs = self.device.decode(kind, batch)
+            outputs = decode(kind, batch)
         except (ValueError, TypeError) as exc:  # bytes that slipped past framing: counted, never fatal
             self._reject(f"{kind}: undecodable chunk ({exc})", batch.count, batch.body)
-            return
+            return []
+        stream, device = batch.meta.get("stream"), batch.meta.get("device")
         produced: list[Batch] = []
         for out_kind, payload in outputs:
             if isinstance(payload, np.ndarray):
                 if len(payload):
                     self.decoded += len(payload)
-                    produced.append(records.to_batch(out_kind, payload, dict(meta)))
+                    produced.append(records.to_batch(out_kind, payload, {"stream": stream, "device": device}))
             else:
                 self.decoded += payload.count
-                payload.meta.update(meta)
+                payload.meta.update(stream=stream, device=device)
                 produced.append(payload)
         # One raw chunk may become several batches (steps and flips, APIs and events): the
         # aggregator acts on a stream's progress only once all of them are in.
         for batch in produced[:-1]:
             batch.meta["chunk_end"] = False
-        yield from produced
+        return produced
 
     def tick(self, now: float) -> Iterable[Batch]:
         if not self.pending:

@@ -12,17 +12,24 @@ import numpy as np
 
 from stages.formats import raw
 
+_MASK = raw.HWTS_CNT_MODULO - 1  # the modulus is a power of two: mod 16 = the low 4 bits, also of wrapped uint8s
+
 
 class RollingCounters:
     def __init__(self) -> None:
         self.last: dict[str, int] = {}
 
     def missing(self, stream: str, heads: np.ndarray) -> int:
-        """Records missing before and between ``heads`` (byte 0 of each record, in file order)."""
+        """Records missing before and between ``heads`` (byte 0 of each record, uint8, in file order)."""
         if not len(heads):
             return 0
-        cnt = (heads >> raw.HWTS_CNT_SHIFT).astype(np.int64)
+        cnt = heads >> raw.HWTS_CNT_SHIFT
         previous = self.last.get(stream)
-        sequence = cnt if previous is None else np.concatenate(([previous], cnt))
         self.last[stream] = int(cnt[-1])
-        return int(((np.diff(sequence) - 1) % raw.HWTS_CNT_MODULO).sum())
+        missing = 0 if previous is None else (int(cnt[0]) - previous - 1) & _MASK
+        steps = cnt[1:] - cnt[:-1]  # uint8: wraps, and the low 4 bits stay right
+        steps -= 1
+        steps &= _MASK
+        if np.count_nonzero(steps):  # the usual case, no gap, costs no sum
+            missing += int(steps.sum())
+        return missing

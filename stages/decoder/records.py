@@ -76,6 +76,29 @@ DTYPES.update(host_records.DTYPES)  # legacy host records and the compact/additi
 STATE_START, STATE_END = 2, 3
 
 
+# Output arrays are packed, so their fields are unaligned: numpy writes into them fast from contiguous
+# memory but slowly from another strided field or a broadcast constant. Hence blank() and copy_fields().
+_BLANKS: dict[tuple[np.dtype, int | None], bytes] = {}
+
+
+def blank(dtype: np.dtype, n: int, device: int | None = None) -> np.ndarray:
+    """``n`` zeroed records (``device_id`` set when given), copied from cached bytes."""
+    size = n * dtype.itemsize
+    template = _BLANKS.get((dtype, device))
+    if template is None or len(template) < size:
+        zeros = np.zeros(max(n, 1024), dtype)
+        if device is not None:
+            zeros["device_id"] = device
+        template = _BLANKS[dtype, device] = zeros.tobytes()
+    return np.frombuffer(bytearray(memoryview(template)[:size]), dtype)
+
+
+def copy_fields(out: np.ndarray, arr: np.ndarray, names: tuple[str, ...]) -> None:
+    """``out[name] = arr[name]`` for each name, through a contiguous copy of the source field."""
+    for name in names:
+        out[name] = np.ascontiguousarray(arr[name])
+
+
 def to_batch(kind: str, array: np.ndarray, meta: dict) -> Batch:
     return Batch(kind, len(array), meta, array.tobytes())
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from pipeline.stage import Batch
 from stages.decoder import DecoderStage, records
+from stages.decoder.counter import RollingCounters
 from stages.decoder.timebase import Clock
 from stages.formats import files, raw
 from stages.framing import frame
@@ -242,6 +243,21 @@ def _hwts(counters: list[int], task_id: int = 1) -> bytes:
     arr["task_id"] = task_id
     arr["syscnt"] = 2000
     return arr.tobytes()
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=st.lists(st.integers(1, 40), min_size=1, max_size=200), first=st.integers(0, 15),
+       cuts=st.lists(st.integers(0, 200), max_size=6), low_bits=st.integers(0, 15))
+def test_rolling_counter_counts_every_gap_mod_16_across_chunk_cuts(steps: list[int], first: int, cuts: list[int],
+                                                                   low_bits: int) -> None:
+    """Counters that advance by ``steps`` (1 = no record lost): each step k loses (k − 1) mod 16 records,
+    however the stream is cut into chunks; the low 4 bits of the byte play no part."""
+    counters = np.cumsum([first] + steps) % 16
+    heads = ((counters << 4) | low_bits).astype(np.uint8)
+    rolling = RollingCounters()
+    bounds = [0, *sorted(min(c, len(heads)) for c in cuts), len(heads)]
+    found = sum(rolling.missing("hwts", heads[a:b]) for a, b in zip(bounds, bounds[1:], strict=False))
+    assert found == sum((k - 1) % 16 for k in steps)
 
 
 def test_rolling_counter_gaps_are_reported_as_lost_records_per_stream(tmp_path) -> None:  # type: ignore[no-untyped-def]
