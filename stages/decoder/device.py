@@ -71,12 +71,9 @@ class DeviceDecoder:
 
     def _aicore(self, body: bytes, device: int) -> Output:
         arr = np.frombuffer(body, dtype=raw.AICORE_PMU)
-        out = np.zeros(len(arr), records.PMU)
-        out["device_id"] = device
+        out = records.blank(records.PMU, len(arr), device)
         out["stream_id"] = arr["stream_id"] % 2048
-        out["task_id"] = arr["task_id"]
-        out["total_cycle"] = arr["total_cycle"]
-        out["pmu"] = arr["pmu"]
+        records.copy_fields(out, arr, ("task_id", "total_cycle", "pmu"))
         return [("pmu", out)]
 
     def _mini(self, kind: str, body: bytes, device: int, clock: Clock) -> Output:

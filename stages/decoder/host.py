@@ -8,12 +8,22 @@ import numpy as np
 
 from pipeline.stage import Batch
 from stages.decoder import records
-from stages.decoder.timebase import TimeBase
+from stages.decoder.timebase import Clock, TimeBase
 from stages.formats import raw
 from stages.schema import pack_rows
 
 Reject = Callable[[str, int, bytes], None]
 Output = list[tuple[str, "np.ndarray | Batch"]]
+# Records whose fields are copied as they are beside their time: stream kind → (raw layout, decoded kind, fields)
+_COPIED: dict[str, tuple[np.dtype, str, tuple[str, ...]]] = {
+    "task_track": (raw.TASK_TRACK, "task_track", ("thread_id", "stream_id", "task_id", "batch_id", "task_type",
+                                                  "kernel_name", "num_blocks")),
+    "node_basic_info": (raw.NODE_BASIC_INFO, "node_basic", ("thread_id", "op_name", "op_type", "task_type",
+                                                            "block_num", "op_state")),
+    "tensor_info": (raw.TENSOR_INFO, "tensor", ("thread_id", "op_name", "tensor_num", "tensors")),
+    "msproftx": (raw.MSPROFTX, "tx", ("thread_id", "process_id", "tx_thread_id", "category", "event_type",
+                                      "payload_type", "payload", "mark_id", "domain", "message_type", "message")),
+}
 
 
 class HostDecoder:
@@ -30,55 +40,35 @@ class HostDecoder:
         assert clock is not None
         if kind == "api_event":
             return self._api_event(batch, clock)
-        layout = {"task_track": raw.TASK_TRACK, "node_basic_info": raw.NODE_BASIC_INFO,
-                  "tensor_info": raw.TENSOR_INFO, "msproftx": raw.MSPROFTX}[kind]
+        layout, out_kind, fields = _COPIED[kind]
         arr = np.frombuffer(batch.body, dtype=layout)
-        ts = clock.to_local_ns(arr["timestamp"])
+        out = np.zeros(len(arr), records.DTYPES[out_kind])
+        records.copy_fields(out, arr, fields)
+        out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
         if kind == "task_track":
-            out = np.zeros(len(arr), records.TASK_TRACK)
-            for name in ("thread_id", "device_id", "stream_id", "task_id", "batch_id", "task_type", "kernel_name",
-                         "num_blocks"):
-                out[name] = arr[name]
-            out["device_id"] &= 0x0FFF  # high 4 bits: device kind
-            out["ts_ns"] = ts
-            return [("task_track", out)]
-        if kind == "node_basic_info":
-            out = np.zeros(len(arr), records.NODE_BASIC)
-            for name in ("thread_id", "op_name", "op_type", "task_type", "block_num", "op_state"):
-                out[name] = arr[name]
-            out["ts_ns"] = ts
-            return [("node_basic", out)]
-        if kind == "tensor_info":
-            out = np.zeros(len(arr), records.TENSOR)
-            for name in ("thread_id", "op_name", "tensor_num", "tensors"):
-                out[name] = arr[name]
-            out["ts_ns"] = ts
-            return [("tensor", out)]
-        out = np.zeros(len(arr), records.TX)
-        for name in ("thread_id", "process_id", "tx_thread_id", "category", "event_type", "payload_type", "payload",
-                     "mark_id", "domain", "message_type", "message"):
-            out[name] = arr[name]
-        out["ts_ns"] = ts
-        out["start_ns"] = clock.to_local_ns(arr["start_time"])
-        out["end_ns"] = np.where(arr["end_time"] > 0, clock.to_local_ns(arr["end_time"]), out["start_ns"])
-        return [("tx", out)]
+            out["device_id"] = arr["device_id"] & 0x0FFF  # high 4 bits: device kind
+        elif kind == "msproftx":
+            out["start_ns"] = clock.to_local_ns(arr["start_time"])
+            out["end_ns"] = np.where(arr["end_time"] > 0, clock.to_local_ns(arr["end_time"]), out["start_ns"])
+        return [(out_kind, out)]
 
-    def _api_event(self, batch: Batch, clock: object) -> Output:
+    def _api_event(self, batch: Batch, clock: Clock) -> Output:
         arr = np.frombuffer(batch.body, dtype=raw.API_EVENT)
         is_event = arr["end"] == np.uint64(raw.EVENT_FLAG)
         zero = arr["begin"] == 0
         if zero.any():
-            self.reject("api_event: zero begin time", int(zero.sum()), arr[zero].tobytes())
-        apis, events = arr[~is_event & ~zero], arr[is_event & ~zero]
-        api_out = np.zeros(len(apis), records.API)
-        event_out = np.zeros(len(events), records.EVENT)
-        for target, source in ((api_out, apis), (event_out, events)):
-            for name in ("thread_id", "level", "type", "item_id"):
-                target[name] = source[name]
-            target["request_id"] = source["reserve"]
-        api_out["start_ns"] = clock.to_local_ns(apis["begin"])  # type: ignore[attr-defined]
-        api_out["end_ns"] = clock.to_local_ns(apis["end"])  # type: ignore[attr-defined]
-        event_out["ts_ns"] = clock.to_local_ns(events["begin"])  # type: ignore[attr-defined]
+            self.reject("api_event: zero begin time", int(zero.sum()), records.pick(arr, zero).tobytes())
+            is_api, is_event = ~is_event & ~zero, is_event & ~zero
+            apis, events = records.pick(arr, is_api), records.pick(arr, is_event)
+        else:
+            n_events = np.count_nonzero(is_event)
+            apis = arr if n_events == 0 else records.pick(arr, ~is_event)
+            events = arr[:0] if n_events == 0 else arr if n_events == len(arr) else records.pick(arr, is_event)
+        api_out = _api_fields(np.zeros(len(apis), records.API), apis)
+        api_out["start_ns"] = clock.to_local_ns(apis["begin"])
+        api_out["end_ns"] = clock.to_local_ns(apis["end"])
+        event_out = _api_fields(np.zeros(len(events), records.EVENT), events)
+        event_out["ts_ns"] = clock.to_local_ns(events["begin"])
         # Events first: a ModelExecute window must be known before the APIs inside it are resolved.
         return [("event", event_out), ("api", api_out)]
 
@@ -106,3 +96,10 @@ class HostDecoder:
         if bad:
             self.reject("type_info_dic: line without '<level>_<type>:<name>'", len(bad), "\n".join(bad).encode())
         return [("type_info", pack_rows("type_info", rows, "out"))]
+
+
+def _api_fields(out: np.ndarray, arr: np.ndarray) -> np.ndarray:
+    """The fields MsprofApi and MsprofEvent records share."""
+    records.copy_fields(out, arr, ("thread_id", "level", "type", "item_id"))
+    out["request_id"] = np.ascontiguousarray(arr["reserve"])
+    return out

@@ -99,6 +99,19 @@ def copy_fields(out: np.ndarray, arr: np.ndarray, names: tuple[str, ...]) -> Non
         out[name] = np.ascontiguousarray(arr[name])
 
 
+def pick(arr: np.ndarray, which: np.ndarray) -> np.ndarray:
+    """``arr[which]`` for a contiguous record array, copying whole records as opaque bytes (numpy would
+    copy a structured record field by field)."""
+    size = arr.dtype.itemsize
+    void = _VOIDS.get(size)
+    if void is None:
+        void = _VOIDS[size] = np.dtype((np.void, size))
+    return np.frombuffer(arr.view(void)[which], arr.dtype)
+
+
+_VOIDS: dict[int, np.dtype] = {}
+
+
 def to_batch(kind: str, array: np.ndarray, meta: dict) -> Batch:
     return Batch(kind, len(array), meta, array.tobytes())
 

@@ -56,19 +56,24 @@ def ids(stream: np.ndarray, task: np.ndarray, expand: bool = False,
     stream = task low 15 bits, task = task bit 15 | stream low 15 bits; else both as written (the
     stream's low 15 bits); placeholder and event-record SQEs always keep theirs.
     """
-    stream, task = np.asarray(stream, np.uint16), np.asarray(task, np.uint16)
+    stream, task = np.ascontiguousarray(stream, np.uint16), np.ascontiguousarray(task, np.uint16)
     if expand:
         swapped = ((stream & 0x8000) != 0) & ~_kept(stream, sqe)
         return (np.where(swapped, task & 0x7FFF, stream & 0x7FFF),
                 np.where(swapped, (task & 0x8000) | (stream & 0x7FFF), task))
-    bit12 = (stream & 0x1000) != 0
-    bit13 = ((stream & 0x2000) != 0) & ~bit12
-    if not (bit12.any() or bit13.any()):
+    form = stream >> 12
+    form &= 3
+    if not form.any():
         return stream & 0x07FF, task
-    new_stream = np.where(bit13, task & 0x0FFF, stream) & 0x07FF
-    new_task = np.where(bit12, (task & 0x1FFF) | (stream & 0xE000), np.where(bit13, (stream & 0x0FFF) | (task & 0xF000),
-                                                                             task))
-    return new_stream, new_task
+    new_task = (task & _TASK_KEPT[form]) | (stream & _STREAM_TO_TASK[form])
+    return np.where(form == _SWAPPED, task, stream) & 0x07FF, new_task
+
+
+# Default-mode rules by stream bits 12–13 ("form": 0 plain, 1 or 3 bit 12, 2 bit 13 alone): the task id is
+# (task & _TASK_KEPT) | (stream & _STREAM_TO_TASK); the stream id comes from the task field in the swapped form.
+_TASK_KEPT = np.array([0xFFFF, 0x1FFF, 0xF000, 0x1FFF], np.uint16)
+_STREAM_TO_TASK = np.array([0x0000, 0xE000, 0x0FFF, 0xE000], np.uint16)
+_SWAPPED = 2
 
 
 def stream_ids(stream: np.ndarray, task: np.ndarray, expand: bool = False,
@@ -130,68 +135,75 @@ class StarsDecoder:
             name = FUNC_TYPE_NAMES.get(value, "unknown func type")
             self.reject(f"{kind}: func type {value:06b} ({name}) not decoded", len(rows), rows.tobytes())
 
-    def _acsq(self, arr: np.ndarray, device: int, clock: Clock) -> Output:
+    def _acsq_logs(self, arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The task start and end logs of a stars_soc chunk, with their func types (the others rejected)."""
         funcs = func_type(arr["head"])
-        keep = (funcs == raw.ACSQ_START) | (funcs == raw.ACSQ_END)
-        self._other_func_types("stars_soc", arr, keep)
-        if not keep.all():
-            arr, funcs = arr[keep], funcs[keep]
-        out = np.zeros(len(arr), records.TASK_LOG)
-        out["device_id"] = device
+        if len(funcs) and funcs.max() > raw.ACSQ_END:
+            keep = funcs <= raw.ACSQ_END  # ACSQ_START, ACSQ_END
+            self._other_func_types("stars_soc", arr, keep)
+            arr, funcs = records.pick(arr, keep), funcs[keep]
+        return arr, funcs
+
+    def _acsq(self, arr: np.ndarray, device: int, clock: Clock) -> Output:
+        arr, funcs = self._acsq_logs(arr)
+        out = records.blank(records.TASK_LOG, len(arr), device)
         out["stream_id"], out["task_id"] = ids(arr["stream_id"], arr["task_id"])
-        out["state"] = np.where(funcs == raw.ACSQ_START, records.STATE_START, records.STATE_END)
+        out["state"] = funcs + _ACSQ_TO_STATE
         out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
         return [("task_log", out)]
 
     def _acsq_v6(self, arr: np.ndarray, device: int, clock: Clock) -> Output:
-        funcs = func_type(arr["head"])
-        keep = (funcs == raw.ACSQ_START) | (funcs == raw.ACSQ_END)
-        self._other_func_types("stars_soc", arr, keep)
-        if not keep.all():
-            arr, funcs = arr[keep], funcs[keep]
-        out = np.zeros(len(arr), records.UNIQUE_TASK_LOG)
-        out["device_id"] = device
-        out["unique_task_id"] = arr["task_id"]
+        arr, funcs = self._acsq_logs(arr)
+        out = records.blank(records.UNIQUE_TASK_LOG, len(arr), device)
+        out["unique_task_id"] = np.ascontiguousarray(arr["task_id"])
         out["sqe_type"] = sqe_type(arr["head"])
-        out["state"] = np.where(funcs == raw.ACSQ_START, records.STATE_START, records.STATE_END)
+        out["state"] = funcs + _ACSQ_TO_STATE
         out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
         return [("unique_task_log", out)]
 
     def _ffts_pmu(self, arr: np.ndarray, device: int, clock: Clock) -> Output:
         funcs = func_type(arr["head"])
-        context, block = funcs == raw.CONTEXT_PMU, funcs == raw.BLOCK_PMU
-        self._other_func_types("ffts_profile", arr, context | block)
+        context = funcs == raw.CONTEXT_PMU
         if context.all():  # the usual case: no copy
             return [("context_pmu", _context(arr, device, clock))]
-        return [("context_pmu", _context(arr[context], device, clock)),
-                ("block_pmu", _block(arr[block], device, clock))]
+        block = funcs == raw.BLOCK_PMU
+        self._other_func_types("ffts_profile", arr, context | block)
+        return [("context_pmu", _context(records.pick(arr, context), device, clock)),
+                ("block_pmu", _block(records.pick(arr, block), device, clock))]
 
 
-def _pmu_common(arr: np.ndarray, dtype: np.dtype, device: int, clock: Clock) -> np.ndarray:
-    out = np.zeros(len(arr), dtype)
-    out["device_id"] = device
+def _pmu_common(arr: np.ndarray, dtype: np.dtype, device: int, clock: Clock) -> tuple[np.ndarray, np.ndarray]:
+    """The output records with the fields ContextPmu and BlockPmu share, and the records' FFTS types."""
+    out = records.blank(dtype, len(arr), device)
     out["stream_id"], out["task_id"] = ids(arr["stream_id"], arr["task_id"])
     out["ts_ns"] = clock.to_local_ns(arr["end_cnt"])  # msprof times a PMU record by its end count
     out["start_ns"] = clock.to_local_ns(arr["start_cnt"])
-    out["total_cycle"] = arr["total_cycle"]
-    out["pmu"] = arr["pmu"]
-    out["core"] = core_kind(arr["ffts"] >> 5, arr["subtask"] & 0xFF)
-    return out
+    records.copy_fields(out, arr, ("total_cycle", "pmu"))
+    ffts_type = arr["ffts"] >> 5
+    out["core"] = _CORE_BY_TYPES[(ffts_type.astype(np.intp) << 8) | (arr["subtask"] & 0xFF)]
+    return out, ffts_type
 
 
 def _context(arr: np.ndarray, device: int, clock: Clock) -> np.ndarray:
-    out = _pmu_common(arr, records.CONTEXT_PMU, device, clock)
-    plus = (arr["ffts"] >> 5) == raw.FFTS_TYPE_PLUS
-    out["context_id"] = np.where(plus, arr["subtask_id"].astype(np.uint32), np.uint32(INVALID_CONTEXT_ID))
+    out, ffts_type = _pmu_common(arr, records.CONTEXT_PMU, device, clock)
+    out["context_id"] = np.where(ffts_type == raw.FFTS_TYPE_PLUS, arr["subtask_id"].astype(np.uint32),
+                                 np.uint32(INVALID_CONTEXT_ID))
     out["overflow"] = (arr["subtask"] >> 10) & 1
     return out
 
 
 def _block(arr: np.ndarray, device: int, clock: Clock) -> np.ndarray:
-    out = _pmu_common(arr, records.BLOCK_PMU, device, clock)
+    out, _ = _pmu_common(arr, records.BLOCK_PMU, device, clock)
     out["context_id"] = arr["subtask_id"]
-    out["core_type"] = arr["core"] & 1
-    out["core_id"] = arr["core"] >> 1
-    out["block_id"] = arr["block_id"]
-    out["sub_block_id"] = arr["sub_block_id"]
+    core = np.ascontiguousarray(arr["core"])
+    out["core_type"] = core & 1
+    out["core_id"] = core >> 1
+    records.copy_fields(out, arr, ("block_id", "sub_block_id"))
     return out
+
+
+# core_kind of every (FFTS type, subtask type) pair a record can hold (3 and 8 bits), indexed type << 8 | subtask.
+_CORE_BY_TYPES = core_kind(np.repeat(np.arange(8), 256), np.tile(np.arange(256), 8))
+# ACSQ func type → task log state (start → STATE_START, end → STATE_END)
+_ACSQ_TO_STATE = records.STATE_START - raw.ACSQ_START
+assert (raw.ACSQ_START, raw.ACSQ_END) == (0, 1) and records.STATE_END - records.STATE_START == 1

@@ -18,6 +18,7 @@ from stages.decoder.timebase import Clock
 from stages.formats import raw
 
 Reject = Callable[[str, int, bytes], None]
+_TAG_SLOTS = 256  # the tag is one byte
 
 # tag → (raw layout, decoded kind, fields copied as they are besides stream id and time)
 _TAGS: dict[int, tuple[np.dtype, str, tuple[str, ...]]] = {
@@ -33,24 +34,25 @@ _TAGS: dict[int, tuple[np.dtype, str, tuple[str, ...]]] = {
 def decode_ts_track(body: bytes, device: int, clock: Clock, reject: Reject) -> list[tuple[str, np.ndarray]]:
     """Every record of a chunk, split by tag into decoded arrays (unknown tags rejected)."""
     tags = np.frombuffer(body, dtype=raw.TS_STEP_TRACE)["tag"]
-    unknown = ~np.isin(tags, list(_TAGS))
-    if unknown.any():
+    present = set(np.flatnonzero(np.bincount(tags, minlength=_TAG_SLOTS)).tolist())
+    if not present <= _TAGS.keys():
+        unknown = ~np.isin(tags, list(_TAGS))
         rows = np.frombuffer(body, dtype=raw.TS_STEP_TRACE)[unknown]
         reject("ts_track: unknown record tag", int(unknown.sum()), rows.tobytes())
     outputs: list[tuple[str, np.ndarray]] = []
     for tag, (layout, kind, fields) in _TAGS.items():
-        selected = tags == tag
-        if not selected.any():
+        if tag not in present:
             continue
-        arr = np.frombuffer(body, dtype=layout)[selected]
-        out = np.zeros(len(arr), records.DTYPES[kind])
-        out["device_id"] = device
-        out["stream_id"] = arr["stream_id"] % 2048
+        arr = np.frombuffer(body, dtype=layout)
+        if len(present) > 1:
+            arr = records.pick(arr, tags == tag)
+        out = records.blank(records.DTYPES[kind], len(arr), device)
         out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
-        for name in fields:
-            out[name] = arr[name]
+        records.copy_fields(out, arr, fields)
         if tag == raw.TS_TAG_BLOCK_NUM:
             out["stream_id"], out["task_id"] = _stars_ids(arr["stream_id"], arr["task_id"])
+        else:
+            out["stream_id"] = arr["stream_id"] % 2048
         outputs.append((kind, out))
     return outputs
 
