@@ -18,7 +18,6 @@ from stages.decoder.timebase import Clock
 from stages.formats import raw
 
 Reject = Callable[[str, int, bytes], None]
-_TAG_SLOTS = 256  # the tag is one byte
 
 # tag → (raw layout, decoded kind, fields copied as they are besides stream id and time)
 _TAGS: dict[int, tuple[np.dtype, str, tuple[str, ...]]] = {
@@ -33,26 +32,28 @@ _TAGS: dict[int, tuple[np.dtype, str, tuple[str, ...]]] = {
 
 def decode_ts_track(body: bytes, device: int, clock: Clock, reject: Reject) -> list[tuple[str, np.ndarray]]:
     """Every record of a chunk, split by tag into decoded arrays (unknown tags rejected)."""
-    tags = np.frombuffer(body, dtype=raw.TS_STEP_TRACE)["tag"]
-    present = set(np.flatnonzero(np.bincount(tags, minlength=_TAG_SLOTS)).tolist())
-    if not present <= _TAGS.keys():
+    arr = np.frombuffer(body, dtype=raw.TS_STEP_TRACE)
+    tags = np.ascontiguousarray(arr["tag"])
+    present = [tag for tag, count in enumerate(np.bincount(tags).tolist()) if count]
+    if any(tag not in _TAGS for tag in present):
         unknown = ~np.isin(tags, list(_TAGS))
-        rows = np.frombuffer(body, dtype=raw.TS_STEP_TRACE)[unknown]
-        reject("ts_track: unknown record tag", int(unknown.sum()), rows.tobytes())
+        reject("ts_track: unknown record tag", int(unknown.sum()), records.pick(arr, unknown).tobytes())
+    ts = clock.to_local_ns(arr["timestamp"])  # at the same offset in every layout
     outputs: list[tuple[str, np.ndarray]] = []
     for tag, (layout, kind, fields) in _TAGS.items():
         if tag not in present:
             continue
-        arr = np.frombuffer(body, dtype=layout)
+        rows, rows_ts = np.frombuffer(body, dtype=layout), ts
         if len(present) > 1:
-            arr = records.pick(arr, tags == tag)
-        out = records.blank(records.DTYPES[kind], len(arr), device)
-        out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
-        records.copy_fields(out, arr, fields)
+            which = tags == tag
+            rows, rows_ts = records.pick(rows, which), ts[which]
+        out = records.blank(records.DTYPES[kind], len(rows), device)
+        out["ts_ns"] = rows_ts
+        records.copy_fields(out, rows, fields)
         if tag == raw.TS_TAG_BLOCK_NUM:
-            out["stream_id"], out["task_id"] = _stars_ids(arr["stream_id"], arr["task_id"])
+            out["stream_id"], out["task_id"] = _stars_ids(rows["stream_id"], rows["task_id"])
         else:
-            out["stream_id"] = arr["stream_id"] % 2048
+            out["stream_id"] = rows["stream_id"] % 2048
         outputs.append((kind, out))
     return outputs
 
