@@ -146,20 +146,19 @@ def aicore(bodies: list[bytes], clock: Clock, device: int) -> Rows:
 
 
 def ts_track(bodies: list[bytes], clock: Clock, device: int) -> Rows:
-    step = scalars(raw.TS_STEP_TRACE, "timestamp", "index_id", "model_id", "stream_id", "task_id", "tag_id")
+    """Records read as step traces (the usual tag), re-read in their own layout when the tag says otherwise."""
+    step = scalars(raw.TS_STEP_TRACE, "tag", "timestamp", "index_id", "model_id", "stream_id", "task_id", "tag_id")
     flip = scalars(raw.TS_TASK_FLIP, "timestamp", "stream_id", "flip_num", "task_id")
     scale, shift = scale_shift(clock)
     steps: list[tuple] = []
     flips: list[tuple] = []
     size = raw.TS_TRACK_SIZE
     for body in bodies:
-        for offset in range(0, len(body), size):
-            tag = body[offset + 1]
+        for i, (tag, stamp, index, model, stream, task, tag_id) in enumerate(step.iter_unpack(body)):
             if tag == raw.TS_TAG_STEP_TRACE:
-                stamp, index, model, stream, task, tag_id = step.unpack_from(body, offset)
                 steps.append((device, stamp * scale + shift, index, model, stream % 2048, task, tag_id))
             elif tag == raw.TS_TAG_TASK_FLIP:
-                stamp, stream, flip_num, task = flip.unpack_from(body, offset)
+                stamp, stream, flip_num, task = flip.unpack_from(body, i * size)
                 flips.append((device, stamp * scale + shift, stream % 2048, flip_num, task))
             else:
                 raise ValueError(f"ts_track tag {tag}: not in the bench data")

@@ -13,6 +13,7 @@ import numpy as np
 from stages.formats import raw
 
 _MASK = raw.HWTS_CNT_MODULO - 1  # the modulus is a power of two: mod 16 = the low 4 bits, also of wrapped uint8s
+_SHIFT = np.array(raw.HWTS_CNT_SHIFT, np.uint8)  # a 0-d array: numpy takes it in faster than a Python int
 
 
 class RollingCounters:
@@ -23,7 +24,7 @@ class RollingCounters:
         """Records missing before and between ``heads`` (byte 0 of each record, uint8, in file order)."""
         if not len(heads):
             return 0
-        cnt = heads >> raw.HWTS_CNT_SHIFT
+        cnt = heads >> _SHIFT
         first = int(cnt[0])
         previous = self.last.get(stream)
         self.last[stream] = int(cnt[-1])

@@ -94,9 +94,52 @@ def blank(dtype: np.dtype, n: int, device: int | None = None) -> np.ndarray:
 
 
 def copy_fields(out: np.ndarray, arr: np.ndarray, names: tuple[str, ...]) -> None:
-    """``out[name] = arr[name]`` for each name, through a contiguous copy of the source field."""
-    for name in names:
-        out[name] = np.ascontiguousarray(arr[name])
+    """``out[name] = arr[name]`` for each name. Fields of one type that sit next to each other in both layouts
+    are copied together as opaque bytes; the others through a contiguous copy of the source field."""
+    if not len(out):
+        return
+    key = (arr.dtype, out.dtype, names)
+    plan = _COPY_PLANS.get(key)
+    if plan is None:
+        plan = _COPY_PLANS[key] = _copy_plan(arr.dtype, out.dtype, names)
+    contiguous = arr.flags.c_contiguous
+    for step in plan:
+        if isinstance(step, str) or not contiguous:
+            for name in (step,) if isinstance(step, str) else step[3]:
+                out[name] = np.ascontiguousarray(arr[name])
+            continue
+        src_offset, dst_offset, block, _ = step
+        dst = np.ndarray(out.shape, block, buffer=out, offset=dst_offset, strides=out.strides)
+        dst[...] = np.ndarray(arr.shape, block, buffer=arr, offset=src_offset, strides=arr.strides)
+
+
+CopyStep = str | tuple[int, int, np.dtype, tuple[str, ...]]  # one field, or (src offset, dst offset, block, fields)
+_COPY_PLANS: dict[tuple[np.dtype, np.dtype, tuple[str, ...]], list[CopyStep]] = {}
+
+
+def _copy_plan(src: np.dtype, dst: np.dtype, names: tuple[str, ...]) -> list[CopyStep]:
+    """Runs of fields adjacent in both layouts, in output order, with the same type on both sides."""
+    src_fields, dst_fields = src.fields or {}, dst.fields or {}
+    runs: list[list[str]] = []
+    for name in sorted(names, key=lambda n: dst_fields[n][1]):
+        if runs:
+            last = runs[-1][-1]
+            same = src_fields[name][0] == dst_fields[name][0] and src_fields[last][0] == dst_fields[last][0]
+            follows = all(fields[name][1] == fields[last][1] + fields[last][0].itemsize
+                          for fields in (src_fields, dst_fields))
+            if same and follows:
+                runs[-1].append(name)
+                continue
+        runs.append([name])
+    plan: list[CopyStep] = []
+    for run in runs:
+        if len(run) == 1:
+            plan.append(run[0])
+            continue
+        first, last = run[0], run[-1]
+        size = dst_fields[last][1] + dst_fields[last][0].itemsize - dst_fields[first][1]
+        plan.append((src_fields[first][1], dst_fields[first][1], np.dtype((np.void, size)), tuple(run)))
+    return plan
 
 
 def pick(arr: np.ndarray, which: np.ndarray) -> np.ndarray:

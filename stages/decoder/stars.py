@@ -34,7 +34,7 @@ FUNC_TYPE_NAMES = {
 
 def func_type(head: np.ndarray) -> np.ndarray:
     """Bits 0–5 of the first u16."""
-    result: np.ndarray = head & 0x3F
+    result: np.ndarray = head & _FUNC_TYPE_BITS
     return result
 
 
@@ -61,19 +61,28 @@ def ids(stream: np.ndarray, task: np.ndarray, expand: bool = False,
         swapped = ((stream & 0x8000) != 0) & ~_kept(stream, sqe)
         return (np.where(swapped, task & 0x7FFF, stream & 0x7FFF),
                 np.where(swapped, (task & 0x8000) | (stream & 0x7FFF), task))
-    form = stream >> 12
-    form &= 3
-    if not form.any():
-        return stream & 0x07FF, task
-    new_task = (task & _TASK_KEPT[form]) | (stream & _STREAM_TO_TASK[form])
-    return np.where(form == _SWAPPED, task, stream) & 0x07FF, new_task
+    form = stream >> _FORM_SHIFT
+    form &= _FORM_BITS
+    if not np.count_nonzero(form):
+        return stream & _STREAM_ID_BITS, task
+    # Bits taken from the other field: new = own ^ ((own ^ other) & bits from the other).
+    differ = stream ^ task
+    new_task = differ & _STREAM_BITS_IN_TASK[form]
+    new_task ^= task
+    new_stream = differ & _TASK_BITS_IN_STREAM[form]
+    new_stream ^= stream
+    new_stream &= _STREAM_ID_BITS
+    return new_stream, new_task
 
 
-# Default-mode rules by stream bits 12–13 ("form": 0 plain, 1 or 3 bit 12, 2 bit 13 alone): the task id is
-# (task & _TASK_KEPT) | (stream & _STREAM_TO_TASK); the stream id comes from the task field in the swapped form.
-_TASK_KEPT = np.array([0xFFFF, 0x1FFF, 0xF000, 0x1FFF], np.uint16)
-_STREAM_TO_TASK = np.array([0x0000, 0xE000, 0x0FFF, 0xE000], np.uint16)
-_SWAPPED = 2
+# Default-mode rules by stream bits 12–13 ("form": 0 plain, 1 or 3 bit 12, 2 bit 13 alone): which bits of the
+# task id come from the stream field, and which bits of the stream id from the task field (all of them when the
+# low 12 bits were swapped; the 2048 wrap then keeps the task's low 11).
+_STREAM_BITS_IN_TASK = np.array([0x0000, 0xE000, 0x0FFF, 0xE000], np.uint16)
+_TASK_BITS_IN_STREAM = np.array([0x0000, 0x0000, 0xFFFF, 0x0000], np.uint16)
+# 0-d uint16 operands: numpy takes them in faster than Python ints (same results on the uint16 fields)
+_FORM_SHIFT, _FORM_BITS = np.array(12, np.uint16), np.array(3, np.uint16)
+_STREAM_ID_BITS, _FUNC_TYPE_BITS = np.array(0x07FF, np.uint16), np.array(0x3F, np.uint16)
 
 
 def stream_ids(stream: np.ndarray, task: np.ndarray, expand: bool = False,
@@ -138,8 +147,8 @@ class StarsDecoder:
     def _acsq_logs(self, arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The task start and end logs of a stars_soc chunk, with their func types (the others rejected)."""
         funcs = func_type(arr["head"])
-        if len(funcs) and funcs.max() > raw.ACSQ_END:
-            keep = funcs <= raw.ACSQ_END  # ACSQ_START, ACSQ_END
+        keep = funcs <= _ACSQ_END  # ACSQ_START, ACSQ_END
+        if np.count_nonzero(keep) < len(keep):
             self._other_func_types("stars_soc", arr, keep)
             arr, funcs = records.pick(arr, keep), funcs[keep]
         return arr, funcs
@@ -164,7 +173,7 @@ class StarsDecoder:
     def _ffts_pmu(self, arr: np.ndarray, device: int, clock: Clock) -> Output:
         funcs = func_type(arr["head"])
         context = funcs == raw.CONTEXT_PMU
-        if context.all():  # the usual case: no copy
+        if np.count_nonzero(context) == len(context):  # the usual case: no copy
             return [("context_pmu", _context(arr, device, clock))]
         block = funcs == raw.BLOCK_PMU
         self._other_func_types("ffts_profile", arr, context | block)
@@ -205,5 +214,5 @@ def _block(arr: np.ndarray, device: int, clock: Clock) -> np.ndarray:
 # core_kind of every (FFTS type, subtask type) pair a record can hold (3 and 8 bits), indexed type << 8 | subtask.
 _CORE_BY_TYPES = core_kind(np.repeat(np.arange(8), 256), np.tile(np.arange(256), 8))
 # ACSQ func type → task log state (start → STATE_START, end → STATE_END)
-_ACSQ_TO_STATE = records.STATE_START - raw.ACSQ_START
+_ACSQ_TO_STATE, _ACSQ_END = np.array(records.STATE_START - raw.ACSQ_START, np.uint16), np.array(raw.ACSQ_END, np.uint16)
 assert (raw.ACSQ_START, raw.ACSQ_END) == (0, 1) and records.STATE_END - records.STATE_START == 1

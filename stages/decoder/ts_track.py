@@ -18,10 +18,11 @@ from stages.decoder.timebase import Clock
 from stages.formats import raw
 
 Reject = Callable[[str, int, bytes], None]
+_STREAM_ID_BITS = np.array(0x7FF, np.uint16)  # mod 2048, as a 0-d array: numpy takes it in faster than an int
 
-# tag → (raw layout, decoded kind, fields copied as they are besides stream id and time)
+# tag → (raw layout, decoded kind, fields copied as they are besides the time; the stream id is set after)
 _TAGS: dict[int, tuple[np.dtype, str, tuple[str, ...]]] = {
-    raw.TS_TAG_STEP_TRACE: (raw.TS_STEP_TRACE, "step", ("index_id", "model_id", "task_id", "tag_id")),
+    raw.TS_TAG_STEP_TRACE: (raw.TS_STEP_TRACE, "step", ("index_id", "model_id", "stream_id", "task_id", "tag_id")),
     raw.TS_TAG_TS_MEMCPY: (raw.TS_MEMCPY, "ts_memcpy", ("task_id", "task_state")),
     raw.TS_TAG_TASK_TYPE: (raw.TS_TASK_TYPE, "ts_task_type", ("task_id", "task_type", "task_state")),
     raw.TS_TAG_TASK_FLIP_OLD: (raw.TS_TASK_FLIP, "ts_flip_old", ("flip_num", "task_id")),
@@ -34,7 +35,11 @@ def decode_ts_track(body: bytes, device: int, clock: Clock, reject: Reject) -> l
     """Every record of a chunk, split by tag into decoded arrays (unknown tags rejected)."""
     arr = np.frombuffer(body, dtype=raw.TS_STEP_TRACE)
     tags = np.ascontiguousarray(arr["tag"])
-    present = [tag for tag, count in enumerate(np.bincount(tags).tolist()) if count]
+    tag_bytes = tags.tobytes()
+    if tag_bytes.count(tag_bytes[:1]) == len(tag_bytes):  # the usual case: one tag throughout
+        present = list(tag_bytes[:1])
+    else:
+        present = [tag for tag, count in enumerate(np.bincount(tags).tolist()) if count]
     if any(tag not in _TAGS for tag in present):
         unknown = ~np.isin(tags, list(_TAGS))
         reject("ts_track: unknown record tag", int(unknown.sum()), records.pick(arr, unknown).tobytes())
@@ -53,7 +58,7 @@ def decode_ts_track(body: bytes, device: int, clock: Clock, reject: Reject) -> l
         if tag == raw.TS_TAG_BLOCK_NUM:
             out["stream_id"], out["task_id"] = _stars_ids(rows["stream_id"], rows["task_id"])
         else:
-            out["stream_id"] = rows["stream_id"] % 2048
+            out["stream_id"] = rows["stream_id"] & _STREAM_ID_BITS
         outputs.append((kind, out))
     return outputs
 
