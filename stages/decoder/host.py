@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -59,7 +60,7 @@ class HostDecoder:
             zero = arr["begin"] == _ZERO
             self.reject("api_event: zero begin time", int(zero.sum()), records.pick(arr, zero).tobytes())
             arr = records.pick(arr, ~zero)
-        # Every record decoded as an API; an event is then the first bytes of its row (_EVENT_IS_API_PREFIX).
+        # Every record decoded as an API; an event is then the first bytes of its row (_event_is_api_prefix).
         every = _api_fields(np.zeros(len(arr), records.API), arr)
         every["start_ns"] = clock.to_local_ns(arr["begin"])
         every["end_ns"] = clock.to_local_ns(arr["end"])
@@ -104,8 +105,14 @@ def _api_fields(out: np.ndarray, arr: np.ndarray) -> np.ndarray:
     return out
 
 
-# An EVENT record is an API record without its end: the same fields at the same offsets, ts_ns for start_ns.
-_EVENT_IS_API_PREFIX = [records.EVENT.fields[name][:2] for name in records.EVENT.names or ()] == [
-    records.API.fields[name][:2] for name in (records.API.names or ())[:len(records.EVENT.names or ())]]
-assert _EVENT_IS_API_PREFIX and records.EVENT.names[-1] == "ts_ns" and records.API.names[5] == "start_ns"
+def _event_is_api_prefix() -> bool:
+    """An EVENT record is an API record without its end: the same fields at the same offsets, ts_ns as start_ns."""
+    event: Any = records.EVENT.fields
+    api: Any = records.API.fields
+    names = list(event)
+    return [event[n][:2] for n in names[:-1]] == [api[n][:2] for n in names[:-1]] and \
+        event["ts_ns"][:2] == api["start_ns"][:2]
+
+
+assert _event_is_api_prefix()
 _EVENT_ROW = np.dtype((np.void, records.EVENT.itemsize))

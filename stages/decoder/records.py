@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from pipeline.stage import Batch
@@ -119,7 +121,8 @@ _COPY_PLANS: dict[tuple[np.dtype, np.dtype, tuple[str, ...]], list[CopyStep]] = 
 
 def _copy_plan(src: np.dtype, dst: np.dtype, names: tuple[str, ...]) -> list[CopyStep]:
     """Runs of fields adjacent in both layouts, in output order, with the same type on both sides."""
-    src_fields, dst_fields = src.fields or {}, dst.fields or {}
+    src_fields: Any = src.fields or {}
+    dst_fields: Any = dst.fields or {}
     runs: list[list[str]] = []
     for name in sorted(names, key=lambda n: dst_fields[n][1]):
         if runs:
