@@ -36,22 +36,22 @@ def decode_ts_track(body: bytes, device: int, clock: Clock, reject: Reject) -> l
     arr = np.frombuffer(body, dtype=raw.TS_STEP_TRACE)
     tags = np.ascontiguousarray(arr["tag"])
     tag_bytes = tags.tobytes()
-    if tag_bytes.count(tag_bytes[:1]) == len(tag_bytes):  # the usual case: one tag throughout
-        present = list(tag_bytes[:1])
-    else:
-        present = [tag for tag, count in enumerate(np.bincount(tags).tolist()) if count]
-    if any(tag not in _TAGS for tag in present):
+    counts = {tag: tag_bytes.count(tag) for tag in _TAGS}
+    if sum(counts.values()) < len(tags):
         unknown = ~np.isin(tags, list(_TAGS))
         reject("ts_track: unknown record tag", int(unknown.sum()), records.pick(arr, unknown).tobytes())
     ts = clock.to_local_ns(arr["timestamp"])  # at the same offset in every layout
     outputs: list[tuple[str, np.ndarray]] = []
     for tag, (layout, kind, fields) in _TAGS.items():
-        if tag not in present:
+        if not counts[tag]:
             continue
-        rows, rows_ts = np.frombuffer(body, dtype=layout), ts
-        if len(present) > 1:
+        rows, rows_ts, keep = np.frombuffer(body, dtype=layout), ts, None
+        if counts[tag] < len(rows):
             which = tags == tag
-            rows, rows_ts = records.pick(rows, which), ts[which]
+            if counts[tag] * 2 > len(rows):  # most records: decoded among the others (no copy), which are dropped after
+                keep = which
+            else:  # a few records: picked first
+                rows, rows_ts = records.pick(rows, which), ts[which]
         out = records.blank(records.DTYPES[kind], len(rows), device)
         out["ts_ns"] = rows_ts
         records.copy_fields(out, rows, fields)
@@ -59,7 +59,7 @@ def decode_ts_track(body: bytes, device: int, clock: Clock, reject: Reject) -> l
             out["stream_id"], out["task_id"] = _stars_ids(rows["stream_id"], rows["task_id"])
         else:
             out["stream_id"] = rows["stream_id"] & _STREAM_ID_BITS
-        outputs.append((kind, out))
+        outputs.append((kind, out if keep is None else records.pick(out, keep)))
     return outputs
 
 
