@@ -61,7 +61,7 @@ class HostDecoder:
             self.reject("api_event: zero begin time", int(zero.sum()), records.pick(arr, zero).tobytes())
             arr = records.pick(arr, ~zero)
         # Every record decoded as an API; an event is then the first bytes of its row (_event_is_api_prefix).
-        every = _api_fields(np.zeros(len(arr), records.API), arr)
+        every = _api_fields(np.empty(len(arr), records.API), arr)  # every field is set below
         every["start_ns"] = clock.to_local_ns(arr["begin"])
         every["end_ns"] = clock.to_local_ns(arr["end"])
         is_event = arr["end"] == _EVENT_FLAG

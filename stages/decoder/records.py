@@ -96,8 +96,8 @@ def blank(dtype: np.dtype, n: int, device: int | None = None) -> np.ndarray:
 
 
 def copy_fields(out: np.ndarray, arr: np.ndarray, names: tuple[str, ...]) -> None:
-    """``out[name] = arr[name]`` for each name. Fields of one type that sit next to each other in both layouts
-    are copied together as opaque bytes; the others through a contiguous copy of the source field."""
+    """``out[name] = arr[name]`` for each name. Runs of several fields of one type that sit next to each other
+    in both layouts are copied together as opaque bytes; the others through a contiguous copy of the source."""
     if not len(out):
         return
     key = (arr.dtype, out.dtype, names)
@@ -115,6 +115,7 @@ def copy_fields(out: np.ndarray, arr: np.ndarray, names: tuple[str, ...]) -> Non
         dst[...] = np.ndarray(arr.shape, block, buffer=arr, offset=src_offset, strides=arr.strides)
 
 
+_BLOCK_MIN_FIELDS = 4  # a block copy costs about as much as three typed field copies
 CopyStep = str | tuple[int, int, np.dtype, tuple[str, ...]]  # one field, or (src offset, dst offset, block, fields)
 _COPY_PLANS: dict[tuple[np.dtype, np.dtype, tuple[str, ...]], list[CopyStep]] = {}
 
@@ -136,8 +137,8 @@ def _copy_plan(src: np.dtype, dst: np.dtype, names: tuple[str, ...]) -> list[Cop
         runs.append([name])
     plan: list[CopyStep] = []
     for run in runs:
-        if len(run) == 1:
-            plan.append(run[0])
+        if len(run) < _BLOCK_MIN_FIELDS:
+            plan.extend(run)
             continue
         first, last = run[0], run[-1]
         size = dst_fields[last][1] + dst_fields[last][0].itemsize - dst_fields[first][1]
