@@ -13,6 +13,8 @@ import numpy as np
 _LOG_LINE = re.compile(r"^\s*([A-Za-z_]+)\s*:\s*(-?\d+)\s*$")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _INT64, _UINT64 = np.dtype(np.int64), np.dtype(np.uint64)
+_UNKNOWN = object()  # not worked out yet (None: worked out, and not known)
+_HOST_KEY = ("host", 0)
 
 
 @dataclass(frozen=True)
@@ -81,10 +83,11 @@ class TimeBase:
         self.files[rel_path] = text
         self._clocks.clear()
 
-    def _cached(self, key: tuple[str, int], derive: Callable[[], Clock | None]) -> Clock | None:
-        if key not in self._clocks:
-            self._clocks[key] = derive()
-        return self._clocks[key]
+    def _cached(self, key: tuple[str, int], derive: Callable[[int], Clock | None], device: int) -> Clock | None:
+        clock = self._clocks.get(key, _UNKNOWN)
+        if clock is _UNKNOWN:
+            clock = self._clocks[key] = derive(device)
+        return clock  # type: ignore[return-value]
 
     def _json(self, rel: str) -> dict:
         try:
@@ -101,14 +104,14 @@ class TimeBase:
             return None
 
     def host_clock(self) -> Clock | None:
-        return self._cached(("host", 0), self._host_clock)
+        return self._cached(_HOST_KEY, lambda _: self._host_clock(), 0)
 
     def legacy_host_clock(self, device: int) -> Clock | None:
         """Clock of the legacy host records in device_N/data (AclModule, Framework, Runtime; spec §1.5)."""
-        return self._cached(("legacy", device), lambda: self._legacy_host_clock(device))
+        return self._cached(("legacy", device), self._legacy_host_clock, device)
 
     def device_clock(self, device: int) -> Clock | None:
-        return self._cached(("device", device), lambda: self._device_clock(device))
+        return self._cached(("device", device), self._device_clock, device)
 
     def _host_clock(self) -> Clock | None:
         if "host/start_info" not in self.files or "host/host_start.log" not in self.files:

@@ -36,8 +36,11 @@ def decode_ts_track(body: bytes, device: int, clock: Clock, reject: Reject) -> l
     arr = np.frombuffer(body, dtype=raw.TS_STEP_TRACE)
     tags = np.ascontiguousarray(arr["tag"])
     tag_bytes = tags.tobytes()
-    counts = {tag: tag_bytes.count(tag) for tag in _TAGS}
-    if sum(counts.values()) < len(tags):
+    if tag_bytes.count(tag_bytes[:1]) == len(tag_bytes):  # the usual case: one tag throughout
+        counts = dict.fromkeys(_TAGS, 0) | {tag_bytes[0]: len(tag_bytes)}
+    else:
+        counts = {tag: tag_bytes.count(tag) for tag in _TAGS}
+    if sum(counts[tag] for tag in _TAGS) < len(tags):
         unknown = ~np.isin(tags, list(_TAGS))
         reject("ts_track: unknown record tag", int(unknown.sum()), records.pick(arr, unknown).tobytes())
     ts = clock.to_local_ns(arr["timestamp"])  # at the same offset in every layout
