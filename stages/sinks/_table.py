@@ -104,13 +104,13 @@ def remove(paths: Iterable[Path]) -> None:
 class SortedTable:
     """One summary table: rows appended live, sorted by their integer key and sliced at :meth:`finish`.
 
-    ``tab_columns`` are time points: msprof follows them with a TAB (its guard against spreadsheets
-    reformatting them), except where the cell is ``N/A``. Rows shorter than the header are padded
-    with ``N/A``; :meth:`add_columns` widens the header (earlier rows get ``N/A`` there).
+    ``tab_columns`` name the time-point columns: msprof follows their values with a TAB (its guard against
+    spreadsheets reformatting them), except where the cell is ``N/A``. Rows shorter than the header are
+    padded with ``N/A``; :meth:`add_columns` widens the header (earlier rows get ``N/A`` there).
     """
 
     def __init__(self, directory: Path, module: str, timestamp: str, fmt: str, header: list[str], *,
-                 key_fields: int, max_rows: int, chunk_rows: int, tab_columns: Collection[int] = ()) -> None:
+                 key_fields: int, max_rows: int, chunk_rows: int, tab_columns: Collection[str] = ()) -> None:
         self.directory = directory
         self.module = module
         self.timestamp = timestamp
@@ -120,7 +120,8 @@ class SortedTable:
         self.key_fields = key_fields
         self.max_rows = max_rows
         self.chunk_rows = chunk_rows
-        self.tab_columns = frozenset(tab_columns)
+        self.tab_names = frozenset(tab_columns)
+        self._tabs = [i for i, name in enumerate(self.header) if name in self.tab_names]
         self.files: list[Path] = []
         self.rows = 0
         self._chunk: list[RunRow] = []  # (*key, width, line)
@@ -147,6 +148,7 @@ class SortedTable:
     def add_columns(self, names: list[str]) -> None:
         """Widen the header: rows written so far get ``N/A`` in the new columns."""
         self.header.extend(names)
+        self._tabs = [i for i, name in enumerate(self.header) if name in self.tab_names]
         if not self.files or not self.csv:
             return  # JSON objects are completed at finish()
         pad = ",N/A" * len(names)
@@ -193,8 +195,8 @@ class SortedTable:
         if not self.csv:
             return json.dumps(dict(zip(self.header, cells, strict=False)), ensure_ascii=False)
         out = [csv_cell(cell) for cell in cells]
-        for i in self.tab_columns:
-            if i < len(out) and out[i] != NA:
+        for i in self._tabs:
+            if out[i] != NA:
                 out[i] += "\t"
         return ",".join(out)
 
