@@ -499,6 +499,7 @@ class Board:
         sel = self.aicore
         keypoints = rec.step_traces(2, np.array([start[0] - 1, end[-1] + 1]), iteration, MODEL_ID,
                                     t.stream_id[[0, -1]], ids[[0, -1]], np.array([0, 1]))
+        self.truth.add_iteration(int(end[-1] - start[0] + 2) * self.tb.ns_per_tick)
         steps = (mono(keypoints["timestamp"].astype(np.int64)), keypoints)
         task_type = np.where(t.is_aicpu, 1, 0)
         if self.chip == "910b":
