@@ -6,7 +6,11 @@ Rows of the two sides are matched by a key per table plus the row's occurrence a
 within a tolerance for numbers. msprof's Python path adds a local-time offset it computes as a float64
 number of µs (spec §6 "Timestamps"); at ~1.8e15 µs a float64 steps by 0.25 µs, so its wall-clock time
 points can be off by up to that step while ours are exact integers. Its durations come from tick
-differences and agree to the printed digit. The headers must be equal.
+differences and agree to the printed digit. The headers must be equal, with one known exception: on the
+Ascend 310 (chip v1) msprof's Python path still writes task_time in the pre-CANN 6.3 form, one row of
+statistics per (stream, task) (``Time(%),Time(us),Count,Avg(us),Min(us),Max(us),…``; msprof_export_data.py
+``_get_task_time_data``). Ours are then summed per (stream, task) to that form, and Count, Time, Avg, Min
+and Max are compared.
 """
 
 from __future__ import annotations
@@ -61,6 +65,10 @@ class RowTable:
     rows: dict[Key, dict[str, str]] = field(default_factory=dict)
 
 
+OLD_TASK_TIME_COLUMNS = ("Count", "Time(us)", "Avg(us)", "Min(us)", "Max(us)")
+OLD_TASK_TIME_NOTE = "msprof's 310 path writes task_time in the pre-CANN 6.3 per-task statistics form"
+
+
 def _number(text: str) -> float | None:
     try:
         return float(text)
@@ -72,7 +80,9 @@ def read_row_tables(paths: Sequence[Path], spec: RowTableSpec) -> RowTable:
     """Rows of one or more CSVs of a table (msprof's per-iteration exports are concatenated)."""
     table = RowTable()
     records: list[dict[str, str]] = []
+    earlier: set[tuple[str, ...]] = set()  # rows of earlier files: per-iteration exports repeat some tables whole
     for path in paths:
+        current: set[tuple[str, ...]] = set()
         with path.open(newline="", encoding="utf-8") as handle:
             reader = csv.reader(handle)
             header = next(reader, [])
@@ -80,7 +90,12 @@ def read_row_tables(paths: Sequence[Path], spec: RowTableSpec) -> RowTable:
                 header = header if len(header) > len(table.header) else table.header
             table.header = header
             for cells in reader:
-                records.append({name: cell.strip() for name, cell in zip(header, cells, strict=False)})
+                cells = [cell.strip() for cell in cells]
+                if tuple(cells) in earlier:
+                    continue
+                current.add(tuple(cells))
+                records.append(dict(zip(header, cells, strict=False)))
+        earlier |= current
     if spec.order_column is not None:
         order = spec.order_column
         records.sort(key=lambda r: _number(r.get(order, "")) or 0.0)
@@ -90,6 +105,29 @@ def read_row_tables(paths: Sequence[Path], spec: RowTableSpec) -> RowTable:
         table.rows[(*key, str(seen[key]))] = record
         seen[key] += 1
     return table
+
+
+def is_old_task_time(table: RowTable) -> bool:
+    return "Time(%)" in table.header
+
+
+def old_task_time(ours: RowTable, msprof: RowTable) -> tuple[RowTable, RowTable, RowTableSpec]:
+    """Our task_time rows summed per (device, stream, task) into msprof's old form; both keyed alike."""
+    sums: dict[Key, list[float]] = {}
+    for record in ours.rows.values():
+        key: Key = (record["Device_id"], record["stream_id"], record["task_id"], "0")
+        duration = float(record["task_time(us)"])
+        count, total, low, high = sums.get(key, [0, 0.0, duration, duration])
+        sums[key] = [count + 1, total + duration, min(low, duration), max(high, duration)]
+    mine = RowTable(header=["Device_id", *OLD_TASK_TIME_COLUMNS, "Task ID", "Stream ID"])
+    for task_key, (count, total, low, high) in sums.items():
+        values = [f"{count:g}", f"{total:.3f}", f"{total / count:.3f}", f"{low:.3f}", f"{high:.3f}"]
+        mine.rows[task_key] = {"Device_id": task_key[0], "Stream ID": task_key[1], "Task ID": task_key[2],
+                          **dict(zip(OLD_TASK_TIME_COLUMNS, values, strict=True))}
+    theirs = RowTable(header=msprof.header)
+    for record in msprof.rows.values():
+        theirs.rows[(record["Device_id"], record["Stream ID"], record["Task ID"], "0")] = record
+    return mine, theirs, RowTableSpec("task_time", ("Device_id", "Stream ID", "Task ID"), None)
 
 
 @dataclass
@@ -104,21 +142,33 @@ class RowComparison:
     max_diff: dict[str, float]  # column → largest numeric |diff| among matched rows
     inexact: dict[str, int]  # column → rows whose values differ within the tolerance
     note: str = ""
+    known_header_difference: str = ""  # why the headers differ, when msprof's form is known to differ
 
     @property
     def equal(self) -> bool:
-        return self.header_equal and not (self.differing or self.only_ours or self.only_msprof)
+        header_ok = self.header_equal or bool(self.known_header_difference)
+        return header_ok and not (self.differing or self.only_ours or self.only_msprof)
 
     def verdict(self) -> str:
         total = self.rows_equal + len(self.differing) + len(self.only_ours) + len(self.only_msprof)
         header = "" if self.header_equal else ", headers differ"
         if self.equal:
-            return f"{self.kind}: {total} rows, all equal"
+            known = f" ({self.known_header_difference}: values compared in that form)" \
+                if self.known_header_difference else ""
+            return f"{self.kind}: {total} rows, all equal{known}"
         return (f"{self.kind}: {total} rows, {self.rows_equal} equal, {len(self.differing)} differ, "
                 f"{len(self.only_ours)} only ours, {len(self.only_msprof)} only msprof{header}")
 
 
 def compare_row_tables(ours: RowTable, msprof: RowTable, spec: RowTableSpec, note: str = "") -> RowComparison:
+    known = ""
+    header_equal = ours.header == msprof.header
+    if spec.kind == "task_time" and is_old_task_time(msprof):
+        headers = (ours.header, msprof.header)
+        ours, msprof, spec = old_task_time(ours, msprof)
+        known = OLD_TASK_TIME_NOTE
+    else:
+        headers = (ours.header, msprof.header)
     columns = [c for c in msprof.header if c in ours.header]
     differing: dict[Key, list[tuple[str, str, str]]] = {}
     max_diff: dict[str, float] = {}
@@ -144,15 +194,17 @@ def compare_row_tables(ours: RowTable, msprof: RowTable, spec: RowTableSpec, not
             differing[key] = wrong
         else:
             equal += 1
-    return RowComparison(spec.kind, ours.header == msprof.header, (ours.header, msprof.header), equal, differing,
+    return RowComparison(spec.kind, header_equal, headers, equal, differing,
                          sorted(ours.rows.keys() - msprof.rows.keys()),
-                         sorted(msprof.rows.keys() - ours.rows.keys()), max_diff, dict(inexact), note)
+                         sorted(msprof.rows.keys() - ours.rows.keys()), max_diff, dict(inexact), note, known)
 
 
 def report_rows(comparison: RowComparison, limit: int = 10) -> None:
     print(f"\n== {comparison.kind}")
     if comparison.note:
         print(f"  note: {comparison.note}")
+    if comparison.known_header_difference:
+        print(f"  {comparison.known_header_difference}; ours summed per (stream, task) and compared in that form")
     if not comparison.header_equal:
         print(f"  header ours:   {','.join(comparison.headers[0])}")
         print(f"  header msprof: {','.join(comparison.headers[1])}")
