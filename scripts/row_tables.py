@@ -125,8 +125,17 @@ def old_task_time(ours: RowTable, msprof: RowTable) -> tuple[RowTable, RowTable,
         mine.rows[task_key] = {"Device_id": task_key[0], "Stream ID": task_key[1], "Task ID": task_key[2],
                           **dict(zip(OLD_TASK_TIME_COLUMNS, values, strict=True))}
     theirs = RowTable(header=msprof.header)
-    for record in msprof.rows.values():
-        theirs.rows[(record["Device_id"], record["Stream ID"], record["Task ID"], "0")] = record
+    for record in msprof.rows.values():  # per-iteration exports: one row per (stream, task) in each, summed
+        key = (record["Device_id"], record["Stream ID"], record["Task ID"], "0")
+        into = theirs.rows.get(key)
+        if into is None:
+            theirs.rows[key] = dict(record)
+            continue
+        count = float(into["Count"]) + float(record["Count"])
+        total = float(into["Time(us)"]) + float(record["Time(us)"])
+        into.update({"Count": f"{count:g}", "Time(us)": f"{total:.3f}", "Avg(us)": f"{total / count:.3f}",
+                     "Min(us)": str(min(float(into["Min(us)"]), float(record["Min(us)"]))),
+                     "Max(us)": str(max(float(into["Max(us)"]), float(record["Max(us)"])))})
     return mine, theirs, RowTableSpec("task_time", ("Device_id", "Stream ID", "Task ID"), None)
 
 
