@@ -62,12 +62,15 @@ def _cmd_graph(args: argparse.Namespace) -> int:
     return 0
 
 
+CHIP_ALIASES = {"310": "mini", "910": "cloud"}  # the chips' own names for the simulator's families
+
+
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from stages.simulator.writer import simulate
 
     if args.mode == "static" and args.layout == "legacy":
         raise UserError("--mode static is not supported with --layout legacy", "the legacy layout is launch mode only")
-    prof = simulate(Path(args.out_dir), chip=args.chip, iterations=args.iterations, rate=args.rate, seed=args.seed,
+    prof = simulate(Path(args.out_dir), chip=CHIP_ALIASES.get(args.chip, args.chip), iterations=args.iterations, rate=args.rate, seed=args.seed,
                     slice_bytes=args.slice_bytes, aic_metrics=args.aic_metrics, mode=args.mode,
                     layout=args.layout)
     print(f"wrote {prof}")
@@ -138,8 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sim = sub.add_parser("simulate", help="write a PROF_… directory as a simulated Ascend board would")
     sim.add_argument("out_dir")
-    sim.add_argument("--chip", choices=("mini", "cloud", "910b"), default="mini",
-                     help="mini = Ascend 310, cloud = Ascend 910, 910b = Ascend 910B (STARS)")
+    sim.add_argument("--chip", choices=(*CHIP_ALIASES, "mini", "cloud", "910b"), default="mini",
+                     help="mini (or 310) = Ascend 310, cloud (or 910) = Ascend 910, 910b = Ascend 910B (STARS)")
     sim.add_argument("--mode", choices=("launch", "static"), default="launch",
                      help="launch = op info reported at every launch; static = an offline model (.om) reports it "
                           "once at model load and every execution reuses its task ids")
@@ -151,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="AI Core PMU metric group written in sample.json (spec §1.9)")
     sim.add_argument("--layout", choices=("current", "legacy"), default="current",
                      help="current = CANN ≥ 6.3 host reporter; legacy = CANN 5/6 AclModule/Framework/Runtime files")
+    sim.add_argument("--legacy", dest="layout", action="store_const", const="legacy", help="same as --layout legacy")
     sim.set_defaults(func=_cmd_simulate)
 
     imp = sub.add_parser("import", help="run the same stages over a finished PROF_… directory")
