@@ -70,7 +70,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     if args.mode == "static" and args.layout == "legacy":
         raise UserError("--mode static is not supported with --layout legacy", "the legacy layout is launch mode only")
-    prof = simulate(Path(args.out_dir), chip=CHIP_ALIASES.get(args.chip, args.chip), iterations=args.iterations, rate=args.rate, seed=args.seed,
+    chip = CHIP_ALIASES.get(args.chip, args.chip)
+    prof = simulate(Path(args.out_dir), chip=chip, iterations=args.iterations, rate=args.rate, seed=args.seed,
                     slice_bytes=args.slice_bytes, aic_metrics=args.aic_metrics, mode=args.mode,
                     layout=args.layout)
     print(f"wrote {prof}")
@@ -100,7 +101,17 @@ def _cmd_import(args: argparse.Namespace) -> int:
 def _cmd_top(args: argparse.Namespace) -> int:
     from pipeline.top import run_top
 
-    return run_top(args.target, once=args.once, as_json=args.json, timeout_s=args.timeout)
+    return run_top(args.target, once=args.once, as_json=args.json, timeout_s=args.timeout,
+                   secret_key=args.secret_key, server_key=args.server_key)
+
+
+def _cmd_keys(args: argparse.Namespace) -> int:
+    from pipeline.security import generate_keys
+
+    public, secret = generate_keys(Path(args.folder), args.name)
+    print(f"wrote {public} (public: give it to the hosts that connect to this one, or put it in their "
+          f"allowed_clients folder)\nwrote {secret} (secret, mode 0600: keep it on this host)")
+    return 0
 
 
 def _cmd_plugins(args: argparse.Namespace) -> int:
@@ -167,7 +178,16 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_argument("--once", action="store_true", help="print one snapshot and exit")
     top.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
     top.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the first snapshot")
+    top.add_argument("--secret-key", help="this host's NAME.key_secret, for a tcp endpoint with CURVE")
+    top.add_argument("--server-key", help="the run host's public NAME.key, for a tcp endpoint with CURVE")
     top.set_defaults(func=_cmd_top)
+
+    keys = sub.add_parser("keys", help="CURVE key pairs for tcp endpoints")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    generate = keys_sub.add_parser("generate", help="write NAME.key (public) and NAME.key_secret in FOLDER")
+    generate.add_argument("folder")
+    generate.add_argument("--name", default="pipeline", help="file name stem (default: pipeline)")
+    generate.set_defaults(func=_cmd_keys)
 
     plugins = sub.add_parser("plugins", help="list registered stage types")
     plugins.set_defaults(func=_cmd_plugins)
@@ -175,6 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from pipeline.security import restrict_umask
+
+    restrict_umask()  # outputs, sockets and keys are never readable by other users
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)

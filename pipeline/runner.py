@@ -20,6 +20,7 @@ from pipeline import transport, wire
 from pipeline.config import PipelineConfig, StageSpec
 from pipeline.errors import UserError
 from pipeline.logs import configure_logging
+from pipeline.security import stop_authenticators
 from pipeline.stage import Batch, Sink, Source, StageContext, Transform
 
 METRICS_INTERVAL_S = 0.5
@@ -74,6 +75,7 @@ class StageRunner:
         self.run_id = run_id
         self.log = configure_logging(stage_id, run_id)
         self.zctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self.curve = config.curve_keys()
         self.control = Control(self.zctx, control, stage_id)
         out_dir = config.output_dir
         self.ctx = StageContext(stage_id=stage_id, run_id=run_id, output_dir=out_dir,
@@ -107,7 +109,7 @@ class StageRunner:
             sockets = []
             for consumer in self.config.consumers(self.stage_id, port):
                 endpoint = transport.input_endpoint(self.config, consumer)
-                sockets.append((consumer, transport.make_push(self.zctx, endpoint)))
+                sockets.append((consumer, transport.make_push(self.zctx, endpoint, curve=self.curve)))
             self.outputs[port] = sockets
 
     def _send_frames(self, sock: zmq.Socket[bytes], frames: list[bytes]) -> None:
@@ -206,7 +208,7 @@ class StageRunner:
         return all(t.eos_batches is not None for t in self.inputs.values())
 
     def _run_consumer(self) -> None:
-        pull = transport.make_pull(self.zctx, transport.input_endpoint(self.config, self.stage_id))
+        pull = transport.make_pull(self.zctx, transport.input_endpoint(self.config, self.stage_id), curve=self.curve)
         poller = zmq.Poller()
         poller.register(pull, zmq.POLLIN)
         flush_s = self.config.run.batch.flush_ms / 1000
@@ -314,6 +316,7 @@ class StageRunner:
                 sock.close(linger=transport.LINGER_MS)
         if self.control.sock is not None:
             self.control.sock.close(linger=5000)
+        stop_authenticators()
         self.zctx.term()
         return 0 if final["ok"] else 1
 

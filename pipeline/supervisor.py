@@ -22,6 +22,7 @@ import zmq
 from pipeline import transport
 from pipeline.config import PipelineConfig
 from pipeline.report import outputs_line, render_report, root_causes, run_problems
+from pipeline.security import stop_authenticators
 from pipeline.views import progress_line
 
 KILL_GRACE_S = 5.0
@@ -153,6 +154,15 @@ class Supervisor:
             return "done"
         return f"failed (exit {code})"
 
+    def _curve_paths(self) -> dict[str, str | None] | None:
+        """Key file paths (never their contents) for `pipeline top` on a tcp top endpoint."""
+        curve = self.config.run.curve
+        if curve is None:
+            return None
+        server = curve.server_key
+        return {"secret_key": str(Path(curve.secret_key).expanduser().resolve()),
+                "server_key": str(Path(server).expanduser().resolve()) if server else None}
+
     # -- main loop ------------------------------------------------------------------------
     def run(self) -> int:
         out_dir = self.config.output_dir
@@ -163,10 +173,11 @@ class Supervisor:
         control.bind(control_ep)
         publisher = self.zctx.socket(zmq.PUB)
         publisher.setsockopt(zmq.SNDHWM, 4)
+        transport.secure_bind(self.zctx, publisher, transport.top_endpoint(self.config), self.config.curve_keys())
         publisher.bind(transport.top_endpoint(self.config))
         (out_dir / "run.json").write_text(json.dumps({
             "run_id": self.run_id, "config": str(self.config.path), "pid": os.getpid(),
-            "top_endpoint": transport.top_endpoint(self.config)}, indent=2))
+            "top_endpoint": transport.top_endpoint(self.config), "curve": self._curve_paths()}, indent=2))
         previous = signal.signal(signal.SIGINT, self._on_interrupt)
         signal.signal(signal.SIGTERM, self._on_interrupt)
         self._spawn(control_ep)
@@ -185,6 +196,7 @@ class Supervisor:
         publisher.send(msgpack.packb(final_view, use_bin_type=True))
         control.close(0)
         publisher.close(0)
+        stop_authenticators()
         self.zctx.term()
         if self.owns_socket_dir:  # never a directory the user named
             shutil.rmtree(transport.socket_dir(self.config), ignore_errors=True)
