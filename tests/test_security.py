@@ -161,3 +161,5 @@ stages:
     decode = read_report(out)["stages"]["decode"]
     malformed = {reason: count for reason, count in decode["rejected"].items() if reason.startswith("malformed")}
     assert sum(malformed.values()) == len(MALFORMED), decode["rejected"]  # the allowed client's frames only
+    others = [path for path in out.rglob("*") if stat.S_IMODE(path.stat().st_mode) & 0o007]
+    assert not others, f"readable by other users (umask 027 expected): {others[:3]}"
