@@ -25,7 +25,7 @@ STAGE_ID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 class BatchSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     max_records: int = Field(1024, ge=1)
-    max_bytes: int = Field(1 << 20, ge=1024)
+    max_bytes: int = Field(1 << 20, ge=1024, le=64 << 20)  # under transport.MAX_MESSAGE_BYTES
     flush_ms: int = Field(50, ge=1, le=10_000)
 
 

@@ -16,6 +16,7 @@ from pipeline.security import CurveKeys, connect_as_client, serve
 IPC_PATH_LIMIT = 107
 LINGER_MS = 30_000
 SEND_POLL_MS = 200
+MAX_MESSAGE_BYTES = 256 << 20  # a peer sending a larger frame is disconnected by ZeroMQ, before it is read
 
 
 def socket_root() -> Path:
@@ -79,6 +80,7 @@ def make_pull(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = 256
               curve: CurveKeys | None = None) -> zmq.Socket[bytes]:
     sock = ctx.socket(zmq.PULL)
     sock.setsockopt(zmq.RCVHWM, hwm)
+    sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
     secure_bind(ctx, sock, endpoint, curve)
     try:
         sock.bind(bind_endpoint(endpoint))

@@ -63,7 +63,8 @@ class CollectorStage(Source):
         poll_ms: int = Field(20, ge=1, description="how often to look for new bytes")
         wait_s: float = Field(60.0, ge=0, description="how long to wait for the directory to appear")
         chunk_records: int | None = Field(None, ge=1, description="records per message (default: run.batch)")
-        chunk_bytes: int | None = Field(None, ge=4096, description="bytes per message (default: run.batch)")
+        chunk_bytes: int | None = Field(None, ge=4096, le=64 << 20,
+                                        description="bytes per message (default: run.batch)")
         read_quantum_bytes: int = Field(256 << 10, ge=4096,
                                         description="bytes read per stream per pass, so streams advance together")
 
