@@ -43,7 +43,7 @@ def _cmd_stage(args: argparse.Namespace) -> int:
     overrides = {"run.output": args.output} if args.output else {}
     config = load_config(args.config, overrides)
     return run_stage(config, args.stage_id, args.run_id or f"{config.run.name}-standalone", args.control,
-                     args.stamp, early)
+                     args.stamp, early, Path(args.heartbeat) if args.heartbeat else None)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -142,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     stage.add_argument("--run-id", help="run id for logs (default: <run name>-standalone)")
     stage.add_argument("--control", help="supervisor control endpoint (set by `pipeline run`)")
     stage.add_argument("--stamp", help="YYYYmmddHHMMSS of output file names (default: when the stage starts)")
+    stage.add_argument("--heartbeat", help="file touched twice a second while the stage runs (container health checks)")
     stage.set_defaults(func=_cmd_stage)
 
     for name, func, text in (("validate", _cmd_validate, "check a config and say what is wrong"),

@@ -10,6 +10,7 @@ import time
 import traceback
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -98,6 +99,7 @@ class StageRunner:
         self.started = time.monotonic()
         self.parent = os.getppid() if control else None
         self._last_metrics = 0.0
+        self.heartbeat: Path | None = None
         self._last_log = time.monotonic()
 
     # -- plumbing -------------------------------------------------------------------------
@@ -160,6 +162,8 @@ class StageRunner:
         if not force and now - self._last_metrics < METRICS_INTERVAL_S:
             return
         self._last_metrics = now
+        if self.heartbeat is not None:
+            self.heartbeat.touch()  # for container health checks: the loop is alive
         if self._supervisor_gone() and not self.abort:
             self.log.error("supervisor is gone: stopping")
             self.abort = True
@@ -331,5 +335,8 @@ def _rss_mb() -> float:
 
 
 def run_stage(config: PipelineConfig, stage_id: str, run_id: str, control: str | None,
-              export_stamp: str | None = None, early_signals: list[int] | None = None) -> int:
-    return StageRunner(config, stage_id, run_id, control, export_stamp, early_signals).run()
+              export_stamp: str | None = None, early_signals: list[int] | None = None,
+              heartbeat: Path | None = None) -> int:
+    runner = StageRunner(config, stage_id, run_id, control, export_stamp, early_signals)
+    runner.heartbeat = heartbeat
+    return runner.run()
