@@ -84,11 +84,12 @@ class HostDecoder:
 
     def _hash_dic(self, batch: Batch) -> Output:
         rows, bad = [], []
-        for line in batch.body.decode("utf-8", errors="replace").split("\n"):
+        for line in _lines(batch.body):
             key, sep, text = line.partition(":")
-            if sep and key.strip().isdigit():
-                rows.append([int(key.strip()), text.rstrip("\r")])
-            elif line.strip():
+            hash_id = _decimal_id(key)
+            if sep and hash_id is not None:
+                rows.append([hash_id, text.rstrip("\r")])
+            else:
                 bad.append(line)
         if bad:
             self.reject("hash_dic: line without '<hash>:<text>'", len(bad), "\n".join(bad).encode())
@@ -96,13 +97,28 @@ class HostDecoder:
 
     def _type_info(self, batch: Batch) -> Output:
         rows, bad = [], []
-        for line in batch.body.decode("utf-8", errors="replace").split("\n"):
+        for line in _lines(batch.body):
             key, sep, text = line.partition(":")
             level, _, type_id = key.partition("_")
-            if sep and level.strip().isdigit() and type_id.strip().isdigit():
-                rows.append([int(level), int(type_id), text.rstrip("\r")])
-            elif line.strip():
+            level_id, type_number = _decimal_id(level), _decimal_id(type_id)
+            if sep and level_id is not None and type_number is not None:
+                rows.append([level_id, type_number, text.rstrip("\r")])
+            else:
                 bad.append(line)
         if bad:
             self.reject("type_info_dic: line without '<level>_<type>:<name>'", len(bad), "\n".join(bad).encode())
         return [("type_info", pack_rows("type_info", rows, "out"))]
+
+
+def _lines(body: bytes) -> list[str]:
+    """The dictionary lines of a chunk: the records the text framer counted (blank by the same byte test)."""
+    return [line.decode("utf-8", errors="replace") for line in body.split(b"\n") if line.strip()]
+
+
+def _decimal_id(text: str) -> int | None:
+    """An ASCII decimal id that fits in 64 bits, else None (such a line is rejected, not the chunk)."""
+    text = text.strip()
+    if not (text.isascii() and text.isdigit()):
+        return None
+    value = int(text)
+    return value if value < 2**64 else None
