@@ -47,7 +47,7 @@ from stages.sinks._format import (
     us,
 )
 from stages.sinks._jsonarray import JsonArrayFile
-from stages.sinks._tracks import NestedTrack, SerialTrack
+from stages.sinks._tracks import HostTrack, SerialTrack
 
 HOST_DEVICE_ID = 31
 SORT_TX, SORT_CANN, SORT_HARDWARE = 6, 7, 14
@@ -103,7 +103,7 @@ class TimelineSink(Sink):
         self._file: JsonArrayFile | None = None
         self._announced: set[tuple[int, int]] = set()
         self._serial: dict[tuple[int, int], SerialTrack] = {}
-        self._nested: dict[tuple[int, int], NestedTrack] = {}
+        self._nested: dict[tuple[int, int], HostTrack] = {}
         self._names: dict[tuple[int, int], str] = {}  # (level code | -1, symbol) -> JSON string
         self._texts: dict[int, str] = {}  # symbol -> JSON string
         self._node_connections = _Bounded(FLOW_MEMORY)
@@ -188,7 +188,7 @@ class TimelineSink(Sink):
         """A host span on its thread's track, trimmed so spans nest and never cross (None: nothing left)."""
         track = self._nested.get((pid, tid))
         if track is None:
-            track = self._nested[(pid, tid)] = NestedTrack(int(self.config.overlap_window_s * 1e9))
+            track = self._nested[(pid, tid)] = HostTrack(int(self.config.overlap_window_s * 1e9))
         return track.place(start_ns, end_ns)
 
     def _process(self, out: list[str], pid: int, name: str, label: str, sort_index: int) -> None:
