@@ -15,6 +15,7 @@ from pipeline.errors import UserError
 # listed here so the CLI starts without importing numpy.
 AIC_METRICS = ("PipeUtilization", "ArithmeticUtilization", "Memory", "ResourceConflictRatio", "PipeUtilizationExct",
                "PipelineExecuteUtilization", "MemoryL0", "MemoryUB", "L2Cache", "MemoryAccess")
+SIM_MODELS = ("face_mask_ssd", "face_mask_ssd_mish", "face_mask_ssd_fused")  # stages.simulator.workload.MODELS
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -67,9 +68,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     if args.mode == "static" and args.layout == "legacy":
         raise UserError("--mode static is not supported with --layout legacy", "the legacy layout is launch mode only")
+    if args.sleep_ms < 0:
+        raise UserError(f"--sleep-ms must be 0 or more, not {args.sleep_ms}")
     prof = simulate(Path(args.out_dir), chip=args.chip, iterations=args.iterations, rate=args.rate, seed=args.seed,
                     slice_bytes=args.slice_bytes, aic_metrics=args.aic_metrics, mode=args.mode,
-                    layout=args.layout)
+                    layout=args.layout, model=args.model, sleep_ms=args.sleep_ms)
     print(f"wrote {prof}")
     return 0
 
@@ -151,6 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="AI Core PMU metric group written in sample.json (spec §1.9)")
     sim.add_argument("--layout", choices=("current", "legacy"), default="current",
                      help="current = CANN ≥ 6.3 host reporter; legacy = CANN 5/6 AclModule/Framework/Runtime files")
+    sim.add_argument("--model", choices=SIM_MODELS, default=SIM_MODELS[0],
+                     help="workload: the face-mask SSD; _mish = its activations are Mish decomposed into "
+                          "Softplus+Tanh+Mul with TransData around them (the case-study 'before'); _fused = "
+                          "Conv2D+BN+activation fused, no TransData (the 'after')")
+    sim.add_argument("--sleep-ms", type=int, default=0,
+                     help="the app sleeps this long inside an msproftx range around the model load (seed 004)")
     sim.set_defaults(func=_cmd_simulate)
 
     imp = sub.add_parser("import", help="run the same stages over a finished PROF_… directory")
