@@ -87,10 +87,10 @@ def _cmd_import(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     from pipeline.offline import EXPORT_STAGES, checked_prof_dir, run_import
 
-    prof = checked_prof_dir(args.prof_dir, "export")
     if args.format and "summary" not in args.what:
         raise UserError("export: --format applies to the summary export", "e.g. pipeline export summary PROF_DIR "
                         "--format json")
+    prof = checked_prof_dir(args.prof_dir, "export")
     only = sorted({EXPORT_STAGES[what] for what in args.what})
     return run_import(prof, Path(args.output).expanduser() if args.output else None, only=only,
                       summary_format=args.format)
