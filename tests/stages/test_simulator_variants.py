@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from stages.simulator.run import simulate
-from stages.simulator.workload import MODELS, OpTable
+from stages.simulator.workload import MODELS, Model, OpTable
 
 START = 1_700_000_000_000_000_000
 
 
-def _types(model: str) -> Counter[str]:
-    return Counter(op.op_type for op in OpTable.build("mini", model).ops)  # type: ignore[arg-type]
+def _types(model: Model) -> Counter[str]:
+    return Counter(op.op_type for op in OpTable.build("mini", model).ops)
 
 
 def test_mish_variant_replaces_each_relu_by_the_decomposition() -> None:
