@@ -129,8 +129,8 @@ class Supervisor:
             proc.last_sample = (now, received, sent)
         elif kind == "final":
             proc.final = message
-        elif kind == "view":
-            self.view = message["view"]
+        elif kind == "view":  # the live sink sends statistics, the advice sink findings: keep both
+            self.view.update(message["view"])
 
     def _in_config_order(self) -> list[str]:
         return [sid for sid in self.config.stages if sid in self.procs]
