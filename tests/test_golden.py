@@ -32,6 +32,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from pipeline_runs import run_cli
 
 from pipeline.stage import Batch
 from stages.collector import CollectorStage
@@ -376,6 +377,22 @@ def test_every_record_is_decoded_and_nothing_rejected(chip: str, outputs: dict) 
     assert decoder["records_in"] == decoder["decoded"] == figures["collector"]["records_collected"] > 0
     assert figures["rejected"] == {}
     assert figures["aggregator"]["tasks_out"] == 6
+
+
+@pytest.mark.slow
+def test_pipeline_import_gives_the_same_rows(tmp_path: Path) -> None:
+    """The real `pipeline import` (stages as processes over ZeroMQ) on the 910B's directory."""
+    result = run_cli("import", str(golden_dir("910b")), "--output", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    folder = tmp_path / "mindstudio_profiler_output"
+    tables = {}
+    for module in ("op_summary", "op_statistic"):
+        (path,) = folder.glob(f"{module}_[0-9]*.csv")
+        with open(path, newline="") as handle:
+            tables[module] = list(csv.DictReader(handle))
+    assert [{**r, "Task Start Time(us)": r["Task Start Time(us)"].rstrip("\t")} for r in tables["op_summary"]] \
+        == STARS_ROWS
+    assert [list(r.values()) for r in tables["op_statistic"]] == STARS_STATISTIC
 
 
 # Host clock (spec §1.3): with a CPU Frequency of 1000 MHz (cloud, legacy) host records hold monotonic ns as they
