@@ -432,7 +432,8 @@ STREAM_KINDS = {  # device data streams (slice base name → decoded framing/kin
                "Framework.hash_dic.0": "hash_dic", "Runtime.task_track.0": "legacy_rt_track"},
 }
 HOST_KINDS = {"unaging.api_event.data": "api_event", "unaging.compact.node_basic_info": "node_basic_info",
-              "unaging.compact.task_track": "task_track", "unaging.additional.tensor_info": "tensor_info",
+              "aging.compact.node_basic_info": "node_basic_info", "unaging.compact.task_track": "task_track",
+              "unaging.additional.tensor_info": "tensor_info", "aging.additional.tensor_info": "tensor_info",
               "unaging.additional.hash_dic": "hash_dic", "unaging.additional.type_info_dic": "type_info_dic"}
 CHIP_NAMES = {"mini": "Ascend310", "cloud": "Ascend910", "910b": "Ascend910B", "legacy": "Ascend910"}
 

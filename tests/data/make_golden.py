@@ -78,7 +78,7 @@ class Op:
     ge_task_type: int  # node_basic_info taskType
     rt_task_type: int  # task_track taskType
     block: int
-    op_state: int  # 0 static, 1 dynamic
+    op_state: int  # 0 static, 1 dynamic: node_basic_info's opState byte, and its file group (unaging / aging)
     stream: int
     tensors: tuple[Tensor, ...]
     kernel: str = ""  # kernel name (hash_dic), AI Core kernels only
@@ -428,23 +428,26 @@ def host_streams(chip: Chip) -> dict[str, bytes]:
         apis += [(b + 495, event(LEVEL_MODEL, MODEL_EXECUTE, iteration, at(b + 495), MODEL_ID)),
                  (b + 695, event(LEVEL_MODEL, MODEL_EXECUTE, iteration, at(b + 695), MODEL_ID)),
                  (b + 700, api(LEVEL_ACL, ACL_MDL_EXECUTE, at(b + 490), at(b + 700), 0))]
-    basic, track, tensor = [], [], []
+    basic: dict[str, list[bytes]] = {"unaging": [], "aging": []}
+    tensor: dict[str, list[bytes]] = {"unaging": [], "aging": []}
+    track = []
     for launch in launches(chip):
         op, t = launch.task.op, launch.node
         rt_api = RT_CPU_KERNEL_LAUNCH if op.ge_task_type == GE_AI_CPU else RT_KERNEL_LAUNCH
         apis += [(t + 30, api(LEVEL_RUNTIME, rt_api, at(t + 10), at(t + 30), 0)),
                  (t + 40, api(LEVEL_NODE, NODE_LAUNCH, at(t), at(t + 40), HASHES[op.name]))]
-        basic.append(node_basic_info(op, at(t + 5)))
-        tensor.append(tensor_info(op, at(t + 6)))
+        group = "aging" if op.op_state else "unaging"  # a dynamic op's reports are non-persistent (spec §1.1)
+        basic[group].append(node_basic_info(op, at(t + 5)))
+        tensor[group].append(tensor_info(op, at(t + 6)))
         track.append(task_track(launch.task, at(t + 10)))
     apis.sort(key=lambda item: item[0])
     hash_lines = "".join(f"{HASHES[name]}:{name}\n" for name in (CONV, RELU, NMS, "Conv2D", "Relu",
                                                                  "NonMaxSuppressionV3", "te_conv2d_1a2b",
                                                                  "te_relu_3c4d"))
     return {"unaging.api_event.data": b"".join(record for _, record in apis),
-            "unaging.compact.node_basic_info": b"".join(basic),
+            **{f"{group}.compact.node_basic_info": b"".join(records) for group, records in basic.items()},
             "unaging.compact.task_track": b"".join(track),
-            "unaging.additional.tensor_info": b"".join(tensor),
+            **{f"{group}.additional.tensor_info": b"".join(records) for group, records in tensor.items()},
             "unaging.additional.hash_dic": hash_lines.encode(),
             "unaging.additional.type_info_dic": "".join(f"{line}\n" for line in TYPE_INFO).encode()}
 
