@@ -57,7 +57,7 @@ STARS = ["aicore_time(us)", "aic_total_cycles", "aic_mac_time(us)", "aic_mac_rat
          "aiv_vec_time(us)", "aiv_vec_ratio", "aiv_scalar_time(us)", "aiv_scalar_ratio", "aiv_mte2_time(us)",
          "aiv_mte2_ratio", "aiv_mte3_time(us)", "aiv_mte3_ratio", "aiv_icache_miss_rate", "cube_utilization(%)"]
 CONV, RELU, NMS = "conv1/Conv2D", "relu1/Relu", "nms/NonMaxSuppressionV3"
-NMS_TENSORS = ('"100,4;100"', "FLOAT;FLOAT", "ND;ND", "10", "INT32", "ND")  # a shape without a comma is bare
+NMS_TENSORS = ('"100,4;100"', "FLOAT;FLOAT", "ND;ND", '"10"', "INT32", "ND")  # shapes always in quotes
 RELU_5HD = ('"1,2,28,28,16"', "FLOAT16", "NC1HWC0", '"1,2,28,28,16"', "FLOAT16", "NC1HWC0")
 
 
@@ -214,7 +214,7 @@ STARS_RELU = {  # AI Vector Core: total 36_000, block 4, ceil(4 / 48) = 1; count
 STARS_CONV_TENSORS = ('"1,1,28,28,16;9,2,16,16"', "DT_BF16;DT_BF16", "NC1HWC0;FRACTAL_Z", '"1,2,28,28,16"', "DT_BF16",
                       "NC1HWC0")  # data type 27 is DT_BF16 in msprof's GeDataType
 STARS_RELU_TENSORS = ('"8,4,16,16"', "DT_BF16", "FRACTAL_NZ", '"64,128"', "DT_BF16", "ND")  # format 29 FRACTAL_NZ
-STARS_NMS_TENSORS = ('"100,4;100"', "FLOAT;FLOAT", "ND;ND", "10", "INT64", "ND")
+STARS_NMS_TENSORS = ('"100,4;100"', "FLOAT;FLOAT", "ND;ND", '"10"', "INT64", "ND")
 STARS_ROWS = [
     # conv (5,10): ticks 50_000 → 56_000: start 1_700_000_000_000_000_000 + 70 + 50_000 × 20 ns; 6_000 × 20 ns
     row("10", "5", CONV, "Conv2D", "static", "AI_CORE", "1700000000001000.070", "120.000", "0.000", "8",
