@@ -18,6 +18,11 @@ make_golden.py packs (its ``*_TASKS`` and ``*_PMU`` tables, its control files), 
   mac_ratio is 0 (msprof runtime_report.cube_usage). Derived figures print with 3 decimals at most.
 * op_statistic: per (OP Type, Core Type) count, total, min, avg, max of the durations (µs), ratio = total / the
   device's total × 100; rows by total time, largest first.
+
+Cross-check, done once by hand (not a test): msprof's own Python parser (github Ascend/msprof @9ba1ac7, `import`
+then `export summary`) gives these values on the mini, cloud and 910B directories, and its 2022 version
+(96593dcfb) the same task times and PMU values for the legacy one (copied into PROF_…/device_0), apart from
+number formatting (msprof prints "20.0" where we print "20.000" / "20").
 """
 
 from __future__ import annotations
@@ -426,7 +431,7 @@ STREAM_KINDS = {  # device data streams (slice base name → decoded framing/kin
     "910b": {"stars_soc.data.0": "stars_soc", "ffts_profile.data.0": "ffts_profile", "ts_track.data.0": "ts_track"},
     "legacy": {"hwts.log.data.45.dev.profiler_default_tag.0": "hwts",
                "aicore.data.43.dev.profiler_default_tag.0": "aicore",
-               "training_trace.46.dev.profiler_default_tag.0": "ts_track",
+               "ts_track.data.46.dev.profiler_default_tag.0": "ts_track",
                "AclModule.acl_model.0": "legacy_acl", "Framework.step_info.0": "legacy_ge_step",
                "Framework.task_desc_info.0": "legacy_ge_task", "Framework.tensor_data_info.0": "legacy_ge_tensor",
                "Framework.hash_dic.0": "hash_dic", "Runtime.task_track.0": "legacy_rt_track"},

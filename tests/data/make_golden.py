@@ -559,7 +559,7 @@ def legacy_layout(chip: Chip, root: Path) -> None:
              "Runtime.task_track.0": b"".join(tracks),
              "hwts.log.data.45.dev.profiler_default_tag.0": logs,
              "aicore.data.43.dev.profiler_default_tag.0": pmu,
-             "training_trace.46.dev.profiler_default_tag.0": track}
+             "ts_track.data.46.dev.profiler_default_tag.0": track}
     for base, data in files.items():
         write(job / "data" / f"{base}.slice_0", data)
 
