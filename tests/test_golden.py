@@ -20,7 +20,8 @@ make_golden.py packs (its ``*_TASKS`` and ``*_PMU`` tables, its control files), 
   device's total × 100; rows by total time, largest first.
 
 Cross-check, done once by hand (not a test): msprof's own Python parser (github Ascend/msprof @9ba1ac7, `import`
-then `export summary`) gives these values on the mini, cloud and 910B directories, and its 2022 version
+then `export summary`) gives these values on the cloud and 910B directories and on the mini's first iteration
+(msprof exports the 310 one iteration at a time), and its 2022 version
 (96593dcfb) the same task times and PMU values for the legacy one (copied into PROF_…/device_0), apart from
 number formatting (msprof prints "20.0" where we print "20.000" / "20").
 """
