@@ -37,8 +37,8 @@ COLLECT_US = 5_000  # the collection lasts 5 ms (end_info)
 
 PID, THREAD, MODEL_ID = 9876, 4321, 3
 AICORE_STREAM, AICPU_STREAM = 5, 6
-PIPE_EVENTS = "0x8,0xa,0x9,0xb,0xc,0xd,0x54,0x55"  # PipeUtilization (spec §1.9): vec mac scalar mte1 mte2 mte3
-# icache_req icache_miss
+# PipeUtilization (spec §1.9), counter slots: vec, mac (cube), scalar, mte1, mte2, mte3, icache requests, misses
+PIPE_EVENTS = "0x8,0xa,0x9,0xb,0xc,0xd,0x54,0x55"
 
 # -- names: hash_dic / type_info_dic (spec §1.4) ------------------------------------------------------
 CONV, RELU, NMS = "conv1/Conv2D", "relu1/Relu", "nms/NonMaxSuppressionV3"
@@ -538,6 +538,7 @@ def legacy_layout(chip: Chip, root: Path) -> None:
     §1.2). Host times are CLOCK_MONOTONIC_RAW ns."""
     job = root / JOB_NAME
     device_controls(chip, job)
+
     def ns(us: int) -> int:
         return MONO0_NS + us * 1000
 
@@ -569,7 +570,8 @@ WRITERS: dict[str, Callable[[Chip, Path], None]] = {"mini": current_layout, "clo
 
 
 def make(out: Path, chips: Iterable[str] = CHIPS) -> None:
-    """Write out/<chip>/ for each chip (a folder already there is replaced file by file)."""
+    """Write out/<chip>/ for each chip. Files are overwritten, never deleted: remove out/<chip>/ first when a
+    change renames one."""
     for name in chips:
         WRITERS[name](CHIP_TABLE[name], out / name)
 
