@@ -7,7 +7,8 @@ Example config::
       inputs: [aggregate.tasks]
       directory: mindstudio_profiler_output   # under the run's output folder
       timestamp: "20240101120000"             # the {ts} of file names (default: when the sink opens)
-      rotate_bytes: 209715200                 # start msprof_{ts}_1.json ... past this size
+      rotate_bytes: 209715200                 # start msprof_{ts}_1.json ... past this size;
+                                              # at close: msprof_slice_{k}_{ts}.json, k from 0
       overlap_window_s: 5.0                   # how far back host spans are checked for overlap
       fsync: false                            # fsync on every flush (close always does)
 
@@ -25,6 +26,7 @@ carries its own metadata, and no two complete events cross on one track (see :mo
 from __future__ import annotations
 
 import json
+import os
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -147,6 +149,11 @@ class TimelineSink(Sink):
             self._file.sync()
             self._file.close()
             self._file = None
+        if len(self.paths) > 1:  # rotated: msprof's slice names, k from 0, once the files are final
+            final = [old.with_name(f"msprof_slice_{k}_{self.timestamp}.json") for k, old in enumerate(self.paths)]
+            for path, target in zip(self.paths, final, strict=True):
+                os.replace(path, target)
+            self.paths = final
 
     def accounting(self) -> dict[str, int]:
         adjusted = sum(t.adjusted for t in self._serial.values()) + sum(
