@@ -26,12 +26,10 @@ from stages.aggregator.static import Binding, StaticModels
 from stages.aggregator.stats import StatsBook
 from stages.aggregator.steps import StepTraceBook
 from stages.decoder import host_records, records
-from stages.formats import raw
+from stages.formats import ge_enums, raw
 from stages.schema import SymbolTable, pack_rows, unpack_rows
 
 MAX_PENDING = 200_000
-DATA_TYPES = {0: "FLOAT", 1: "FLOAT16", 2: "INT8", 3: "INT32", 4: "UINT8", 6: "INT16", 9: "INT64", 12: "BOOL"}
-FORMATS = {0: "NCHW", 1: "NHWC", 2: "ND", 3: "NC1HWC0", 4: "FRACTAL_Z", 29: "FRACTAL_NZ"}
 # Decoded kinds this release keeps out of its outputs: counted (AggregatorStage.accounting) with the reason the
 # report gives, never rejected.
 UNUSED_KINDS = {
@@ -605,8 +603,8 @@ def _tensor_texts(tensor: Any) -> dict[str, str]:
         side = "input" if int(slot[0]) == 0 else "output"
         dims = [str(int(d)) for d in slot[3:] if int(d) != 0]
         sides[side]["shapes"].append(",".join(dims))
-        sides[side]["dtypes"].append(DATA_TYPES.get(int(slot[2]), str(int(slot[2]))))
-        sides[side]["formats"].append(FORMATS.get(int(slot[1]), str(int(slot[1]))))
+        sides[side]["dtypes"].append(ge_enums.data_type_name(int(slot[2])))
+        sides[side]["formats"].append(ge_enums.format_name(int(slot[1])))
     for side, values in sides.items():
         for what, items in values.items():
             if items:

@@ -90,8 +90,8 @@ class DeviceDecoder:
                 arr = np.frombuffer(joined, dtype=raw.MINI_TIMELINE)
                 out = np.zeros(len(arr), records.TASK_LOG)
                 out["device_id"] = device
-                for name in ("stream_id", "task_id"):
-                    out[name] = arr[name]
+                out["stream_id"] = arr["stream_id"] % 2048  # low 11 bits, as msprof reads them (TimeLineData)
+                out["task_id"] = arr["task_id"]
                 out["state"] = arr["task_state"]
                 out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
                 outputs.append(("task_log", out))
@@ -101,8 +101,9 @@ class DeviceDecoder:
                 arr = np.frombuffer(joined, dtype=raw.MINI_EVENT_COUNT)
                 out = np.zeros(len(arr), records.PMU)
                 out["device_id"] = device
-                for name in ("stream_id", "task_id", "pmu", "block"):
+                for name in ("task_id", "pmu", "block"):
                     out[name] = arr[name]
+                out["stream_id"] = arr["stream_id"] % 2048  # as msprof's AiCoreTaskInfo
                 out["total_cycle"] = arr["task_cycles"]
                 out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
                 outputs.append(("pmu", out))

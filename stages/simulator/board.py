@@ -33,6 +33,10 @@ When the load crosses a 16-bit task-id wrap, the runtime's FLIP task lands in th
 (hicann/runtime engine.cc sends it after the task with the last id, sink streams included), so the
 device writes the same task-flip record, with the same flip number, on every execution.
 
+The case-study variants of the model (workload.py: ``face_mask_ssd_mish``, ``face_mask_ssd_fused``), and
+any run with ``sleep_ms``, wrap the model load in an msproftx range named CreateMultipleStreamsFromFile
+as seed 004's app does; ``sleep_ms`` is the app's sleep inside that range after the load (the seed's sleep(5)).
+
 Layout "legacy" writes the same launch-mode run as CANN 5/6 did (stages/simulator/legacy.py): no host/
 folder, AclModule / Framework / Runtime files beside the device data, no msproftx. Static mode is not
 simulated in that layout (run.py refuses the combination).
@@ -55,6 +59,7 @@ from stages.simulator.workload import (
     AIV_NUM,
     MODEL_ID,
     Chip,
+    Model,
     OpTable,
     aic_mhz,
     hash_name,
@@ -83,7 +88,8 @@ HOST_STREAMS = (API_EVENT, NODE_BASIC_INFO, TASK_TRACK, TENSOR_INFO, MSPROFTX, H
 Layout = Literal["current", "legacy"]
 LAYOUTS = ("current", "legacy")
 GRAPH_ID = 1
-MODEL_NAME = "face_mask_ssd"
+DEFAULT_MODEL: Model = "face_mask_ssd"
+LOAD_RANGE = "CreateMultipleStreamsFromFile"  # seed 004's msproftx range around stream and model creation
 MEMCPY_H2D, MEMCPY_D2H = 1, 2
 INPUT_BYTES, OUTPUT_BYTES = 260 * 260 * 3, 5972 * 6 * 4  # one uint8 NHWC image; boxes and scores per anchor
 
@@ -175,8 +181,11 @@ class Launches:
 class Board:
     def __init__(self, chip: Chip, seed: int, timebase: TimeBase, *, device_id: int = 0,
                  first_task_id: int = 0, mode: Mode = "launch", metrics: str = "PipeUtilization",
-                 layout: Layout = "current") -> None:
+                 layout: Layout = "current", model: Model = DEFAULT_MODEL, sleep_ms: int = 0) -> None:
         self.chip = chip
+        self.model_name = model
+        self.sleep_ns = sleep_ms * 1_000_000
+        self.load_range = model != DEFAULT_MODEL or sleep_ms > 0
         self.mode = mode
         self.legacy = layout == "legacy"
         self.loaded: Launches | None = None  # static mode: the tasks registered at model load
@@ -184,7 +193,7 @@ class Board:
         self.events = raw.PMU_EVENT_SETS[metrics]
         self.tb = timebase
         self.device_id = device_id
-        self.table = OpTable.build(chip)
+        self.table = OpTable.build(chip, model)
         self.truth = Truth(self.table.ops, device_id, timebase.ns_per_tick)
         self.truth.mode = mode
         self.truth.metrics = metrics
@@ -253,15 +262,20 @@ class Board:
         end = cursor + self._draw_us(36_000, 2_000)
         self._acl(host, "aclmdlLoadFromFile", begin, end)
         self.now = end + 500 * US
+        if self.load_range:
+            self.now += self.sleep_ns
+            if not self.legacy:
+                emission[MSPROFTX] = rec.merge([self._msproftx(2, begin - 200 * US, self.now, LOAD_RANGE)])
+            self.now += 100 * US
         ops = self.table.ops
         strings = sorted({op.name for op in ops} | {op.op_type for op in ops} | {op.kernel_name for op in ops}
-                         | {MODEL_NAME})
+                         | {self.model_name})
         emission[API_EVENT] = rec.merge([host.records(), *api_parts])
         emission[HASH_DIC] = rec.text_chunk(end, [f"{hash_name(s)}:{s}" for s in strings])
         if self.chip == "cloud":  # the AI Core clock as the load finds it
             emission.update(self._freq_points(begin, [(begin, aic_mhz(self.chip))]))
         emission[GRAPH_ID_MAP] = rec.merge([(np.array([end - 100 * US]), rec.graph_id_maps(
-            APP_TID, end - 100 * US, hash_name(MODEL_NAME), GRAPH_ID, MODEL_ID))])
+            APP_TID, end - 100 * US, hash_name(self.model_name), GRAPH_ID, MODEL_ID))])
         return self._layout(emission)
 
     def _freq_points(self, emit_ns: int, points: list[tuple[int, int]]) -> Emission:

@@ -39,6 +39,7 @@ BASE_HEADER = [
 START, DURATION, WAIT = 8, 9, 10
 TENSOR_COLUMNS = range(14, 20)  # shapes / data types / formats: msprof's quoted form
 KEY_FIELDS = 5
+SHAPE_COLUMNS = (14, 17)  # Input Shapes, Output Shapes
 
 SortKey = tuple[int, int, int, int, int]  # device, start ns, stream, task, duration ns
 Row = tuple[int, int, int, int, int, str]  # sort key + the line as written
@@ -48,6 +49,14 @@ def op_summary_header(block_header: str, pmu_columns: Iterable[str]) -> list[str
     return [*BASE_HEADER, block_header, f"Mix {block_header}", "HF32 Eligible", "Input Shapes",
             "Input Data Types", "Input Formats", "Output Shapes", "Output Data Types", "Output Formats",
             "Context ID", *pmu_columns]
+
+
+def csv_shape_cell(text: str) -> str:
+    """msprof wraps every shape list in literal double quotes, with or without a comma (``AddQuotation``): a CSV
+    reader yields ``"10"`` for a one-dimensional shape, ``"4096,512"`` for two dimensions; N/A stays bare."""
+    if text != NA and not (len(text) > 1 and text[0] == '"' and text[-1] == '"'):
+        text = f'"{text}"'
+    return csv_cell(text)
 
 
 def csv_tensor_cell(text: str) -> str:
@@ -70,7 +79,7 @@ class CsvCodec:
         out = [csv_cell(c) for c in cells]
         out[START] = cells[START] + "\t"  # msprof's spreadsheet guard
         for i in TENSOR_COLUMNS:
-            out[i] = csv_tensor_cell(cells[i])
+            out[i] = csv_shape_cell(cells[i]) if i in SHAPE_COLUMNS else csv_tensor_cell(cells[i])
         return ",".join(out)
 
     @staticmethod
