@@ -141,11 +141,11 @@ def test_acsq_start_end_become_task_logs_with_decoded_ids(tmp_path: Path) -> Non
 
 def test_other_stars_log_func_types_are_rejected_by_name(tmp_path: Path) -> None:
     decoder = _decoder(tmp_path)
-    body = (_acsq(0b100010, 0, 2, 7, 1000) * 2 + _acsq(0b011010, 0, 0, 0, 1000)
+    body = (_acsq(0b100100, 0, 2, 7, 1000) * 2 + _acsq(0b011010, 0, 0, 0, 1000)
             + _acsq(raw.ACSQ_START, 0, 2, 8, 1000) + _acsq(0b111111, 0, 0, 0, 0))
     out = _decode(decoder, files.STARS_SOC, body)
     assert len(out["task_log"]) == 1
-    assert decoder.ctx.rejected == {"stars_soc: func type 100010 (FFTS+ subtask start log) not decoded": 2,
+    assert decoder.ctx.rejected == {"stars_soc: func type 100100 (block start log) not decoded": 2,
                                     "stars_soc: func type 011010 (ACC PMU) not decoded": 1,
                                     "stars_soc: func type 111111 (unknown func type) not decoded": 1}
     assert decoder.accounting() == {"records_in": 5, "decoded": 1, "rejected": 4, "lost_on_device": 0}
