@@ -138,8 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sim = sub.add_parser("simulate", help="write a PROF_… directory as a simulated Ascend board would")
     sim.add_argument("out_dir")
-    sim.add_argument("--chip", choices=("mini", "cloud", "910b"), default="mini",
-                     help="mini = Ascend 310, cloud = Ascend 910, 910b = Ascend 910B (STARS)")
+    sim.add_argument("--chip", choices=("mini", "cloud", "910b", "v6"), default="mini",
+                     help="mini = Ascend 310, cloud = Ascend 910, 910b = Ascend 910B (STARS), "
+                          "v6 = chip v6 (platform 15: 32-byte STARS log, 32-bit task ids)")
     sim.add_argument("--mode", choices=("launch", "static"), default="launch",
                      help="launch = op info reported at every launch; static = an offline model (.om) reports it "
                           "once at model load and every execution reuses its task ids")
