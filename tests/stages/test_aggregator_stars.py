@@ -155,3 +155,20 @@ def test_simulated_910b_joins_exactly_with_aic_and_aiv_columns(tmp_path: Path) -
         assert 0 <= pmu[at["cube_utilization(%)"]] <= 100
         assert (pmu[at["cube_utilization(%)"]] > 0) == (core != "AI_VECTOR_CORE" and symbols[row[9]] == "Conv2D")
     assert sorted(map(sorted, contexts.values())) == sorted([list(range(4)), list(range(3))] * 8)  # per run
+
+
+@pytest.mark.parametrize("mode", ["launch", "static"])
+def test_simulated_chip_v6_joins_32_bit_task_ids_exactly(tmp_path: Path, mode: str) -> None:
+    """Task ids start below 2^16 and pass it: the host's batchId field carries the high 16 bits."""
+    prof = simulate(tmp_path / "board", chip="v6", iterations=6, rate="max", seed=4, slice_bytes=8100,
+                    first_task_id=65_500, mode=mode)
+    truth = json.loads((tmp_path / "board" / "simulator_truth.json").read_text())
+    batches, figures = run_chain(prof, tmp_path / "out")
+    assert figures["rejected"] == {} and figures["decoder"]["records_in"] == truth["records_total"]
+    final = next(b for b in batches if b.kind == "op_statistic" and b.meta.get("final"))
+    ours = {(op, core): (count, total, low, high) for _, op, core, count, total, low, high in unpack_rows(final)}
+    assert ours == {(t["op_type"], t["core_type"]): (t["count"], t["total_ns"], t["min_ns"], t["max_ns"])
+                    for t in truth["op_statistic"]}
+    _, rows, columns = _chain_rows(batches)
+    assert max(row[4] for row in rows) > 0xFFFF and {row[5] for row in rows} == {0}  # 32-bit ids, batch 0
+    assert {row[3] for row in rows} == {2, 3} and columns == []  # streams from the task_tracks; no PMU on v6
