@@ -18,7 +18,13 @@ from pydantic import Field
 from pipeline.stage import Batch, StageConfig, Transform
 from stages import schema
 from stages.aggregator import legacy
-from stages.aggregator.contexts import CONTEXT_TASK_TYPES, INVALID_CONTEXT, ContextSpans, context_ids
+from stages.aggregator.contexts import (
+    CONTEXT_TASK_TYPES,
+    FFTS_LAUNCH_TYPES,
+    INVALID_CONTEXT,
+    ContextSpans,
+    context_ids,
+)
 from stages.aggregator.extras import AICPU_COLUMNS, L2_COLUMNS, DeviceExtras, extra_columns, l2_configured
 from stages.aggregator.join import FlipLog, HostIndex, Interval
 from stages.aggregator.metrics import pmu_columns, pmu_values
@@ -311,7 +317,9 @@ class AggregatorStage(Transform):
 
     def _host_context_complete(self, thread: int, ts: int, node_api: Interval | None, type_name: str | None) -> bool:
         """Everything that describes a task at ``ts`` has arrived: its Node API, its node_basic_info with
-        both names in hash_dic and, when tensor_info / context_id_info streams exist, their records up to ``ts``."""
+        both names in hash_dic, when a tensor_info stream exists its records up to ``ts`` and, for an FFTS+ or
+        MIX launch, its context_id_info or else that stream's records up to ``ts`` (other launches take the
+        context ids already in: waiting for a sparse stream would hold every task back)."""
         if type_name == "FLIP_TASK":
             return True
         if node_api is None or type_name is None:
@@ -319,9 +327,12 @@ class AggregatorStage(Transform):
         node = self.host.node_info(thread, ts, node_api.start)
         if node is None or int(node["op_name"]) not in self.hashes or int(node["op_type"]) not in self.hashes:
             return False  # names come from hash_dic, which the runtime may flush later than the records
-        marks = [mark for stream, mark in self.watermarks.items()
-                 if "tensor_info" in stream or "context_id_info" in stream]
-        return all(mark >= ts for mark in marks)
+        if not all(mark >= ts for stream, mark in self.watermarks.items() if "tensor_info" in stream):
+            return False
+        if type_name not in FFTS_LAUNCH_TYPES or self.host.context_info(thread, ts, int(node["op_name"]),
+                                                                        node_api.start) is not None:
+            return True
+        return all(mark >= ts for stream, mark in self.watermarks.items() if "context_id_info" in stream)
 
     def _describe(self, record: Any, node_api: Interval | None, type_name: str | None) -> dict[str, Any] | None:
         if type_name == "FLIP_TASK":

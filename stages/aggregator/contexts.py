@@ -27,6 +27,7 @@ from stages.schema import CONTEXT_ID_NONE
 INVALID_CONTEXT = CONTEXT_ID_NONE  # "not an FFTS+ context" (msprof DEFAULT_GE_CONTEXT_ID)
 # msprof cann_analysis_gear CONTEXT_ID_WHITE_LIST: runtime task types whose launch carries its node's context ids.
 CONTEXT_TASK_TYPES = frozenset({"KERNEL_AICORE", "KERNEL_AIVEC", "FFTS_PLUS", "KERNEL_MIX_AIC", "KERNEL_MIX_AIV"})
+FFTS_LAUNCH_TYPES = frozenset({"FFTS_PLUS", "KERNEL_MIX_AIC", "KERNEL_MIX_AIV"})  # whose launch waits for its ids
 
 SpanKey = tuple[int, int, int, int]  # device, stream, task, context
 

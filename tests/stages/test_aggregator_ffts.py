@@ -40,9 +40,10 @@ def _batch(kind: str, rows: list[dict[str, Any]], stream: str) -> Batch:
     return records.to_batch(kind, _array(kind, rows), {"stream": stream, "device": 0})
 
 
-def _host(task_type: int, contexts: list[int] | None, platform: int = 5, task: int = TASK,
-          batch: int = 0) -> list[Batch]:
-    """One MIX_AIC node launch: Node API ⊃ node_basic_info, context_id_info, task_track."""
+def _host(task_type: int, contexts: list[int] | None, platform: int = 5, task: int = TASK, batch: int = 0,
+          later_op: bool = True) -> list[Batch]:
+    """One MIX_AIC node launch: Node API ⊃ node_basic_info, context_id_info, task_track; ``later_op``: a later
+    op's context_id_info moves that stream's mark past the task_track."""
     out = [Batch("device_info", 0, {"facts": dict(FACTS, platform=platform)}),
            pack_rows("hash", [[OP, "conv1/Conv2D"], [OP_TYPE, "Conv2D"]], "out"),
            pack_rows("type_info", [[raw.LEVEL_RUNTIME, FFTS_PLUS, "FFTS_PLUS"],
@@ -51,14 +52,15 @@ def _host(task_type: int, contexts: list[int] | None, platform: int = 5, task: i
                            "start_ns": 1000, "end_ns": 5000}], "unaging.api_event.data"),
            _batch("node_basic", [{"thread_id": THREAD, "ts_ns": 1200, "op_name": OP, "op_type": OP_TYPE,
                                   "task_type": 4, "block_num": 8}], "unaging.compact.node_basic_info")]
+    infos: list[dict[str, Any]] = []
     if contexts is not None:
         ids = np.zeros(55, np.uint32)
         ids[: len(contexts)] = contexts
-        # a later op's record moves the stream's mark past the task_track: its context ids are all in
-        out.append(_batch("context_id", [{"thread_id": THREAD, "ts_ns": 1300, "op_name": OP,
-                                          "ctx_id_num": len(contexts), "ctx_ids": ids},
-                                         {"thread_id": THREAD, "ts_ns": 9000, "op_name": 3333}],
-                          "unaging.additional.context_id_info"))
+        infos.append({"thread_id": THREAD, "ts_ns": 1300, "op_name": OP, "ctx_id_num": len(contexts), "ctx_ids": ids})
+    if later_op:
+        infos.append({"thread_id": THREAD, "ts_ns": 9000, "op_name": 3333})
+    if infos:
+        out.append(_batch("context_id", infos, "unaging.additional.context_id_info"))
     out.append(_batch("task_track", [{"thread_id": THREAD, "ts_ns": 1500, "device_id": 0, "stream_id": STREAM,
                                       "task_id": task, "batch_id": batch, "task_type": task_type}],
                       "unaging.compact.task_track"))
@@ -165,6 +167,24 @@ def test_subtask_end_logs_without_a_start_are_rejected(tmp_path: Path) -> None:
     agg, rows, _ = _run(tmp_path, [*_host(FFTS_PLUS, [0]), early_end, _subtasks({0: CONTEXTS[0]}), _task_logs(), pmu])
     assert [(r["context"], r["start"], r["end"]) for r in rows] == [(0, *CONTEXTS[0])]
     assert agg.ctx.rejected == {"FFTS+ subtask end log without a start": 1}
+
+
+def test_a_launch_with_its_context_ids_in_does_not_wait_for_the_stream_mark(tmp_path: Path) -> None:
+    """context_id_info is sparse (FFTS+ ops only): an FFTS+ launch whose record is in goes on; one whose record is
+    not in waits until the stream passes it (here: the end of the run)."""
+    pmu = _batch("context_pmu", [_context_pmu(0, 1_000, [0] * 8)], "ffts_profile.data.0")
+    _, rows, _ = _run(tmp_path / "own", [*_host(FFTS_PLUS, [0], later_op=False), _subtasks({0: CONTEXTS[0]}),
+                                         _task_logs(), pmu])
+    assert [r["context"] for r in rows] == [0]
+    other = _batch("context_id", [{"thread_id": THREAD, "ts_ns": 900, "op_name": 3333}],
+                   "unaging.additional.context_id_info")  # an earlier op's: the mark stays before the launch
+    agg = AggregatorStage(AggregatorStage.Config(), make_ctx("aggregate", tmp_path / "none"))
+    out = [b for batch in [*_host(FFTS_PLUS, None, later_op=False), other, _task_logs(),
+                           _batch("step", [{"device_id": 0, "ts_ns": 10**6}], TRACK)]
+           for b in agg.process(batch)]
+    out.extend(agg.tick(time.monotonic()))
+    assert not any(b.kind == "task" for b in out)
+    assert sum(b.count for b in agg.finish() if b.kind == "task") == 1
 
 
 def test_chip_v6_task_ids_take_their_stream_from_the_task_track(tmp_path: Path) -> None:
