@@ -67,6 +67,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     if args.mode == "static" and args.layout == "legacy":
         raise UserError("--mode static is not supported with --layout legacy", "the legacy layout is launch mode only")
+    if args.chip in ("910b", "v6") and args.layout == "legacy":
+        raise UserError(f"--chip {args.chip} is not supported with --layout legacy",
+                        "the legacy layout (CANN 5/6 files) predates the STARS chips: use --layout current")
     prof = simulate(Path(args.out_dir), chip=args.chip, iterations=args.iterations, rate=args.rate, seed=args.seed,
                     slice_bytes=args.slice_bytes, aic_metrics=args.aic_metrics, mode=args.mode,
                     layout=args.layout)
