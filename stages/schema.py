@@ -21,9 +21,10 @@ TASK_COLUMNS = (
     "device_id", "model_id", "iteration", "stream_id", "task_id", "batch_id", "start_ns", "end_ns",
     "op_name", "op_type", "task_type", "op_state", "block_dim", "mix_block_dim", "connection_id",
     "thread_id", "input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
-    "output_formats", "pmu",
+    "output_formats", "pmu", "context_id",
 )
-# Symbol-valued task columns; ``pmu`` is a list of float|None aligned with meta["pmu_columns"].
+# Symbol-valued task columns; ``pmu`` is a list of float|None aligned with meta["pmu_columns"]; ``context_id``
+# is an FFTS+ task's context (the row times that context) or CONTEXT_ID_NONE.
 TASK_TEXT_COLUMNS = ("op_name", "op_type", "task_type", "op_state", "input_shapes", "input_dtypes",
                      "input_formats", "output_shapes", "output_dtypes", "output_formats")
 
@@ -38,6 +39,7 @@ OP_STATISTIC_COLUMNS = ("device_id", "op_type", "core_type", "count", "total_ns"
 API_STATISTIC_COLUMNS = ("level", "name", "count", "total_ns", "min_ns", "max_ns", "sum_sq_us2")
 
 MODEL_ID_NONE = 4294967295
+CONTEXT_ID_NONE = 4294967295
 
 
 class SymbolTable:
