@@ -74,6 +74,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.sleep_ms < 0:
         raise UserError(f"--sleep-ms must be 0 or more, not {args.sleep_ms}")
     chip = CHIP_ALIASES.get(args.chip, args.chip)
+    if chip in ("910b", "v6") and args.layout == "legacy":
+        raise UserError(f"--chip {chip} is not supported with --layout legacy",
+                        "the legacy layout (CANN 5/6 files) predates the STARS chips: use --layout current")
     prof = simulate(Path(args.out_dir), chip=chip, iterations=args.iterations, rate=args.rate, seed=args.seed,
                     slice_bytes=args.slice_bytes, aic_metrics=args.aic_metrics, mode=args.mode,
                     layout=args.layout, model=args.model, sleep_ms=args.sleep_ms)
@@ -171,8 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sim = sub.add_parser("simulate", help="write a PROF_… directory as a simulated Ascend board would")
     sim.add_argument("out_dir")
-    sim.add_argument("--chip", choices=(*CHIP_ALIASES, "mini", "cloud", "910b"), default="mini",
-                     help="mini (or 310) = Ascend 310, cloud (or 910) = Ascend 910, 910b = Ascend 910B (STARS)")
+    sim.add_argument("--chip", choices=(*CHIP_ALIASES, "mini", "cloud", "910b", "v6"), default="mini",
+                     help="mini (or 310) = Ascend 310, cloud (or 910) = Ascend 910, 910b = Ascend 910B (STARS), "
+                          "v6 = chip v6 (platform 15: 32-byte STARS log, 32-bit task ids)")
     sim.add_argument("--mode", choices=("launch", "static"), default="launch",
                      help="launch = op info reported at every launch; static = an offline model (.om) reports it "
                           "once at model load and every execution reuses its task ids")

@@ -22,11 +22,11 @@ TASK_COLUMNS = (
     "device_id", "model_id", "iteration", "stream_id", "task_id", "batch_id", "start_ns", "end_ns",
     "op_name", "op_type", "task_type", "op_state", "block_dim", "mix_block_dim", "connection_id",
     "thread_id", "input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
-    "output_formats", "pmu", "kernel_name",
+    "output_formats", "pmu", "context_id", "kernel_name",
 )
-# Symbol-valued task columns; ``pmu`` is a list of float|None aligned with meta["pmu_columns"].
-# ``kernel_name``: the runtime's kernel name (task_track → hash_dic), "N/A" when not in the dictionary,
-# "" when the data has none (legacy layout).
+# Symbol-valued task columns; ``pmu`` is a list of float|None aligned with meta["pmu_columns"]; ``context_id``
+# is an FFTS+ task's context (the row times that context) or CONTEXT_ID_NONE. ``kernel_name``: the runtime's
+# kernel name (task_track → hash_dic), "N/A" when not in the dictionary, "" when the data has none (legacy).
 TASK_TEXT_COLUMNS = ("op_name", "op_type", "task_type", "op_state", "input_shapes", "input_dtypes",
                      "input_formats", "output_shapes", "output_dtypes", "output_formats", "kernel_name")
 
@@ -55,6 +55,7 @@ OP_STATISTIC_COLUMNS = ("device_id", "op_type", "core_type", "count", "total_ns"
 API_STATISTIC_COLUMNS = ("level", "name", "count", "total_ns", "min_ns", "max_ns", "sum_sq_us2")
 
 MODEL_ID_NONE = 4294967295
+CONTEXT_ID_NONE = 4294967295
 
 
 class SymbolTable:

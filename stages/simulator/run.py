@@ -21,10 +21,10 @@ from stages.formats.raw import PMU_EVENT_SETS
 from stages.simulator.board import APP_PID, LAYOUTS, MODES, Board, Layout, Mode
 from stages.simulator.timebase import HWTS_MHZ, STARS_HWTS_MHZ, TimeBase
 from stages.simulator.truth import TRUTH_FILE
-from stages.simulator.workload import MODELS, Chip, Model
+from stages.simulator.workload import MODELS, STARS_CHIPS, Chip, Model
 from stages.simulator.writer import ProfWriter, Rate
 
-CHIPS = ("mini", "cloud", "910b")
+CHIPS = ("mini", "cloud", "910b", "v6")
 AIC_METRICS = tuple(PMU_EVENT_SETS)  # --aic-metrics choices (spec §1.9)
 MIN_SLICE_BYTES = 1024
 TRUTH_REFRESH_NS = 1_000_000_000
@@ -50,6 +50,8 @@ class Simulation:
             raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
         if mode == "static" and layout == "legacy":
             raise ValueError("static mode is not supported with the legacy layout (CANN 5/6 files): use one of them")
+        if chip in STARS_CHIPS and layout == "legacy":
+            raise ValueError(f"chip {chip!r} came after the legacy layout (CANN 5/6 files): use layout 'current'")
         self.layout = cast(Layout, layout)
         if model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, not {model!r}")
@@ -83,7 +85,7 @@ class Simulation:
         if should_stop is not None:
             self._should_stop = should_stop
         tb = TimeBase(wall0_ns=self.start_time_ns if self.start_time_ns is not None else time.time_ns(),
-                      hwts_mhz=STARS_HWTS_MHZ if self.chip == "910b" else HWTS_MHZ)
+                      hwts_mhz=STARS_HWTS_MHZ if self.chip in STARS_CHIPS else HWTS_MHZ)
         board = Board(self.chip, self.seed, tb, first_task_id=self.first_task_id, mode=self.mode,
                       metrics=self.aic_metrics, layout=self.layout, model=self.model, sleep_ms=self.sleep_ms)
         writer = ProfWriter(self.out_dir, self.chip, tb, self.seed, self.slice_bytes, APP_PID,

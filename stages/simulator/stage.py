@@ -6,11 +6,12 @@ Example (YAML):
             layout: current, model: face_mask_ssd, sleep_ms: 0}
 
 chip: mini = Ascend 310 (TS timeline), cloud = Ascend 910 (HWTS log), 910b = Ascend 910B (STARS log,
-FFTS context PMU with AI Core and AI Vector Core tasks; keep slice_bytes a multiple of 128 when
-msprof's Python parser is to read the directory, spec §6 D11). layout: legacy (CANN 5/6 files) runs
-in launch mode only. model: the workload variant (face_mask_ssd; face_mask_ssd_mish and
-face_mask_ssd_fused are the before / after pair of the case studies, workload.py); sleep_ms: the
-app sleeps this long inside its model-load msproftx range (seed 004).
+FFTS context PMU with AI Core and AI Vector Core tasks, FFTS+ MIX_AIC tasks with subtask logs; keep
+slice_bytes a multiple of 128 when msprof's Python parser is to read the directory, spec §6 D11),
+v6 = chip v6 (platform 15: 32-byte STARS log, 32-bit task ids, no PMU). layout: legacy (CANN 5/6
+files) runs in launch mode on the 310 and 910 only. model: the workload variant (face_mask_ssd;
+face_mask_ssd_mish and face_mask_ssd_fused are the before / after pair of the case studies,
+workload.py); sleep_ms: the app sleeps this long inside its model-load msproftx range (seed 004).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class SimulatorStage(Source):
     outputs = ()
 
     class Config(StageConfig):
-        chip: Literal["mini", "cloud", "910b"] = "mini"  # Ascend 310 (TS timeline), 910 (HWTS), 910B (STARS)
+        chip: Literal["mini", "cloud", "910b", "v6"] = "mini"  # Ascend 310 (TS timeline), 910 (HWTS), 910B (STARS), v6
         mode: Literal["launch", "static"] = "launch"  # op info at every launch, or once at model load (.om)
         iterations: int = Field(200, ge=0)  # images to run; 0 = until stopped
         rate: Literal["realtime", "max"] = "realtime"  # pace to wall time, or write as fast as possible

@@ -4,8 +4,11 @@ A small SSD: AIPP, 8 conv blocks (Conv2D → BNInferenceD → Relu, MaxPoolV3 be
 with a class and a box conv each (Conv2D → TransData → Reshape), two Concats, Softmax, two Casts,
 then box decoding and NMS on the AI CPU. Input 1×260×260×3 (NHWC, uint8), 5972 anchors.
 Mean durations are chosen so that one aclmdlExecute takes ≈ 7 ms of device time on the 310,
-dominated by Conv2D and BNInferenceD as in the seed's op_statistic. On the 910B-class chip the
-element-wise and layout ops (Relu, TransData, SoftmaxV2) run on the AI Vector Cores.
+dominated by Conv2D and BNInferenceD as in the seed's op_statistic. On the STARS chips (910B and
+chip v6) the element-wise and layout ops (Relu, TransData, SoftmaxV2) run on the AI Vector Cores.
+On the 910B the two first convolutions run as MIX_AIC ops launched as FFTS+ tasks, split into
+several contexts (spec §1.7); chip v6 keeps them plain AI Core tasks (msprof uses no context ids
+there).
 
 Two variants make the before/after pair of the case studies (`model` below):
 
@@ -27,24 +30,28 @@ from typing import Literal
 
 import numpy as np
 
-Chip = Literal["mini", "cloud", "910b"]
+Chip = Literal["mini", "cloud", "910b", "v6"]
 Model = Literal["face_mask_ssd", "face_mask_ssd_mish", "face_mask_ssd_fused"]
 MODELS: tuple[Model, ...] = ("face_mask_ssd", "face_mask_ssd_mish", "face_mask_ssd_fused")
-CoreType = Literal["AI_CORE", "AI_CPU", "AI_VECTOR_CORE"]
+CoreType = Literal["AI_CORE", "AI_CPU", "AI_VECTOR_CORE", "MIX_AIC"]
+STARS_CHIPS = ("910b", "v6")
 
 # GE enums as msprof decodes them (tensor_info format / data type fields).
 FORMAT_NHWC, FORMAT_ND, FORMAT_NC1HWC0, FORMAT_FRACTAL_Z = 1, 2, 3, 4
 DT_FLOAT, DT_FLOAT16, DT_INT32, DT_UINT8 = 0, 1, 3, 4
 
-AI_CORE_NUM = {"mini": 2, "cloud": 32, "910b": 24}
-AIV_NUM = {"mini": 0, "cloud": 0, "910b": 48}  # AI Vector Cores (info.json aiv_num)
+# Chip v6 is given the 910B's cores and speed (no public figures were found; the pipeline does not depend on them).
+AI_CORE_NUM = {"mini": 2, "cloud": 32, "910b": 24, "v6": 24}
+AIV_NUM = {"mini": 0, "cloud": 0, "910b": 48, "v6": 48}  # AI Vector Cores (info.json aiv_num)
 AIC_MHZ = 1000  # AI Core clock (info.json aic_frequency) of the 310 and 910
 STARS_AIC_MHZ = 1800  # the 910B's
 # Device speed relative to the 310 (AI Core ops gain from 32 cores; AI CPU ops barely).
+_STARS_SPEED = {"AI_CORE": 0.22, "AI_CPU": 0.7, "AI_VECTOR_CORE": 0.25, "MIX_AIC": 0.22}
 SPEEDUP = {"mini": {"AI_CORE": 1.0, "AI_CPU": 1.0}, "cloud": {"AI_CORE": 0.3, "AI_CPU": 0.8},
-           "910b": {"AI_CORE": 0.22, "AI_CPU": 0.7, "AI_VECTOR_CORE": 0.25}}
-# On the AI Vector Cores of a 910B:
+           "910b": _STARS_SPEED, "v6": _STARS_SPEED}
+# On the AI Vector Cores of the STARS chips:
 VECTOR_OP_TYPES = frozenset({"Relu", "TransData", "SoftmaxV2", "Softplus", "Tanh", "Mul"})
+FFTS_PLUS_OPS = {"conv2d_0/Conv2D": 4, "conv2d_1/Conv2D": 3}  # 910B: MIX_AIC ops and their FFTS+ context counts
 
 AICORE_STREAM, AICPU_STREAM = 2, 3  # physical stream ids of the model's two streams
 MODEL_ID = 1
@@ -69,6 +76,7 @@ class Op:
     outputs: tuple[Tensor, ...]
     mean_us: float  # mean device duration on the 310
     stream_id: int
+    contexts: int = 0  # FFTS+ contexts the task runs as (0: not an FFTS+ task)
 
     @property
     def kernel_name(self) -> str:
@@ -79,7 +87,7 @@ class Op:
 
 
 def aic_mhz(chip: str) -> int:
-    return STARS_AIC_MHZ if chip == "910b" else AIC_MHZ
+    return STARS_AIC_MHZ if chip in STARS_CHIPS else AIC_MHZ
 
 
 def hash_name(text: str) -> int:
@@ -108,10 +116,14 @@ class _Builder:
     def __init__(self, chip: Chip) -> None:
         self.cores = AI_CORE_NUM[chip]
         self.vector_cores = AIV_NUM[chip]
+        self.ffts_plus = chip == "910b"
         self.ops: list[Op] = []
 
     def core(self, name: str, op_type: str, ins: tuple[Tensor, ...], out: Tensor, mean_us: float) -> Tensor:
-        if self.vector_cores and op_type in VECTOR_OP_TYPES:
+        if self.ffts_plus and name in FFTS_PLUS_OPS:
+            self.ops.append(Op(name, op_type, "MIX_AIC", _blocks(out, self.cores), ins, (out,), mean_us,
+                               AICORE_STREAM, FFTS_PLUS_OPS[name]))
+        elif self.vector_cores and op_type in VECTOR_OP_TYPES:
             self.ops.append(Op(name, op_type, "AI_VECTOR_CORE", _blocks(out, self.vector_cores), ins, (out,), mean_us,
                                AICORE_STREAM))
         else:
@@ -245,6 +257,7 @@ class OpTable:
     mean_us: np.ndarray  # float64, chip speed-up applied
     is_aicpu: np.ndarray  # bool
     is_aiv: np.ndarray  # bool: runs on the AI Vector Cores
+    contexts: np.ndarray  # int64: FFTS+ contexts (0: a plain task)
     block_dim: np.ndarray  # int64
     stream_id: np.ndarray  # int64
     pipe: np.ndarray  # (n, 6) float64 PMU fractions
@@ -260,6 +273,7 @@ class OpTable:
             mean_us=np.array([op.mean_us * speed[op.core] for op in ops]),
             is_aicpu=np.array([op.core == "AI_CPU" for op in ops]),
             is_aiv=np.array([op.core == "AI_VECTOR_CORE" for op in ops]),
+            contexts=np.array([op.contexts for op in ops], dtype=np.int64),
             block_dim=np.array([op.block_dim for op in ops], dtype=np.int64),
             stream_id=np.array([op.stream_id for op in ops], dtype=np.int64),
             pipe=np.array([PIPE_PROFILE.get(op.op_type, DEFAULT_PROFILE) for op in ops]),

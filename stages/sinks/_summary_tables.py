@@ -41,7 +41,7 @@ def task_time_rows(symbols: SymbolTable, rows: list[list[Any]]) -> Iterator[Keye
     """The kernel name is the runtime's (task_track → hash_dic); without one (legacy data), the op name."""
     for row in rows:
         device, stream, task, start, end = row[0], row[3], row[4], row[6], row[7]
-        kernel = symbols[row[23]] if len(row) > 23 else ""
+        kernel = symbols[row[24]] if len(row) > 24 else ""
         name = kernel or symbols[row[8]] or NA
         yield (device, start, stream, task), [
             str(device), name, symbols[row[10]] or NA, str(stream), str(task), us(end - start), us(start), us(end)]

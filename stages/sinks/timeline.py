@@ -247,7 +247,7 @@ class TimelineSink(Sink):
         for row in rows:
             (device_id, model_id, _iteration, stream_id, task_id, batch_id, start_ns, end_ns,
              op_name, _op_type, task_type, *_rest) = row
-            connection_id = row[14]
+            connection_id, context_id = row[14], row[23]
             pid = format_pid(app_pid, SORT_HARDWARE, device_id)
             if (pid, -1) not in self._announced:
                 self._process(out, pid, "Ascend Hardware", f"NPU {device_id}", SORT_HARDWARE)
@@ -265,7 +265,7 @@ class TimelineSink(Sink):
                 f'{{"name":{name},"pid":{pid},"tid":{stream_id},"ts":"{ts}","dur":{us(end_ns - start_ns)},'
                 f'"args":{{"Model Id":{model_id},"Task Type":{task_type_text},'
                 f'"Physic Stream Id":{stream_id},"Task Id":{task_id},"Batch Id":{batch_id},'
-                f'"Subtask Id":{UINT32_NONE},"connection_id":{conn}}},"ph":"X"}}'
+                f'"Subtask Id":{UINT32_NONE if context_id is None else context_id},"connection_id":{conn}}},"ph":"X"}}'
             )
             written += 1
             if connection_id is not None:
