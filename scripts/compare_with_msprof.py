@@ -42,7 +42,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from row_tables import ROW_KINDS, ROW_SPECS, RowComparison, compare_row_tables, read_row_tables, report_rows
+from row_tables import (
+    ROW_KINDS,
+    ROW_SPECS,
+    RowComparison,
+    compare_row_tables,
+    ffts_tasks,
+    read_row_tables,
+    report_rows,
+)
 
 TOLERANCE_US = 0.01
 IMPORT_RETRY_WAIT_S = 60
@@ -492,7 +500,8 @@ def compare_row_kinds(ours_dir: Path, exports: dict[str, MsprofExport]) -> list[
             print(f"\n== {kind}\n  neither side wrote one (no such data in this run)")
             continue
         ours, msprof = read_row_tables(ours_files, spec), read_row_tables(msprof_files, spec)
-        comparison = compare_row_tables(ours, msprof, spec, note=export.description)
+        contexts = ffts_tasks(sorted(ours_dir.glob("op_summary_*.csv")))
+        comparison = compare_row_tables(ours, msprof, spec, note=export.description, ffts_tasks=contexts)
         report_rows(comparison)
         comparisons.append(comparison)
     return comparisons

@@ -10,7 +10,9 @@ differences and agree to the printed digit. The headers must be equal, with one 
 Ascend 310 (chip v1) msprof's Python path still writes task_time in the pre-CANN 6.3 form, one row of
 statistics per (stream, task) (``Time(%),Time(us),Count,Avg(us),Min(us),Max(us),…``; msprof_export_data.py
 ``_get_task_time_data``). Ours are then summed per (stream, task) to that form, and Count, Time, Avg, Min
-and Max are compared.
+and Max are compared. Another: msprof's Python path leaves FFTS+ tasks out of task_time (task_op_viewer), while
+its C++ path, which real installs run for the 910B, keeps their context 0, as ours does; our rows of tasks that
+our op_summary shows with a Context ID are counted apart as explained.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ class RowTable:
 
 OLD_TASK_TIME_COLUMNS = ("Count", "Time(us)", "Avg(us)", "Min(us)", "Max(us)")
 OLD_TASK_TIME_NOTE = "msprof's 310 path writes task_time in the pre-CANN 6.3 per-task statistics form"
+FFTS_NOTE = "FFTS+ tasks (context 0 in ours, as msprof's C++ path keeps them; its Python path leaves them out)"
 
 
 def _number(text: str) -> float | None:
@@ -74,6 +77,17 @@ def _number(text: str) -> float | None:
         return float(text)
     except ValueError:
         return None
+
+
+def ffts_tasks(op_summary: Sequence[Path]) -> frozenset[tuple[str, str, str]]:
+    """(device, stream, task) of the rows our op_summary shows with a Context ID (FFTS+ tasks)."""
+    found = set()
+    for path in op_summary:
+        with path.open(newline="", encoding="utf-8") as handle:
+            for record in csv.DictReader(handle):
+                if record.get("Context ID", "N/A") not in ("N/A", ""):
+                    found.add((record["Device_id"], record["Stream ID"], record["Task ID"]))
+    return frozenset(found)
 
 
 def read_row_tables(paths: Sequence[Path], spec: RowTableSpec) -> RowTable:
@@ -152,6 +166,7 @@ class RowComparison:
     inexact: dict[str, int]  # column → rows whose values differ within the tolerance
     note: str = ""
     known_header_difference: str = ""  # why the headers differ, when msprof's form is known to differ
+    explained_only_ours: list[Key] = field(default_factory=list)  # rows msprof's Python path is known to leave out
 
     @property
     def equal(self) -> bool:
@@ -161,15 +176,19 @@ class RowComparison:
     def verdict(self) -> str:
         total = self.rows_equal + len(self.differing) + len(self.only_ours) + len(self.only_msprof)
         header = "" if self.header_equal else ", headers differ"
+        explained = len(self.explained_only_ours)
+        extra = f", {explained} more only ours: {FFTS_NOTE}" if explained else ""
         if self.equal:
             known = f" ({self.known_header_difference}: values compared in that form)" \
                 if self.known_header_difference else ""
-            return f"{self.kind}: {total} rows, all equal{known}"
+            return f"{self.kind}: {total} rows, all equal{known}{extra}"
         return (f"{self.kind}: {total} rows, {self.rows_equal} equal, {len(self.differing)} differ, "
-                f"{len(self.only_ours)} only ours, {len(self.only_msprof)} only msprof{header}")
+                f"{len(self.only_ours)} only ours, {len(self.only_msprof)} only msprof{header}{extra}")
 
 
-def compare_row_tables(ours: RowTable, msprof: RowTable, spec: RowTableSpec, note: str = "") -> RowComparison:
+def compare_row_tables(ours: RowTable, msprof: RowTable, spec: RowTableSpec, note: str = "",
+                       ffts_tasks: frozenset[tuple[str, str, str]] = frozenset()) -> RowComparison:
+    """``ffts_tasks``: (device, stream, task) of FFTS+ tasks (task_time rows only ours there are explained)."""
     known = ""
     header_equal = ours.header == msprof.header
     if spec.kind == "task_time" and is_old_task_time(msprof):
@@ -203,9 +222,11 @@ def compare_row_tables(ours: RowTable, msprof: RowTable, spec: RowTableSpec, not
             differing[key] = wrong
         else:
             equal += 1
+    only_ours = sorted(ours.rows.keys() - msprof.rows.keys())
+    explained = [key for key in only_ours if spec.kind == "task_time" and key[:3] in ffts_tasks]
     return RowComparison(spec.kind, header_equal, headers, equal, differing,
-                         sorted(ours.rows.keys() - msprof.rows.keys()),
-                         sorted(msprof.rows.keys() - ours.rows.keys()), max_diff, dict(inexact), note, known)
+                         [key for key in only_ours if key not in explained],
+                         sorted(msprof.rows.keys() - ours.rows.keys()), max_diff, dict(inexact), note, known, explained)
 
 
 def report_rows(comparison: RowComparison, limit: int = 10) -> None:
@@ -222,6 +243,8 @@ def report_rows(comparison: RowComparison, limit: int = 10) -> None:
         print(f"  {' / '.join(key)}: {cells}")
     if len(comparison.differing) > limit:
         print(f"  … {len(comparison.differing) - limit} more differing rows")
+    if comparison.explained_only_ours:
+        print(f"  {len(comparison.explained_only_ours)} rows only ours are {FFTS_NOTE}")
     for side, keys in (("ours", comparison.only_ours), ("msprof", comparison.only_msprof)):
         if keys:
             shown = ", ".join(" / ".join(key) for key in keys[:limit])

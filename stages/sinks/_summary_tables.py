@@ -6,7 +6,7 @@ followed by a TAB in the CSV (:class:`._table.SortedTable` adds it). Missing val
 
 | table | rows | sorted by (msprof's order) |
 |---|---|---|
-| task_time | every device task | device, start |
+| task_time | every device task (an FFTS+ task: its context 0) | device, start |
 | step_trace | every finished iteration | device, iteration end |
 | msprof_tx | every msproftx record | start |
 | aicpu | every AI CPU kernel record | device, timestamp (run start) |
@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from stages.schema import SymbolTable
+from stages.schema import CONTEXT_ID_NONE, SymbolTable
 from stages.sinks._format import MSTX_EVENT_TYPES, NA, us
 
 Keyed = tuple[tuple[int, ...], list[str]]
@@ -38,8 +38,11 @@ def _us_or_na(ns: int | None) -> str:
 
 
 def task_time_rows(symbols: SymbolTable, rows: list[list[Any]]) -> Iterator[Keyed]:
-    """The kernel name is the runtime's (task_track → hash_dic); without one (legacy data), the op name."""
+    """The kernel name is the runtime's (task_track → hash_dic); without one (legacy data), the op name. An
+    FFTS+ task is one row, its first context (msprof's task_time_assembler keeps context 0 of such a group)."""
     for row in rows:
+        if len(row) > 23 and row[23] not in (None, 0, CONTEXT_ID_NONE):
+            continue  # a later context of an FFTS+ task
         device, stream, task, start, end = row[0], row[3], row[4], row[6], row[7]
         kernel = symbols[row[24]] if len(row) > 24 else ""
         name = kernel or symbols[row[8]] or NA

@@ -96,6 +96,17 @@ def test_task_time_one_row_per_task_sorted_by_device_and_start(ctx: StageContext
     assert sink.accounting()["op_summary_rows"] == 2  # op_summary leaves out WRITE_BACK and unnamed tasks
 
 
+def test_task_time_keeps_the_first_context_of_an_ffts_task(ctx: StageContext, feed: Feed) -> None:
+    sink = make_sink(ctx)
+    sink.write_batch(feed.batch("task", [
+        feed.task(T0 + 100 * k, T0 + 100 * k + 50, task_id=7, task_type="MIX_AIC", context_id=k, kernel_name="te_mm")
+        for k in range(3)] + [feed.task(T0 + 1_000, T0 + 1_050, task_id=8, kernel_name="te_add")]))
+    sink.close()
+    assert [(r[4], r[2], r[6]) for r in table(ctx, "task_time")[1:]] == [
+        ("7", "MIX_AIC", "1736413971558972.912\t"), ("8", "AI_CORE", "1736413971558973.912\t")]
+    assert sink.accounting()["op_summary_rows"] == 4  # op_summary keeps a row per context
+
+
 def test_task_time_slices_and_sorts_with_bounded_memory(ctx: StageContext, feed: Feed) -> None:
     sink = make_sink(ctx, max_rows=40, sort_chunk_rows=3)  # many sorted runs, more than one file
     starts = [(i * 37) % 100 for i in range(100)]
