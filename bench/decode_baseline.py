@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from stages.decoder import host_records, records
+from stages.decoder import host, host_records, records
 from stages.decoder.timebase import Clock
 from stages.formats import host_extra, raw
 
@@ -100,6 +100,16 @@ def task_track(bodies: list[bytes], clock: Clock, device: int) -> Rows:
                            for body in bodies
                            for thread, stamp, dev, stream, task, batch, type_, kernel, blocks
                            in unpack.iter_unpack(body)]}
+
+
+def node_basic_info(bodies: list[bytes], clock: Clock, device: int) -> Rows:
+    """OP State comes from the stream's file group (host.op_state_of); the bench's stream is not an aging one."""
+    unpack = scalars(raw.NODE_BASIC_INFO, "thread_id", "timestamp", "op_name", "task_type", "op_type", "block_num")
+    scale, shift = scale_shift(clock)
+    state = host.op_state_of("node_basic_info")
+    return {"node_basic": [(thread, stamp * scale + shift, name, op_type, task_type, blocks, state)
+                           for body in bodies
+                           for thread, stamp, name, task_type, op_type, blocks in unpack.iter_unpack(body)]}
 
 
 def hccl_op_info(bodies: list[bytes], clock: Clock, device: int) -> Rows:
@@ -218,7 +228,7 @@ def ffts_profile(bodies: list[bytes], clock: Clock, device: int) -> Rows:
 
 PARSERS: dict[str, Parser] = {
     "api_event": api_event, "task_track": task_track,
-    "node_basic_info": _host_copy("node_basic", records.NODE_BASIC, raw.NODE_BASIC_INFO),
+    "node_basic_info": node_basic_info,
     "tensor_info": _host_copy("tensor", records.TENSOR, raw.TENSOR_INFO),
     **{kind: _host_copy(host_records.EXTRA_KINDS[kind], records.DTYPES[host_records.EXTRA_KINDS[kind]], dtype)
        for kind, dtype in host_extra.LAYOUTS.items() if kind != "hccl_op_info"},

@@ -18,14 +18,24 @@ Output = list[tuple[str, "np.ndarray | Batch"]]
 _EVENT_FLAG, _ZERO = np.array(raw.EVENT_FLAG, np.uint64), np.array(0, np.uint64)  # 0-d: faster operands than ints
 # Records whose fields are copied as they are beside their time: stream kind → (raw layout, decoded kind, fields)
 _COPIED: dict[str, tuple[np.dtype, str, tuple[str, ...]]] = {
-    "task_track": (raw.TASK_TRACK, "task_track", ("thread_id", "stream_id", "task_id", "batch_id", "task_type",
-                                                  "kernel_name", "num_blocks")),
+    "task_track": (raw.TASK_TRACK, "task_track", ("thread_id", "device_id", "stream_id", "task_id", "batch_id",
+                                                  "task_type", "kernel_name", "num_blocks")),  # device id set after
     "node_basic_info": (raw.NODE_BASIC_INFO, "node_basic", ("thread_id", "op_name", "op_type", "task_type",
-                                                            "block_num", "op_state")),
+                                                            "block_num")),  # OP State from the stream, after
     "tensor_info": (raw.TENSOR_INFO, "tensor", ("thread_id", "op_name", "tensor_num", "tensors")),
     "msproftx": (raw.MSPROFTX, "tx", ("thread_id", "process_id", "tx_thread_id", "category", "event_type",
                                       "payload_type", "payload", "mark_id", "domain", "message_type", "message")),
 }
+
+
+OP_STATIC, OP_DYNAMIC = 0, 1
+
+
+def op_state_of(stream: str) -> int:
+    """OP State of the node_basic_info records of a stream: msprof takes it from the file group, not from the
+    record's opState byte: `aging.` (non-persistent, reported at each launch) → dynamic, `unaging.` → static
+    (NodeBasicInfoParser.get_op_state; C++ NodeBasicInfoParser's static/dynamic file prefixes)."""
+    return OP_DYNAMIC if stream.startswith("aging.") else OP_STATIC
 
 
 class HostDecoder:
@@ -49,6 +59,8 @@ class HostDecoder:
         out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
         if kind == "task_track":
             out["device_id"] = arr["device_id"] & 0x0FFF  # high 4 bits: device kind
+        elif kind == "node_basic_info":
+            out["op_state"] = op_state_of(str(batch.meta.get("stream", "")))
         elif kind == "msproftx":
             out["start_ns"] = clock.to_local_ns(arr["start_time"])
             out["end_ns"] = np.where(arr["end_time"] > 0, clock.to_local_ns(arr["end_time"]), out["start_ns"])
@@ -74,11 +86,12 @@ class HostDecoder:
 
     def _hash_dic(self, batch: Batch) -> Output:
         rows, bad = [], []
-        for line in batch.body.decode("utf-8", errors="replace").split("\n"):
+        for line in _lines(batch.body):
             key, sep, text = line.partition(":")
-            if sep and key.strip().isdigit():
-                rows.append([int(key.strip()), text.rstrip("\r")])
-            elif line.strip():
+            hash_id = _decimal_id(key)
+            if sep and hash_id is not None:
+                rows.append([hash_id, text.rstrip("\r")])
+            else:
                 bad.append(line)
         if bad:
             self.reject("hash_dic: line without '<hash>:<text>'", len(bad), "\n".join(bad).encode())
@@ -86,16 +99,31 @@ class HostDecoder:
 
     def _type_info(self, batch: Batch) -> Output:
         rows, bad = [], []
-        for line in batch.body.decode("utf-8", errors="replace").split("\n"):
+        for line in _lines(batch.body):
             key, sep, text = line.partition(":")
             level, _, type_id = key.partition("_")
-            if sep and level.strip().isdigit() and type_id.strip().isdigit():
-                rows.append([int(level), int(type_id), text.rstrip("\r")])
-            elif line.strip():
+            level_id, type_number = _decimal_id(level), _decimal_id(type_id)
+            if sep and level_id is not None and type_number is not None:
+                rows.append([level_id, type_number, text.rstrip("\r")])
+            else:
                 bad.append(line)
         if bad:
             self.reject("type_info_dic: line without '<level>_<type>:<name>'", len(bad), "\n".join(bad).encode())
         return [("type_info", pack_rows("type_info", rows, "out"))]
+
+
+def _lines(body: bytes) -> list[str]:
+    """The dictionary lines of a chunk: the records the text framer counted (blank by the same byte test)."""
+    return [line.decode("utf-8", errors="replace") for line in body.split(b"\n") if line.strip()]
+
+
+def _decimal_id(text: str) -> int | None:
+    """An ASCII decimal id that fits in 64 bits, else None (such a line is rejected, not the chunk)."""
+    text = text.strip()
+    if not (text.isascii() and text.isdigit()):
+        return None
+    value = int(text)
+    return value if value < 2**64 else None
 
 
 def _api_fields(out: np.ndarray, arr: np.ndarray) -> np.ndarray:

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -71,23 +72,42 @@ def _mhz_to_khz(value: object) -> int:
     return max(1, round(float(str(value)) * 1000))
 
 
+DEFAULT_HOST_KHZ = 1_000_000  # CPU Frequency missing or 1000 MHz: host records carry monotonic ns as they are
+
+
+def _host_khz(info: dict) -> int:
+    """The host counter's frequency from an info.json's CPU list (kHz)."""
+    cpus = info.get("CPU") or [{}]
+    freq = cpus[0].get("Frequency") if isinstance(cpus, list) and cpus and isinstance(cpus[0], dict) else None
+    try:
+        return _mhz_to_khz(freq) if freq not in (None, "") and float(str(freq)) > 0 else DEFAULT_HOST_KHZ
+    except ValueError:
+        return DEFAULT_HOST_KHZ
+
+
+def _host_monotonic(log: dict[str, int], host_khz: int) -> int:
+    """clock_monotonic_raw of a host_start.log, corrected by its cntvct_diff (host counter ticks) as msprof does
+    (TimerBean.host_mon; C++ GetSyscntConversionParams)."""
+    return log.get("clock_monotonic_raw", 0) + log.get("cntvct_diff", 0) * 1_000_000 // host_khz
+
+
 @dataclass
 class TimeBase:
     """Everything learned from the control files of one PROF directory."""
 
     files: dict[str, str] = field(default_factory=dict)
-    # Clocks derived from ``files``, asked for on every chunk: worked out once per control file learned.
-    _clocks: dict[tuple[str, int], Clock | None] = field(default_factory=dict, repr=False, compare=False)
+    # Clocks and platforms derived from ``files``, asked for on every chunk: worked out once per control file learned.
+    _derived: dict[tuple[str, int], Clock | int | None] = field(default_factory=dict, repr=False, compare=False)
 
     def learn(self, rel_path: str, text: str) -> None:
         self.files[rel_path] = text
-        self._clocks.clear()
+        self._derived.clear()
 
-    def _cached(self, key: tuple[str, int], derive: Callable[[int], Clock | None], device: int) -> Clock | None:
-        clock = self._clocks.get(key, _UNKNOWN)
-        if clock is _UNKNOWN:
-            clock = self._clocks[key] = derive(device)
-        return clock  # type: ignore[return-value]
+    def _cached(self, key: tuple[str, int], derive: Callable[[int], Any], device: int) -> Any:
+        value = self._derived.get(key, _UNKNOWN)
+        if value is _UNKNOWN:
+            value = self._derived[key] = derive(device)
+        return value
 
     def _json(self, rel: str) -> dict:
         try:
@@ -119,12 +139,11 @@ class TimeBase:
         offset = self._offset("host/start_info")
         if offset is None:
             return None
-        info = self._json("host/info.json")
-        cpus = info.get("CPU") or [{}]
-        freq = cpus[0].get("Frequency") if isinstance(cpus, list) and cpus else None
+        khz = _host_khz(self._json("host/info.json"))
+        if khz == DEFAULT_HOST_KHZ:  # already monotonic ns (msprof time_from_host_syscnt, GetTimeFromHostCnt)
+            return Clock(local_offset=offset)
         log = _log_values(self.files["host/host_start.log"])
-        khz = _mhz_to_khz(freq) if freq not in (None, "", "0") else 1_000_000
-        return Clock(khz, log.get("cntvct", 0), log.get("clock_monotonic_raw", 0), offset)
+        return Clock(khz, log.get("cntvct", 0), _host_monotonic(log, khz), offset)
 
     def _legacy_host_clock(self, device: int) -> Clock | None:
         """Only a local offset: CANN ≤ 6 stamped them in host CLOCK_MONOTONIC_RAW ns (msprof's parser of that
@@ -151,7 +170,17 @@ class TimeBase:
         dev_log = _log_values(self.files[f"{folder}/dev_start.log.{device}"])
         host_log = _log_values(self.files[f"{folder}/host_start.log.{device}"])
         khz = _mhz_to_khz(info.get("hwts_frequency") or 100)
-        return Clock(khz, dev_log.get("cntvct", 0), host_log.get("clock_monotonic_raw", 0), offset)
+        info_json = self._json(f"{folder}/info.json.{device}")
+        host_khz = _host_khz(info_json if info_json.get("CPU") else self._json("host/info.json"))
+        return Clock(khz, dev_log.get("cntvct", 0), _host_monotonic(host_log, host_khz), offset)
+
+    def platform(self, device: int) -> int:
+        """The device's platform_version (1 when not given)."""
+        platform: int = self._cached(("platform", device), self._platform, device)
+        return platform
+
+    def _platform(self, device: int) -> int:
+        return int(self.device_info(device).get("platform_version") or 1)
 
     def device_info(self, device: int) -> dict:
         info = self._json(f"device_{device}/info.json.{device}")

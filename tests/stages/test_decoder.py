@@ -69,10 +69,11 @@ def test_clocks_follow_control_files_learned_later(tmp_path) -> None:  # type: i
     before = decoder.timebase.device_clock(0)
     assert before is not None and before.cnt0 == 1000 and decoder.timebase.device_clock(1) is None
     list(decoder.process(Batch("control", 0, {"path": "device_0/dev_start.log.0", "text": "cntvct: 2000\n"})))
-    list(decoder.process(Batch("control", 0, {"path": "host/host_start.log", "text": "cntvct: 7\n"})))
+    start_info = '{"collectionTimeBegin": "1700000000000001", "clockMonotonicRaw": "5000000000"}'
+    list(decoder.process(Batch("control", 0, {"path": "host/start_info", "text": start_info})))
     device, host = decoder.timebase.device_clock(0), decoder.timebase.host_clock()
     assert device is not None and device.cnt0 == 2000
-    assert host is not None and host.cnt0 == 7 and host.mono0 == 0
+    assert host is not None and host.local_offset == OFFSET + 1000
 
 
 def test_api_and_event_told_apart_and_zero_begin_rejected(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -88,6 +89,20 @@ def test_api_and_event_told_apart_and_zero_begin_rejected(tmp_path) -> None:  # 
     assert out["event"]["ts_ns"].tolist() == [5_000_000_200 + OFFSET]
     assert decoder.ctx.rejected == {"api_event: zero begin time": 1}
     assert decoder.check() == []
+
+
+def test_op_state_comes_from_the_file_group_not_the_byte(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """msprof: unaging.compact.node_basic_info holds static ops, aging.… dynamic ones; the opState byte is not read."""
+    decoder = _decoder(tmp_path)
+    arr = np.zeros(2, raw.NODE_BASIC_INFO)
+    arr["magic"] = raw.HOST_MAGIC
+    arr["timestamp"] = 5_000_000_100
+    arr["op_state"] = [1, 0]
+    for stream, expected in (("unaging.compact.node_basic_info", 0), ("aging.compact.node_basic_info", 1)):
+        batch = Batch("raw", 2, {"kind": "node_basic_info", "stream": stream, "device": None, "size": 64},
+                      arr.tobytes())
+        (out,) = decoder.process(batch)
+        assert records.from_batch(out)["op_state"].tolist() == [expected, expected], stream
 
 
 def test_hwts_start_end_and_device_time(tmp_path) -> None:  # type: ignore[no-untyped-def]
