@@ -120,7 +120,8 @@ def copy_fields(out: np.ndarray, arr: np.ndarray, names: tuple[str, ...]) -> Non
         dst[...] = np.ndarray(arr.shape, block, buffer=arr, offset=src_offset, strides=arr.strides)
 
 
-_BLOCK_MIN_FIELDS = 4  # a block copy costs about as much as three typed field copies
+# A block copy costs about as much as two or three typed field copies of small fields, far less for array fields.
+_BLOCK_MIN_FIELDS, _BLOCK_MIN_BYTES = 3, 32
 CopyStep = str | tuple[int, int, np.dtype, tuple[str, ...]]  # one field, or (src offset, dst offset, block, fields)
 _COPY_PLANS: dict[tuple[np.dtype, np.dtype, tuple[str, ...]], list[CopyStep]] = {}
 
@@ -142,11 +143,11 @@ def _copy_plan(src: np.dtype, dst: np.dtype, names: tuple[str, ...]) -> list[Cop
         runs.append([name])
     plan: list[CopyStep] = []
     for run in runs:
-        if len(run) < _BLOCK_MIN_FIELDS:
-            plan.extend(run)
-            continue
         first, last = run[0], run[-1]
         size = dst_fields[last][1] + dst_fields[last][0].itemsize - dst_fields[first][1]
+        if len(run) < _BLOCK_MIN_FIELDS and size < _BLOCK_MIN_BYTES:
+            plan.extend(run)
+            continue
         plan.append((src_fields[first][1], dst_fields[first][1], np.dtype((np.void, size)), tuple(run)))
     return plan
 
