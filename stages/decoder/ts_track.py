@@ -22,9 +22,9 @@ from stages.formats import raw
 Reject = Callable[[str, int, bytes], None]
 _STREAM_ID_BITS = np.array(0x7FF, np.uint16)  # mod 2048, as a 0-d array: numpy takes it in faster than an int
 
-# tag → (raw layout, decoded kind, fields copied as they are besides the time; the stream id is set after)
+# tag → (raw layout, decoded kind, fields copied as they are besides stream id and time)
 _TAGS: dict[int, tuple[np.dtype, str, tuple[str, ...]]] = {
-    raw.TS_TAG_STEP_TRACE: (raw.TS_STEP_TRACE, "step", ("index_id", "model_id", "stream_id", "task_id", "tag_id")),
+    raw.TS_TAG_STEP_TRACE: (raw.TS_STEP_TRACE, "step", ("index_id", "model_id", "task_id", "tag_id")),
     raw.TS_TAG_TS_MEMCPY: (raw.TS_MEMCPY, "ts_memcpy", ("task_id", "task_state")),
     raw.TS_TAG_TASK_TYPE: (raw.TS_TASK_TYPE, "ts_task_type", ("task_id", "task_type", "task_state")),
     raw.TS_TAG_TASK_FLIP_OLD: (raw.TS_TASK_FLIP, "ts_flip_old", ("flip_num", "task_id")),
@@ -42,7 +42,8 @@ def decode_ts_track(body: bytes, device: int, clock: Clock, reject: Reject,
     if tag_bytes.count(tag_bytes[:1]) == len(tag_bytes):  # the usual case: one tag throughout
         counts = dict.fromkeys(_TAGS, 0) | {tag_bytes[0]: len(tag_bytes)}
     else:
-        counts = {tag: tag_bytes.count(tag) for tag in _TAGS}
+        per_tag = np.bincount(tags).tolist()
+        counts = {tag: per_tag[tag] if tag < len(per_tag) else 0 for tag in _TAGS}
     if sum(counts[tag] for tag in _TAGS) < len(tags):
         unknown = ~np.isin(tags, list(_TAGS))
         reject("ts_track: unknown record tag", int(unknown.sum()), records.pick(arr, unknown).tobytes())
