@@ -91,6 +91,7 @@ class AggregatorStage(Transform):
         self.hashes: dict[int, str] = {}
         self.types: dict[tuple[int, int], str] = {}
         self.devices: dict[int, dict[str, Any]] = {}
+        self.session: dict[str, Any] = {}  # the decoder's session_info facts (pid, host, start/end)
         self.host = HostIndex()
         self.legacy = legacy.LegacyIndex()
         self.flips = FlipLog()
@@ -124,6 +125,9 @@ class AggregatorStage(Transform):
         if kind == "device_info":
             facts = batch.meta["facts"]
             self.devices[int(facts["device"])] = facts
+            return [self._run_info()]
+        if kind == "session_info":
+            self.session = dict(batch.meta["facts"])
             return [self._run_info()]
         if kind == "hash":
             self.hashes.update((int(h), text) for h, text in unpack_rows(batch))
@@ -439,10 +443,16 @@ class AggregatorStage(Transform):
 
     # -- output ---------------------------------------------------------------------------
     def _run_info(self) -> Batch:
+        """The run's facts: the host's (session_info), else the first device's; ``end_ns`` 0 while running."""
         first = next(iter(self.devices.values()), {})
-        info = {"pid": first.get("pid", 0), "hostname": first.get("hostname", ""),
+        session = self.session
+        info = {"pid": session.get("pid") or first.get("pid") or 0,
+                "pid_name": session.get("pid_name", ""),
+                "hostname": session.get("hostname") or first.get("hostname") or "",
+                "host_uid": session.get("host_uid", "0"),
                 "devices": {str(d): {"platform": f.get("platform"), "chip": _chip_name(f.get("platform"))}
-                            for d, f in self.devices.items()}, "start_ns": 0, "end_ns": 0}
+                            for d, f in self.devices.items()},
+                "start_ns": session.get("start_ns", 0), "end_ns": session.get("end_ns", 0)}
         return pack_rows("run_info", [[info]], "tasks")
 
     def _flush_rows(self, force: bool) -> Iterator[Batch]:
@@ -570,7 +580,8 @@ def _take(table: dict[Any, deque[Any]], key: Any) -> Any:
 
 
 def _chip_name(platform: Any) -> str:
-    return {0: "Ascend310", 1: "Ascend910", 4: "Ascend310P", 5: "Ascend910B"}.get(platform, f"platform {platform}")
+    """The chip model msprof's NPU_INFO gives a platform_version (spec §1.8)."""
+    return raw.CHIP_NAMES.get(platform, "UNKNOWN") if isinstance(platform, int) else "UNKNOWN"
 
 
 def _tensor_texts(tensor: Any) -> dict[str, str]:
