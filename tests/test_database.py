@@ -1,0 +1,132 @@
+"""msprof_{ts}.db from real pipeline runs: the run-level tables against the simulator's control files and
+truth, and a second connection reading the database while a live run writes it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pipeline_runs import read_report, run_cli, stage_config, start_run
+
+pytestmark = pytest.mark.slow
+
+CHIP_NAMES = {"0": "Ascend310", "1": "Ascend910A", "5": "Ascend910B"}  # NPU_INFO names by platform_version (§1.8)
+# every column that holds a STRING_IDS id (spec §3.4)
+STRING_COLUMNS = {"TASK": ["taskType"], "CANN_API": ["name"], "MSTX_EVENTS": ["message", "domainId"],
+                  "TASK_PMU_INFO": ["name"],
+                  "COMPUTE_TASK_INFO": ["name", "taskType", "opType", "inputFormats", "inputDataTypes", "inputShapes",
+                                        "outputFormats", "outputDataTypes", "outputShapes", "attrInfo", "opState",
+                                        "hf32Eligible", "gridDim", "blockDim"]}
+
+
+def _json(path: Path) -> dict[str, Any]:
+    value: dict[str, Any] = json.loads(path.read_text())
+    return value
+
+
+def _session_from_control_files(prof: Path) -> tuple[int, int]:
+    start = _json(prof / "host" / "start_info")["collectionTimeBegin"]
+    end = _json(prof / "host" / "end_info")["collectionTimeEnd"]
+    return int(start) * 1000, int(end) * 1000
+
+
+def _simulate_and_import(tmp_path: Path, chip: str) -> tuple[Path, Path, dict[str, Any]]:
+    board = tmp_path / "board"
+    result = run_cli("simulate", str(board), "--chip", chip, "--iterations", "3", "--rate", "max")
+    assert result.returncode == 0, result.stderr[-2000:]
+    prof = next(board.glob("PROF_*"))
+    out = tmp_path / "out"
+    result = run_cli("import", str(prof), "--output", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    return prof, next(out.glob("msprof_*.db")), _json(board / "simulator_truth.json")
+
+
+@pytest.mark.parametrize("chip", ["mini", "910b"])
+def test_imported_run_level_tables_equal_the_control_files(tmp_path: Path, chip: str) -> None:
+    prof, db_path, truth = _simulate_and_import(tmp_path, chip)
+    host = _json(prof / "host" / "info.json")
+    devices = sorted(int(folder.name.removeprefix("device_")) for folder in prof.glob("device_*"))
+    platforms = {d: str(_json(prof / f"device_{d}" / f"info.json.{d}")["platform_version"]) for d in devices}
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("SELECT * FROM SESSION_TIME_INFO").fetchall() == [_session_from_control_files(prof)]
+        assert db.execute("SELECT * FROM NPU_INFO").fetchall() == [(d, CHIP_NAMES[platforms[d]]) for d in devices]
+        assert db.execute("SELECT * FROM RANK_DEVICE_MAP").fetchall() == [(-1, d) for d in devices]
+        assert db.execute("SELECT * FROM HOST_INFO").fetchall() == [(host.get("hostUid", "0"), host["hostname"])]
+        assert dict(db.execute("SELECT * FROM META_DATA"))["SCHEMA_VERSION"] == "1.2.0"
+        pid = int(host["pid"])
+        assert db.execute("SELECT DISTINCT globalPid FROM TASK").fetchall() == [(pid,)]
+        assert db.execute("SELECT DISTINCT globalTid >> 32 FROM CANN_API").fetchall() == [(pid,)]
+        tasks = sum(t["count"] for t in truth["op_statistic"])
+        assert db.execute("SELECT count(*) FROM TASK").fetchone() == (tasks,)
+        marks = truth["records"]["unaging.additional.msproftx"]  # ranges and markers
+        assert db.execute("SELECT count(*) FROM MSTX_EVENTS").fetchone() == (marks,)
+        ranges = db.execute("""SELECT s.value, count(*), sum(endNs - startNs) FROM MSTX_EVENTS
+                               JOIN STRING_IDS s ON s.id = message WHERE eventType = 2 GROUP BY s.value""")
+        assert [list(row) for row in ranges] == [[t["message"], t["count"], t["total_ns"]] for t in truth["msproftx"]]
+        start, end = _session_from_control_files(prof)
+        assert db.execute("SELECT min(startNs) >= ?, max(endNs) <= ? FROM TASK", (start, end)).fetchone() == (1, 1)
+        for table, columns in STRING_COLUMNS.items():
+            for column in columns:
+                missing = db.execute(f"""SELECT count(*) FROM {table} LEFT JOIN STRING_IDS s ON s.id = {column}
+                                         WHERE s.id IS NULL""").fetchone()[0]
+                assert missing == 0, f"{table}.{column}"
+    timeline = _json_array(next((db_path.parent / "mindstudio_profiler_output").glob("msprof_*.json")))
+    names = {e["args"]["name"] for e in timeline if e.get("ph") == "M" and e["name"] == "process_name"}
+    assert host["pid_name"] in names  # the MsprofTx process is named after the application, as msprof names it
+
+
+def _json_array(path: Path) -> list[dict[str, Any]]:
+    value: list[dict[str, Any]] = json.loads(path.read_text())
+    return value
+
+
+def _wait_for(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: not reached in {timeout} s")
+
+
+def test_db_read_by_a_second_connection_while_a_live_run_writes(tmp_path: Path) -> None:
+    out = tmp_path / "live"
+    config = tmp_path / "live.yaml"
+    config.write_text(stage_config(out, iterations=250))  # about 12 s of board time: ends by itself
+    run = start_run(config)
+    try:
+        _wait_for(lambda: any(out.glob("msprof_*.db")), 60, "database created")
+        reader = sqlite3.connect(next(out.glob("msprof_*.db")), timeout=10)
+
+        def counted() -> tuple[int, int, int]:
+            try:
+                tasks = reader.execute("SELECT count(*) FROM TASK").fetchone()[0]
+            except sqlite3.OperationalError:  # no task yet: the table comes with its first row
+                return 0, 0, 0
+            start, end = reader.execute("SELECT startTimeNs, endTimeNs FROM SESSION_TIME_INFO").fetchone()
+            return tasks, start, end
+
+        _wait_for(lambda: counted()[0] > 0, 60, "first task rows")
+        first = counted()
+        _wait_for(lambda: counted()[0] > first[0], 60, "more task rows")
+        later = counted()
+        prof = next((out / "board").glob("PROF_*"))
+        start = int(_json(prof / "host" / "start_info")["collectionTimeBegin"]) * 1000
+        assert first[1] == later[1] == start
+        assert start < first[2] < later[2]  # no end_info yet: the end follows the latest record
+        assert not (prof / "host" / "end_info").exists()
+        reader.close()
+        _, stderr = run.communicate(timeout=180)
+    finally:
+        run.kill()
+    assert run.returncode == 0, stderr[-2000:]
+    report = read_report(out)
+    assert report["problems"] == []
+    with sqlite3.connect(next(out.glob("msprof_*.db"))) as db:
+        assert db.execute("SELECT * FROM SESSION_TIME_INFO").fetchall() == [_session_from_control_files(prof)]
+        tasks = db.execute("SELECT count(*) FROM TASK").fetchone()[0]
+    assert tasks == report["stages"]["aggregate"]["accounting"]["tasks_out"] > later[0]
