@@ -21,11 +21,13 @@ TASK_COLUMNS = (
     "device_id", "model_id", "iteration", "stream_id", "task_id", "batch_id", "start_ns", "end_ns",
     "op_name", "op_type", "task_type", "op_state", "block_dim", "mix_block_dim", "connection_id",
     "thread_id", "input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
-    "output_formats", "pmu",
+    "output_formats", "pmu", "runtime_task_type",
 )
-# Symbol-valued task columns; ``pmu`` is a list of float|None aligned with meta["pmu_columns"].
+# Symbol-valued task columns; ``pmu`` is a list of float|None aligned with meta["pmu_columns"]. ``task_type`` is the
+# op's core type (op_summary's Task Type: AI_CORE …), ``runtime_task_type`` the runtime's name of the task
+# (task_track type: KERNEL_AICORE …; msprof's TASK.taskType).
 TASK_TEXT_COLUMNS = ("op_name", "op_type", "task_type", "op_state", "input_shapes", "input_dtypes",
-                     "input_formats", "output_shapes", "output_dtypes", "output_formats")
+                     "input_formats", "output_shapes", "output_dtypes", "output_formats", "runtime_task_type")
 
 API_COLUMNS = ("start_ns", "end_ns", "level", "struct_type", "name", "thread_id", "connection_id", "item_id")
 API_TEXT_COLUMNS = ("struct_type", "name")

@@ -130,3 +130,30 @@ def test_db_read_by_a_second_connection_while_a_live_run_writes(tmp_path: Path) 
         assert db.execute("SELECT * FROM SESSION_TIME_INFO").fetchall() == [_session_from_control_files(prof)]
         tasks = db.execute("SELECT count(*) FROM TASK").fetchone()[0]
     assert tasks == report["stages"]["aggregate"]["accounting"]["tasks_out"] > later[0]
+
+    imported = tmp_path / "imported"  # live equals offline: the finished folder imported gives the same content
+    result = run_cli("import", str(prof), "--output", str(imported))
+    assert result.returncode == 0, result.stderr[-2000:]
+    live, offline = (_content(next(folder.glob("msprof_*.db"))) for folder in (out, imported))
+    assert live.keys() == offline.keys()
+    for table in live:
+        assert live[table] == offline[table], table
+
+
+def _content(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every table's rows, sorted, with string ids as their text and globalTaskId as the task's identity
+    (globalTaskId numbers tasks in arrival order, which may differ between two runs)."""
+    with sqlite3.connect(path) as db:
+        strings = dict(db.execute("SELECT id, value FROM STRING_IDS"))
+        tasks = {row[0]: row[1:] for row in db.execute("SELECT globalTaskId, deviceId, streamId, taskId, startNs "
+                                                       "FROM TASK")}
+        content = {}
+        for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'STRING_IDS'"):
+            names = [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
+            texts = set(STRING_COLUMNS.get(table, []))
+            rows = []
+            for row in db.execute(f"SELECT * FROM {table}"):
+                rows.append(tuple(strings[v] if n in texts else tasks[v] if n == "globalTaskId" else v
+                                  for n, v in zip(names, row, strict=True)))
+            content[table] = sorted(rows, key=repr)
+    return content

@@ -293,7 +293,13 @@ class AggregatorStage(Transform):
         if node is None or int(node["op_name"]) not in self.hashes or int(node["op_type"]) not in self.hashes:
             return False  # names come from hash_dic, which the runtime may flush later than the records
         tensor_marks = [mark for stream, mark in self.watermarks.items() if "tensor_info" in stream]
-        return all(mark >= ts for mark in tensor_marks)
+        if any(mark < ts for mark in tensor_marks):
+            return False
+        if all(mark > ts for mark in tensor_marks):
+            return True
+        # records stamped ``ts`` are in: the op's list is whole once one holds fewer than five tensors
+        tensors = self.host.tensor_info(thread, ts, int(node["op_name"]), node_api.start)
+        return tensors is None or int(tensors[-1]["tensor_num"]) < raw.TENSOR_SLOTS
 
     def _describe(self, record: Any, node_api: Interval | None, type_name: str | None) -> dict[str, Any] | None:
         if type_name == "FLIP_TASK":
@@ -313,7 +319,8 @@ class AggregatorStage(Transform):
             op_type, core, block, op_state = type_name or "N/A", type_name or "N/A", int(record["num_blocks"]), "N/A"
         tensor = self.host.tensor_info(thread, ts, op_hash, since) if node is not None else None
         model = self.host.model_run(thread, ts)
-        described = {"op_name": op_name, "op_type": op_type, "task_type": core, "op_state": op_state,
+        described = {"op_name": op_name, "op_type": op_type, "task_type": core, "runtime_task_type": type_name or core,
+                     "op_state": op_state,
                      "block_dim": block & 0xFFFF, "mix_block_dim": (block & 0xFFFF) * (block >> 16),
                      "connection_id": node_api.connection_id if node_api else 0, "thread_id": thread,
                      "model_id": model[0] if model else schema.MODEL_ID_NONE, "iteration": model[1] if model else 0}
@@ -437,7 +444,7 @@ class AggregatorStage(Transform):
             intern(info["op_state"]), info["block_dim"], info["mix_block_dim"], info["connection_id"],
             info["thread_id"], intern(info["input_shapes"]), intern(info["input_dtypes"]),
             intern(info["input_formats"]), intern(info["output_shapes"]), intern(info["output_dtypes"]),
-            intern(info["output_formats"]), pmu])
+            intern(info["output_formats"]), pmu, intern(info.get("runtime_task_type") or info["task_type"])])
         self.stats.add_op(device.device, info["op_type"], info["task_type"], device.end - device.start)
         self.tasks_out += 1
 
@@ -585,12 +592,16 @@ def _chip_name(platform: Any) -> str:
 
 
 def _tensor_texts(tensor: Any) -> dict[str, str]:
+    """Shapes, data types and formats of an op's tensors; ``tensor``: one tensor record, a list of them (an op
+    with more than five tensors), or None."""
     texts = {f"{side}_{what}": "N/A" for side in ("input", "output") for what in ("shapes", "dtypes", "formats")}
     if tensor is None:
         return texts
     sides: dict[str, dict[str, list[str]]] = {"input": {"shapes": [], "dtypes": [], "formats": []},
                                               "output": {"shapes": [], "dtypes": [], "formats": []}}
-    for slot in tensor["tensors"][: min(int(tensor["tensor_num"]), 5)]:
+    records = tensor if isinstance(tensor, list) else [tensor]
+    slots = [slot for record in records for slot in record["tensors"][: min(int(record["tensor_num"]), 5)]]
+    for slot in slots:
         side = "input" if int(slot[0]) == 0 else "output"
         dims = [str(int(d)) for d in slot[3:] if int(d) != 0]
         sides[side]["shapes"].append(",".join(dims))

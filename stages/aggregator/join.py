@@ -80,7 +80,13 @@ class HostIndex:
         self._log(self.node_basic, thread).add(ts, record)
 
     def add_tensor(self, thread: int, ts: int, record: Any) -> None:
-        self._log(self.tensors, thread).add(ts, record)
+        """An op with more than five tensors reports them in several records of one time stamp: they make one
+        list, in order (msprof joins tensor_info records on op name, time stamp and thread)."""
+        log = self._log(self.tensors, thread)
+        if log.times and log.times[-1] == ts and int(log.items[-1][0]["op_name"]) == int(record["op_name"]):
+            log.items[-1].append(record)
+        else:
+            log.add(ts, [record])
 
     def add_model_event(self, thread: int, ts: int, model_id: int, iteration: int) -> None:
         log = self._log(self.model_runs, thread)
@@ -101,12 +107,14 @@ class HostIndex:
         record = log.latest_at_or_before(ts) if log else None
         return record if record is not None and int(record["ts_ns"]) >= since else None
 
-    def tensor_info(self, thread: int, ts: int, op_name: int, since: int) -> Any:
+    def tensor_info(self, thread: int, ts: int, op_name: int, since: int) -> list[Any] | None:
+        """The tensor_info records (one or more) of the op reported at or before ``ts`` since ``since``."""
         log = self.tensors.get(thread)
-        record = log.latest_at_or_before(ts) if log else None
-        if record is None or int(record["op_name"]) != op_name or int(record["ts_ns"]) < since:
+        records = log.latest_at_or_before(ts) if log else None
+        if not records or int(records[0]["op_name"]) != op_name or int(records[0]["ts_ns"]) < since:
             return None
-        return record
+        found: list[Any] = records
+        return found
 
     def prune_before(self, ts: int) -> None:
         for table in (self.node_apis, self.node_basic, self.tensors, self.model_runs):

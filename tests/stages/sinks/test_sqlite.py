@@ -85,14 +85,15 @@ def test_readable_mid_stream_by_another_connection(ctx: StageContext, feed: Feed
     sink.write_batch(feed.run_info(pid=4242))
     sink.write_batch(feed.batch("task", [feed.task(1_000, 2_000, connection_id=1),
                                          feed.task(3_000, 4_000, op_name="Add_2", op_type="Add", connection_id=2),
-                                         feed.task(5_000, 6_000, op_name="", task_type="EVENT_RECORD")]))
+                                         feed.task(5_000, 6_000, op_name="", task_type="EVENT_RECORD",
+                                                   runtime_task_type="EVENT_RECORD")]))
     assert reader.execute(OP_NAMES).fetchall() == [("MatMul_1", "MatMul", 1_000, 0), ("Add_2", "Add", 3_000, 0)]
     assert reader.execute("SELECT COUNT(*) FROM TASK").fetchone() == (3,)
     sink.write_batch(feed.batch("task", [feed.task(7_000, 8_000, op_name="Relu_3", op_type="Relu", device_id=1)]))
     assert [r[0] for r in reader.execute(OP_NAMES)] == ["MatMul_1", "Add_2", "Relu_3"]
     task_types = reader.execute(
         "SELECT s.value FROM TASK JOIN STRING_IDS s ON s.id = TASK.taskType ORDER BY startNs").fetchall()
-    assert [t for (t,) in task_types] == ["AI_CORE", "AI_CORE", "EVENT_RECORD", "AI_CORE"]
+    assert [t for (t,) in task_types] == ["KERNEL_AICORE", "KERNEL_AICORE", "EVENT_RECORD", "KERNEL_AICORE"]
     ids = [r[0] for r in reader.execute("SELECT globalTaskId FROM TASK ORDER BY startNs")]
     assert ids == [0, 1, 2, 3]
     assert reader.execute("SELECT DISTINCT globalPid, contextId FROM TASK").fetchall() == [(4242, 4294967295)]
