@@ -1,6 +1,6 @@
 """What the aggregator sends its sinks: positional rows, names interned to ints.
 
-Port ``tasks`` carries batches of kind ``run_info``, ``task``, ``api`` and ``tx``; port
+Port ``tasks`` carries batches of kind ``run_info``, ``task``, ``api``, ``tx`` and ``aicore_freq``; port
 ``stats`` carries full snapshots of kind ``op_statistic`` and ``api_statistic``. Row bodies
 are msgpack arrays of positional tuples in the column order below. Text columns of ``task``,
 ``api`` and ``tx`` rows are symbol ids; each batch's ``meta["symbols"]`` lists the
@@ -21,13 +21,16 @@ TASK_COLUMNS = (
     "device_id", "model_id", "iteration", "stream_id", "task_id", "batch_id", "start_ns", "end_ns",
     "op_name", "op_type", "task_type", "op_state", "block_dim", "mix_block_dim", "connection_id",
     "thread_id", "input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
-    "output_formats", "pmu", "runtime_task_type",
+    "output_formats", "pmu", "runtime_task_type", "hf32_eligible",
 )
-# Symbol-valued task columns; ``pmu`` is a list of float|None aligned with meta["pmu_columns"]. ``task_type`` is the
+# Symbol-valued task columns; ``pmu`` is a list of float|None aligned with meta["pmu_columns"], then (STARS chips)
+# meta["hidden_pmu_columns"]: metrics msprof keeps out of op_summary but writes to its database. ``task_type`` is the
 # op's core type (op_summary's Task Type: AI_CORE …), ``runtime_task_type`` the runtime's name of the task
-# (task_track type: KERNEL_AICORE …; msprof's TASK.taskType).
+# (task_track type: KERNEL_AICORE …; msprof's TASK.taskType); ``hf32_eligible`` YES / NO from GE's op flag, N/A
+# without node_basic_info.
 TASK_TEXT_COLUMNS = ("op_name", "op_type", "task_type", "op_state", "input_shapes", "input_dtypes",
-                     "input_formats", "output_shapes", "output_dtypes", "output_formats", "runtime_task_type")
+                     "input_formats", "output_shapes", "output_dtypes", "output_formats", "runtime_task_type",
+                     "hf32_eligible")
 
 API_COLUMNS = ("start_ns", "end_ns", "level", "struct_type", "name", "thread_id", "connection_id", "item_id")
 API_TEXT_COLUMNS = ("struct_type", "name")
@@ -35,6 +38,10 @@ API_TEXT_COLUMNS = ("struct_type", "name")
 TX_COLUMNS = ("start_ns", "end_ns", "process_id", "thread_id", "category", "event_type", "payload_type",
               "payload_value", "message_type", "message", "domain", "mark_id")
 TX_TEXT_COLUMNS = ("message",)
+
+# AI Core frequency change points, on the chips where msprof exports them (AICORE_FREQ: 910B and 310B class)
+AICORE_FREQ_COLUMNS = ("device_id", "ts_ns", "freq_mhz")
+AICORE_FREQ_PLATFORMS = frozenset({5, 7})
 
 OP_STATISTIC_COLUMNS = ("device_id", "op_type", "core_type", "count", "total_ns", "min_ns", "max_ns")
 API_STATISTIC_COLUMNS = ("level", "name", "count", "total_ns", "min_ns", "max_ns", "sum_sq_us2")

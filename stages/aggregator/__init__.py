@@ -107,7 +107,7 @@ class AggregatorStage(Transform):
         self.host_ready: dict[tuple[int, int, int, int], deque[HostTask]] = {}
         self.device_ready: dict[tuple[int, int, int, int], deque[DeviceTask]] = {}
         self.awaiting_pmu: deque[tuple[HostTask, DeviceTask, float]] = deque()
-        self.rows: dict[str, list[list[Any]]] = {"api": [], "tx": [], "task": []}
+        self.rows: dict[str, list[list[Any]]] = {"api": [], "tx": [], "task": [], "aicore_freq": []}
         self.stats = StatsBook()
         self.last_snapshot = 0.0
         self.records_in = 0
@@ -189,6 +189,7 @@ class AggregatorStage(Transform):
             self.extras.add_l2(arr)
         elif kind == "freq":
             self.extras.add_freq(arr, {d: int(f.get("platform", 1)) for d, f in self.devices.items()})
+            self._freq_rows(arr)
         elif kind == "flip":
             for record in arr:
                 self.flips.add(int(record["device_id"]), int(record["stream_id"]), int(record["ts_ns"]),
@@ -216,6 +217,16 @@ class AggregatorStage(Transform):
                                     int(r["tx_thread_id"]), int(r["category"]), int(r["event_type"]),
                                     int(r["payload_type"]), int(r["payload"]), int(r["message_type"]),
                                     self.symbols.intern(message), int(r["domain"]), int(r["mark_id"])])
+
+    def _freq_rows(self, arr: np.ndarray) -> None:
+        """AI Core frequency change points for the sinks (msprof's AICORE_FREQ), where msprof exports them."""
+        for record in arr:
+            device = int(record["device_id"])
+            if int(self.devices.get(device, {}).get("platform", -1)) in schema.AICORE_FREQ_PLATFORMS:
+                count = int(record["count"])
+                for at, mhz in zip(record["points_ns"][:count].tolist(), record["freq_mhz"][:count].tolist(),
+                                   strict=True):
+                    self.rows["aicore_freq"].append([device, int(at), int(mhz)])
 
     # -- resolution -------------------------------------------------------------------------
     def _expired(self, arrived: float, now: float) -> bool:
@@ -315,12 +326,14 @@ class AggregatorStage(Transform):
                 else "INVALID"
             block = int(node["block_num"])
             op_state = {0: "static", 1: "dynamic"}.get(int(node["op_state"]), "N/A")
+            hf32 = "YES" if int(node["op_flag"]) else "NO"  # GE's op flag: the op may compute in HF32
         else:
             op_type, core, block, op_state = type_name or "N/A", type_name or "N/A", int(record["num_blocks"]), "N/A"
+            hf32 = "N/A"
         tensor = self.host.tensor_info(thread, ts, op_hash, since) if node is not None else None
         model = self.host.model_run(thread, ts)
         described = {"op_name": op_name, "op_type": op_type, "task_type": core, "runtime_task_type": type_name or core,
-                     "op_state": op_state,
+                     "op_state": op_state, "hf32_eligible": hf32,
                      "block_dim": block & 0xFFFF, "mix_block_dim": (block & 0xFFFF) * (block >> 16),
                      "connection_id": node_api.connection_id if node_api else 0, "thread_id": thread,
                      "model_id": model[0] if model else schema.MODEL_ID_NONE, "iteration": model[1] if model else 0}
@@ -420,12 +433,13 @@ class AggregatorStage(Transform):
         events = list(facts.get("pmu_events", []))
         metric, platform = str(facts.get("metric", "")), int(facts.get("platform", 1))
         pmu: list[float | None] = []
+        hidden: list[float | None] = []  # after the extras: see meta["hidden_pmu_columns"]
         stars = self._stars_pmu(device.device)
         if stars is not None:
             if pmu_record is not None and "overflow" not in (pmu_record.dtype.names or ()):
                 pmu_record = None  # an HWTS-class PMU record on a STARS chip: not a ContextPmu
-            pmu = stars.values(pmu_record, info["block_dim"], device.end - device.start,
-                               self.extras.clock_mhz(device.device, platform, device.end))
+            pmu, hidden = stars.split_values(pmu_record, info["block_dim"], device.end - device.start,
+                                             self.extras.clock_mhz(device.device, platform, device.end))
         elif events:
             if pmu_record is not None:
                 block = int(pmu_record["block"]) or info["block_dim"]
@@ -436,7 +450,7 @@ class AggregatorStage(Transform):
                                  time_mhz=self.extras.clock_mhz(device.device, platform, at))
             else:
                 pmu = [None] * len(pmu_columns(events, metric, platform))
-        pmu += extra
+        pmu += extra + hidden
         intern = self.symbols.intern
         self.rows["task"].append([
             device.device, info["model_id"], info["iteration"], device.stream, device.task, device.batch,
@@ -444,7 +458,8 @@ class AggregatorStage(Transform):
             intern(info["op_state"]), info["block_dim"], info["mix_block_dim"], info["connection_id"],
             info["thread_id"], intern(info["input_shapes"]), intern(info["input_dtypes"]),
             intern(info["input_formats"]), intern(info["output_shapes"]), intern(info["output_dtypes"]),
-            intern(info["output_formats"]), pmu, intern(info.get("runtime_task_type") or info["task_type"])])
+            intern(info["output_formats"]), pmu, intern(info.get("runtime_task_type") or info["task_type"]),
+            intern(info.get("hf32_eligible", "N/A"))])
         self.stats.add_op(device.device, info["op_type"], info["task_type"], device.end - device.start)
         self.tasks_out += 1
 
@@ -457,7 +472,8 @@ class AggregatorStage(Transform):
                 "pid_name": session.get("pid_name", ""),
                 "hostname": session.get("hostname") or first.get("hostname") or "",
                 "host_uid": session.get("host_uid", "0"),
-                "devices": {str(d): {"platform": f.get("platform"), "chip": _chip_name(f.get("platform"))}
+                "devices": {str(d): {"platform": f.get("platform"), "chip": _chip_name(f.get("platform")),
+                                     "aic_frequency_mhz": f.get("aic_frequency_mhz")}
                             for d, f in self.devices.items()},
                 "start_ns": session.get("start_ns", 0), "end_ns": session.get("end_ns", 0)}
         return pack_rows("run_info", [[info]], "tasks")
@@ -471,6 +487,7 @@ class AggregatorStage(Transform):
                 meta: dict[str, Any] = {"symbols": self.symbols.take_unsent()}
                 if kind == "task":
                     meta["pmu_columns"] = self._pmu_columns()
+                    meta["hidden_pmu_columns"] = self._hidden_pmu_columns()
                 yield pack_rows(kind, chunk, "tasks", meta)
 
     def _pmu_columns(self) -> list[str]:
@@ -483,6 +500,13 @@ class AggregatorStage(Transform):
         if stars is not None:
             return stars.columns + extra_columns(self.devices[first])
         return _task_columns(self.devices[first])
+
+    def _hidden_pmu_columns(self) -> list[str]:
+        """Names of the PMU values after ``pmu_columns`` in a task row's ``pmu`` (first device's layout): the
+        metrics msprof computes but keeps out of op_summary (STARS chips), for the database only."""
+        first = next(iter(self.devices), None)
+        stars = None if first is None else self._stars_pmu(first)
+        return [] if stars is None else list(stars.hidden_columns)
 
     def _stars_pmu(self, device: int) -> StarsPmu | None:
         """The aic_/aiv_ PMU layout of a STARS device (None on other chips)."""

@@ -44,7 +44,7 @@ class HostDecoder:
             return [("task_track", out)]
         if kind == "node_basic_info":
             out = np.zeros(len(arr), records.NODE_BASIC)
-            for name in ("thread_id", "op_name", "op_type", "task_type", "block_num", "op_state"):
+            for name in ("thread_id", "op_name", "op_type", "task_type", "block_num", "op_state", "op_flag"):
                 out[name] = arr[name]
             out["ts_ns"] = ts
             return [("node_basic", out)]

@@ -70,6 +70,7 @@ COMMUNICATION_SCHEDULE_TASK_INFO = _ints("COMMUNICATION_SCHEDULE_TASK_INFO", "na
 CANN_API = _ints("CANN_API", "startNs endNs type globalTid connectionId name", "connectionId")
 MSTX_EVENTS = _ints("MSTX_EVENTS", "startNs endNs eventType rangeId category message globalTid endGlobalTid domainId "
                                    "connectionId")
+AICORE_FREQ = _table("AICORE_FREQ", "deviceId:INTEGER timestampNs:NUMERIC freq:INTEGER dieId:NUMERIC")
 TASK_PMU_INFO = _table("TASK_PMU_INFO", "globalTaskId:INTEGER name:INTEGER value:NUMERIC")
 OP_STATISTIC = _table("OP_STATISTIC", "deviceId:INTEGER opType:TEXT coreType:TEXT count:INTEGER totalTimeUs:REAL "
                                       "minTimeUs:REAL avgTimeUs:REAL maxTimeUs:REAL ratio:REAL")
@@ -112,7 +113,7 @@ ENUM_TABLES = tuple(_enum(name) for name in ENUMS)
 
 TABLES: dict[str, Table] = {table.name: table for table in (
     STRING_IDS, SESSION_TIME_INFO, NPU_INFO, RANK_DEVICE_MAP, HOST_INFO, TASK, COMPUTE_TASK_INFO,
-    COMMUNICATION_SCHEDULE_TASK_INFO, CANN_API, MSTX_EVENTS, TASK_PMU_INFO, META_DATA, *ENUM_TABLES,
+    COMMUNICATION_SCHEDULE_TASK_INFO, CANN_API, MSTX_EVENTS, TASK_PMU_INFO, AICORE_FREQ, META_DATA, *ENUM_TABLES,
     OP_STATISTIC, API_STATISTIC)}
 
 # -- TASK_PMU_INFO metric names ---------------------------------------------------------------------

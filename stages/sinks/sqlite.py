@@ -21,6 +21,7 @@ in the CSV files, times in µs, plain text).
 
 from __future__ import annotations
 
+import copy
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from pydantic import Field
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
 from stages.schema import SymbolTable, unpack_rows
 from stages.sinks import _msprof_db as msdb
+from stages.sinks._aicore_freq import AicoreFreqTable
 from stages.sinks._format import (
     MSTX_EVENT_TYPES,
     NA,
@@ -74,6 +76,7 @@ class SqliteSink(Sink):
         self._pmu_names: dict[tuple[tuple[str, ...], bool], list[tuple[int, float] | None]] = {}
         self._record_span: tuple[int, int] | None = None  # earliest start, latest end of the rows written
         self._session_row: tuple[int, int] | None = None
+        self._aicore_freq = AicoreFreqTable()
         self.counts = {"task_rows": 0, "compute_task_rows": 0, "schedule_task_rows": 0, "pmu_rows": 0,
                        "api_rows": 0, "api_duplicate_connection_ids": 0, "tx_rows": 0, "statistic_snapshots": 0}
 
@@ -103,7 +106,8 @@ class SqliteSink(Sink):
         learn_symbols(self.symbols, batch)
         handler = {
             "run_info": self._run_info, "task": self._tasks, "api": self._apis, "tx": self._txs,
-            "op_statistic": self._op_statistic, "api_statistic": self._api_statistic,
+            "aicore_freq": self._aicore_freq_changes, "op_statistic": self._op_statistic,
+            "api_statistic": self._api_statistic,
         }.get(batch.kind)
         if handler is None:
             return
@@ -112,6 +116,7 @@ class SqliteSink(Sink):
         assert self.conn is not None
         conn = self.conn
         task_id, span, session, created = self._next_task_id, self._record_span, self._session_row, set(self._created)
+        aicore_freq = copy.deepcopy(self._aicore_freq)
         try:
             with conn:  # one transaction per batch: commit, or roll back and forget new ids
                 handler(conn, unpack_rows(batch), batch.meta)
@@ -124,6 +129,7 @@ class SqliteSink(Sink):
             self._symbol_ids.clear()
             self._next_task_id, self._record_span, self._session_row = task_id, span, session
             self._created = created  # a CREATE inside the rolled-back transaction is undone too
+            self._aicore_freq = aicore_freq
             raise
         finally:
             self._new_strings = []
@@ -181,6 +187,11 @@ class SqliteSink(Sink):
             found = self._symbol_ids[symbol] = self._sid(self.symbols[symbol] or NA)
         return found
 
+    def _shape(self, symbol: int) -> int:
+        """STRING_IDS id of a shapes text as msprof stores it: in double quotes (N/A as it is)."""
+        text = self.symbols[symbol]
+        return self._sid(f'"{text}"' if text and text != NA else NA)
+
     # -- run-level tables ----------------------------------------------------------------------
 
     def _run_info(self, conn: sqlite3.Connection, rows: list[list[Any]], meta: dict[str, Any]) -> None:
@@ -193,6 +204,10 @@ class SqliteSink(Sink):
         # msprof's exporter maps every device to rank −1 (it does not read info.json's rank_id)
         self._replace(conn, msdb.RANK_DEVICE_MAP, [(-1, device) for device, _ in npus])
         self._replace(conn, msdb.HOST_INFO, [(info.host_uid, info.hostname)])
+        self._aicore_freq.run_info(conn, info)
+
+    def _aicore_freq_changes(self, conn: sqlite3.Connection, rows: list[list[Any]], meta: dict[str, Any]) -> None:
+        self._aicore_freq.changes(conn, rows)
 
     def _widen_span(self, start: int, end: int) -> None:
         if self._record_span is None:
@@ -225,16 +240,16 @@ class SqliteSink(Sink):
         return found
 
     def _tasks(self, conn: sqlite3.Connection, rows: list[list[Any]], meta: dict[str, Any]) -> None:
-        sym, symbols = self._sym, self.symbols
+        sym, symbols, shape = self._sym, self.symbols, self._shape
         pid = self.info.pid
-        na = self._sid(NA)
-        metrics = self._pmu_metrics(list(meta.get("pmu_columns") or []))
+        na, no_attr = self._sid(NA), self._sid("")
+        metrics = self._pmu_metrics(list(meta.get("pmu_columns") or []) + list(meta.get("hidden_pmu_columns") or []))
         tasks, compute, schedule, pmu_rows = [], [], [], []
         global_id = self._next_task_id
         for row in rows:
             (device, model_id, _iteration, stream_id, task_id, _batch_id, start, end, op_name, op_type,
              task_type, op_state, block_dim, mix_block_dim, connection_id, _thread_id, in_shapes,
-             in_dtypes, in_formats, out_shapes, out_dtypes, out_formats, pmu, runtime_task_type) = row
+             in_dtypes, in_formats, out_shapes, out_dtypes, out_formats, pmu, runtime_task_type, hf32) = row
             tasks.append((start, end, device, connection_id, global_id, pid, sym(runtime_task_type), UINT32_NONE,
                           stream_id, task_id, model_id))
             self._widen_span(start, end)
@@ -242,8 +257,8 @@ class SqliteSink(Sink):
                 schedule.append((sym(op_name), global_id, sym(task_type), sym(op_type)))
             elif op_name:
                 compute.append((sym(op_name), global_id, block_dim, mix_block_dim, sym(task_type), sym(op_type),
-                                sym(in_formats), sym(in_dtypes), sym(in_shapes), sym(out_formats),
-                                sym(out_dtypes), sym(out_shapes), na, sym(op_state), na, na, na))
+                                sym(in_formats), sym(in_dtypes), shape(in_shapes), sym(out_formats),
+                                sym(out_dtypes), shape(out_shapes), no_attr, sym(op_state), sym(hf32), na, na))
             for metric, value in zip(metrics, pmu or (), strict=False):
                 if metric is not None and value is not None:
                     pmu_rows.append((global_id, metric[0], value * metric[1]))

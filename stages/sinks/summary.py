@@ -157,7 +157,8 @@ class SummarySink(Sink):
         for row in rows:
             (device, model_id, _iteration, stream_id, task_id, _batch_id, start, end, op_name, op_type,
              task_type, op_state, block_dim, mix_block_dim, _connection_id, _thread_id, in_shapes,
-             in_dtypes, in_formats, out_shapes, out_dtypes, out_formats, pmu, _runtime_task_type) = row
+             in_dtypes, in_formats, out_shapes, out_dtypes, out_formats, pmu, _runtime_task_type,
+             _hf32_eligible) = row
             name = sym[op_name]
             kind = sym[task_type]
             if not name or kind in SKIPPED_TASK_TYPES:

@@ -28,6 +28,10 @@ MSPROF_HEADER = [
     "aiv_vec_time(us)", "aiv_vec_ratio", "aiv_scalar_time(us)", "aiv_scalar_ratio", "aiv_mte2_time(us)",
     "aiv_mte2_ratio", "aiv_mte3_time(us)", "aiv_mte3_ratio", "aiv_icache_miss_rate", "cube_utilization(%)",
 ]
+# ... and the metrics it leaves out of op_summary but writes to TASK_PMU_INFO (its C++ exporter's database, checked
+# on a simulated run with scripts/compare_db_with_msprof.py)
+MSPROF_HIDDEN = {"aic_vec_time(us)", "aic_vec_ratio", "aiv_mac_time(us)", "aiv_mac_ratio", "aiv_mte1_time(us)",
+                 "aiv_mte1_ratio"}
 
 
 def _record(core: int, total: int, counters: list[int], overflow: int = 0) -> Any:
@@ -106,16 +110,17 @@ def test_no_vector_events_means_no_aiv_counter_columns() -> None:
 # -- chain: simulated 910B → collector → decoder → aggregator, against the simulator's truth ------------------
 
 
-def _chain_rows(batches: list) -> tuple[SymbolTable, list[list[Any]], list[str]]:
+def _chain_rows(batches: list) -> tuple[SymbolTable, list[list[Any]], list[str], list[str]]:
     symbols = SymbolTable()
     rows: list[list[Any]] = []
     columns: list[str] = []
+    hidden: list[str] = []
     for batch in batches:
         symbols.learn(batch.meta.get("symbols", []))
         if batch.kind == "task":
             rows.extend(unpack_rows(batch))
-            columns = batch.meta["pmu_columns"]
-    return symbols, rows, columns
+            columns, hidden = batch.meta["pmu_columns"], batch.meta["hidden_pmu_columns"]
+    return symbols, rows, columns, hidden
 
 
 def test_simulated_910b_joins_exactly_with_aic_and_aiv_columns(tmp_path: Path) -> None:
@@ -131,8 +136,8 @@ def test_simulated_910b_joins_exactly_with_aic_and_aiv_columns(tmp_path: Path) -
     ours = {(op, core): (count, total, low, high) for _, op, core, count, total, low, high in unpack_rows(final)}
     assert ours == {(t["op_type"], t["core_type"]): (t["count"], t["total_ns"], t["min_ns"], t["max_ns"])
                     for t in truth["op_statistic"]}
-    symbols, rows, columns = _chain_rows(batches)
-    assert columns == MSPROF_HEADER
+    symbols, rows, columns, hidden = _chain_rows(batches)
+    assert columns == MSPROF_HEADER and len(hidden) == len(MSPROF_HIDDEN) and set(hidden) == MSPROF_HIDDEN
     at = {name: i for i, name in enumerate(columns)}
     assert {row[5] for row in rows} == {0, 1}  # batch ids from the flips
     by_core = Counter(symbols[row[10]] for row in rows)
@@ -140,10 +145,15 @@ def test_simulated_910b_joins_exactly_with_aic_and_aiv_columns(tmp_path: Path) -
                        for core in ("AI_CORE", "AI_VECTOR_CORE", "AI_CPU")}
     for row in rows:
         core, pmu, duration_us = symbols[row[10]], row[22], (row[7] - row[6]) / 1000
+        assert len(pmu) == len(columns) + len(hidden)
         if core == "AI_CPU":
-            assert pmu == [None] * len(columns)
+            assert pmu == [None] * len(pmu)
             continue
         main, other = ("aic", "aiv") if core == "AI_CORE" else ("aiv", "aic")
+        hidden_values = dict(zip(hidden, pmu[len(columns):], strict=True))
+        # the side that did not run the task is 0 in the hidden metrics too; its own side has values
+        assert all(value == 0 for name, value in hidden_values.items() if name.startswith(other))
+        assert all(value is not None and value >= 0 for name, value in hidden_values.items() if name.startswith(main))
         assert pmu[at[f"{main}_total_cycles"]] > 0 and pmu[at[f"{other}_total_cycles"]] == 0
         time_column = "aicore_time(us)" if main == "aic" else "aiv_time(us)"
         assert 0 < pmu[at[time_column]] <= duration_us  # busy cycles never exceed the wall time

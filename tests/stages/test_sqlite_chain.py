@@ -1,7 +1,8 @@
 """TASK_PMU_INFO against op_summary: a simulated board through collector → decoder → aggregator, then both sinks.
 
 Every op_summary PMU cell must be in TASK_PMU_INFO under msprof's metric name, in the db's units (times
-ns, bandwidths B/s), and nothing else may be there.
+ns, bandwidths B/s), and nothing else may be there but, on the 910B, the metrics msprof keeps out of op_summary
+and writes to its database all the same.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ FIRST_PMU_COLUMN = "aicore_time(us)"
 NOT_METRICS = {"memory_bound", "cube_utilization(%)", "aicpu_compute_time(us)", "aicpu_memcpy_time(us)",
                "aicpu_task_time(us)", "aicpu_dispatch_time(us)", "aicpu_total_time(us)", "l2_cache_hit_rate",
                "l2_cache_victim_rate"}
+# msprof's TASK_PMU_INFO on a simulated 910B with PipeUtilization events (scripts/compare_db_with_msprof.py):
+# the names op_summary shows, and these
+HIDDEN_910B = {"aic_vec_time", "aic_vec_ratio", "aiv_mac_time", "aiv_mac_ratio", "aiv_mte1_time", "aiv_mte1_ratio"}
 CASES = [("cloud", group) for group in PMU_EVENT_SETS] + [("mini", "PipeUtilization"), ("910b", "PipeUtilization"),
                                                           ("910b", "Memory")]
 
@@ -79,10 +83,12 @@ def test_task_pmu_info_holds_op_summary_pmu_values(tmp_path: Path, chip: str, gr
             stored.setdefault((start, stream, task), {})[name] = value
     assert len(expected) == len(rows) > 0 and sum(map(len, expected.values())) > 0
     assert stored.keys() == {key for key, cells in expected.items() if cells}
+    hidden = HIDDEN_910B if (chip, group) == ("910b", "PipeUtilization") else set()
     checked = 0
     for key, cells in expected.items():
         found = stored.get(key, {})
-        assert found.keys() == cells.keys(), key
+        assert found.keys() - cells.keys() == (hidden if cells else set()), key
+        assert found.keys() >= cells.keys(), key
         for name, value in cells.items():
             factor = metric(next(c for c in pmu_columns if metric(c, stars)[0] == name), stars)[1]
             # op_summary prints 3 decimals: the db's exact value rounds to what the CSV shows

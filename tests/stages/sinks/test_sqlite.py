@@ -57,6 +57,7 @@ DATA_SCHEMA = {
     "MSTX_EVENTS": _table("startNs endNs eventType rangeId category message globalTid endGlobalTid domainId "
                           "connectionId"),
     "TASK_PMU_INFO": _table("globalTaskId name value:NUMERIC"),
+    "AICORE_FREQ": _table("deviceId timestampNs:NUMERIC freq dieId:NUMERIC"),
     # ours, not msprof's
     "OP_STATISTIC": _table("deviceId opType:TEXT coreType:TEXT count totalTimeUs:REAL minTimeUs:REAL avgTimeUs:REAL "
                            "maxTimeUs:REAL ratio:REAL"),
@@ -111,6 +112,7 @@ def test_schema_as_msprof_and_data_tables_appear_with_their_rows(ctx: StageConte
     sink.write_batch(feed.run_info(pid=4242))
     sink.write_batch(feed.batch("api", [feed.api(10, 20, connection_id=1)]))
     assert set(schema(db)) == set(RUN_LEVEL_SCHEMA) | {"CANN_API"}
+    sink.write_batch(feed.batch("aicore_freq", [[0, 1_700_000_000_000_000_100, 1500]]))
     sink.write_batch(feed.batch("task", [feed.task(100, 200, pmu=[1.5]),
                                          feed.task(300, 400, op_name="memcpy_AicpuKernel", op_type="MemCopy")],
                                 pmu_columns=["aicore_time(us)"]))
@@ -191,6 +193,28 @@ def test_session_time_from_control_files_else_record_span(ctx: StageContext, fee
     assert session() == (start, start + 10_000)
     sink.write_batch(feed.batch("task", [feed.task(start + 3_000, start + 4_000)]))
     assert session() == (start, start + 10_000)
+    db.close()
+    sink.close()
+
+
+def test_aicore_freq_from_session_start_to_end(ctx: StageContext, feed: Feed) -> None:
+    sink = make_sink(ctx)
+    db = sqlite3.connect(sink.path)
+    start = 1_700_000_000_000_000_000
+    devices = {"0": {"platform": 5, "chip": "Ascend910B", "aic_frequency_mhz": 1800.0},
+               "1": {"platform": 1, "chip": "Ascend910A", "aic_frequency_mhz": 1000.0}}  # msprof: 910B / 310B only
+
+    def rows() -> list[tuple[int, int, int, int]]:
+        return db.execute("SELECT * FROM AICORE_FREQ ORDER BY timestampNs").fetchall()
+
+    sink.write_batch(feed.run_info(devices=devices, start_ns=start))
+    assert rows() == [(0, start, 1800, -1)]  # info.json's clock from the start
+    sink.write_batch(feed.batch("aicore_freq", [[0, start - 100, 1000], [0, start + 10, 1500]]))
+    assert rows() == [(0, start, 1000, -1), (0, start + 10, 1500, -1)]  # the clock in effect at the start
+    sink.write_batch(feed.batch("aicore_freq", [[0, start + 20, 1200]]))
+    sink.write_batch(feed.run_info(devices=devices, start_ns=start, end_ns=start + 500))  # end_info written
+    assert rows() == [(0, start, 1000, -1), (0, start + 10, 1500, -1), (0, start + 20, 1200, -1),
+                      (0, start + 500, 1200, -1)]
     db.close()
     sink.close()
 
