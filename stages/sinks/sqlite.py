@@ -93,6 +93,7 @@ class SqliteSink(Sink):
         conn.execute("PRAGMA synchronous=NORMAL")
         self.conn = conn
         with conn:
+            conn.execute("BEGIN")  # tables and their first rows become visible together
             for table in msdb.TABLES.values():
                 if table.always:
                     self._create(conn, table)
@@ -119,6 +120,7 @@ class SqliteSink(Sink):
         aicore_freq = copy.deepcopy(self._aicore_freq)
         try:
             with conn:  # one transaction per batch: commit, or roll back and forget new ids
+                conn.execute("BEGIN")  # a new table commits with its first rows (no empty table is ever seen)
                 handler(conn, unpack_rows(batch), batch.meta)
                 self._write_session_time(conn)
                 if self._new_strings:
@@ -128,7 +130,7 @@ class SqliteSink(Sink):
                 del self._string_ids[text]
             self._symbol_ids.clear()
             self._next_task_id, self._record_span, self._session_row = task_id, span, session
-            self._created = created  # a CREATE inside the rolled-back transaction is undone too
+            self._created = created  # the rolled-back transaction's CREATEs are undone too
             self._aicore_freq = aicore_freq
             raise
         finally:
