@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pipeline.errors import UserError
 from pipeline.interpolate import InterpolationError, interpolate_tree
 from pipeline.plugins import load_stage_class
+from pipeline.security import CurveKeys
 from pipeline.stage import Stage, StageConfig
 
 COMMON_STAGE_KEYS = ("type", "inputs", "endpoint", "enabled")
@@ -24,8 +25,17 @@ STAGE_ID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 class BatchSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     max_records: int = Field(1024, ge=1)
-    max_bytes: int = Field(1 << 20, ge=1024)
+    max_bytes: int = Field(1 << 20, ge=1024, le=64 << 20)  # under transport.MAX_MESSAGE_BYTES
     flush_ms: int = Field(50, ge=1, le=10_000)
+
+
+class CurveSettings(BaseModel):
+    """CURVE keys for tcp endpoints (files from `pipeline keys generate`; paths relative to the working folder)."""
+
+    model_config = ConfigDict(extra="forbid")
+    secret_key: str  # this host's NAME.key_secret
+    server_key: str | None = None  # public NAME.key of the host whose tcp endpoints this one connects to
+    allowed_clients: str | None = None  # folder of public .key files allowed to connect to tcp endpoints bound here
 
 
 class RunSettings(BaseModel):
@@ -37,6 +47,10 @@ class RunSettings(BaseModel):
     progress_s: float = Field(5.0, gt=0)
     drain_timeout_s: float = Field(60.0, gt=0)
     top_endpoint: str | None = None
+    curve: CurveSettings | None = None
+    metrics_port: int | None = Field(None, ge=1, le=65535)  # Prometheus text endpoint of the run (pipeline.metrics)
+    metrics_host: str = "127.0.0.1"
+    insecure_tcp: bool = False  # allow tcp endpoints without CURVE (anyone who reaches the port can feed or read)
 
 
 @dataclass
@@ -63,6 +77,23 @@ class PipelineConfig:
 
     def enabled_stages(self) -> dict[str, StageSpec]:
         return {sid: spec for sid, spec in self.stages.items() if spec.enabled}
+
+    def tcp_endpoints(self) -> list[tuple[str, str]]:
+        """(config key, endpoint) of every tcp endpoint the run binds or connects to."""
+        found = [(f"stages.{sid}.endpoint", spec.endpoint) for sid, spec in self.enabled_stages().items()
+                 if spec.endpoint and spec.endpoint.startswith("tcp://")]
+        if self.run.top_endpoint and self.run.top_endpoint.startswith("tcp://"):
+            found.append(("run.top_endpoint", self.run.top_endpoint))
+        return found
+
+    def curve_keys(self) -> CurveKeys | None:
+        """The run's CURVE keys, read from their files (None: no curve section)."""
+        curve = self.run.curve
+        if curve is None:
+            return None
+        return CurveKeys.load(Path(curve.secret_key).expanduser(),
+                              Path(curve.server_key).expanduser() if curve.server_key else None,
+                              Path(curve.allowed_clients).expanduser() if curve.allowed_clients else None)
 
     def consumers(self, producer: str, port: str) -> list[str]:
         """Enabled stages that take ``producer.port`` as an input, in config order."""
@@ -131,7 +162,17 @@ def parse_config(raw: Any, path: Path, env: Mapping[str, str] | None = None) -> 
             raise _located(f"{where}: stages.{stage_id}", "stage ids use letters, digits, '_' and '-' (at most 40)")
         config.stages[str(stage_id)] = _parse_stage(str(stage_id), body, where)
     _check_graph(config, where)
+    _check_tcp_security(config, where)
     return config
+
+
+def _check_tcp_security(config: PipelineConfig, where: str) -> None:
+    tcp = config.tcp_endpoints()
+    if tcp and config.run.curve is None and not config.run.insecure_tcp:
+        key, endpoint = tcp[0]
+        raise _located(f"{where}: {key}", f"tcp endpoint {endpoint} without CURVE keys",
+                       "set run.curve (keys from `pipeline keys generate`), or run.insecure_tcp: true on a "
+                       "network you trust")
 
 
 def _parse_stage(stage_id: str, body: Any, where: str) -> StageSpec:

@@ -10,6 +10,7 @@ import time
 import traceback
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -20,6 +21,7 @@ from pipeline import transport, wire
 from pipeline.config import PipelineConfig, StageSpec
 from pipeline.errors import UserError
 from pipeline.logs import configure_logging
+from pipeline.security import stop_authenticators
 from pipeline.stage import Batch, Sink, Source, StageContext, Transform
 
 METRICS_INTERVAL_S = 0.5
@@ -74,6 +76,7 @@ class StageRunner:
         self.run_id = run_id
         self.log = configure_logging(stage_id, run_id)
         self.zctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self.curve = config.curve_keys()
         self.control = Control(self.zctx, control, stage_id)
         out_dir = config.output_dir
         self.ctx = StageContext(stage_id=stage_id, run_id=run_id, output_dir=out_dir,
@@ -96,6 +99,7 @@ class StageRunner:
         self.started = time.monotonic()
         self.parent = os.getppid() if control else None
         self._last_metrics = 0.0
+        self.heartbeat: Path | None = None
         self._last_log = time.monotonic()
 
     # -- plumbing -------------------------------------------------------------------------
@@ -107,7 +111,7 @@ class StageRunner:
             sockets = []
             for consumer in self.config.consumers(self.stage_id, port):
                 endpoint = transport.input_endpoint(self.config, consumer)
-                sockets.append((consumer, transport.make_push(self.zctx, endpoint)))
+                sockets.append((consumer, transport.make_push(self.zctx, endpoint, curve=self.curve)))
             self.outputs[port] = sockets
 
     def _send_frames(self, sock: zmq.Socket[bytes], frames: list[bytes]) -> None:
@@ -158,6 +162,8 @@ class StageRunner:
         if not force and now - self._last_metrics < METRICS_INTERVAL_S:
             return
         self._last_metrics = now
+        if self.heartbeat is not None:
+            self.heartbeat.touch()  # for container health checks: the loop is alive
         if self._supervisor_gone() and not self.abort:
             self.log.error("supervisor is gone: stopping")
             self.abort = True
@@ -206,7 +212,7 @@ class StageRunner:
         return all(t.eos_batches is not None for t in self.inputs.values())
 
     def _run_consumer(self) -> None:
-        pull = transport.make_pull(self.zctx, transport.input_endpoint(self.config, self.stage_id))
+        pull = transport.make_pull(self.zctx, transport.input_endpoint(self.config, self.stage_id), curve=self.curve)
         poller = zmq.Poller()
         poller.register(pull, zmq.POLLIN)
         flush_s = self.config.run.batch.flush_ms / 1000
@@ -314,6 +320,7 @@ class StageRunner:
                 sock.close(linger=transport.LINGER_MS)
         if self.control.sock is not None:
             self.control.sock.close(linger=5000)
+        stop_authenticators()
         self.zctx.term()
         return 0 if final["ok"] else 1
 
@@ -328,5 +335,8 @@ def _rss_mb() -> float:
 
 
 def run_stage(config: PipelineConfig, stage_id: str, run_id: str, control: str | None,
-              export_stamp: str | None = None, early_signals: list[int] | None = None) -> int:
-    return StageRunner(config, stage_id, run_id, control, export_stamp, early_signals).run()
+              export_stamp: str | None = None, early_signals: list[int] | None = None,
+              heartbeat: Path | None = None) -> int:
+    runner = StageRunner(config, stage_id, run_id, control, export_stamp, early_signals)
+    runner.heartbeat = heartbeat
+    return runner.run()

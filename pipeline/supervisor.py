@@ -21,7 +21,9 @@ import zmq
 
 from pipeline import transport
 from pipeline.config import PipelineConfig
+from pipeline.metrics import ViewCollector, serve_metrics
 from pipeline.report import outputs_line, render_report, root_causes, run_problems
+from pipeline.security import stop_authenticators
 from pipeline.views import progress_line
 
 KILL_GRACE_S = 5.0
@@ -52,6 +54,7 @@ class Supervisor:
         self.started = time.monotonic()
         self.stamp = time.strftime("%Y%m%d%H%M%S")
         self.owns_socket_dir = False
+        self.exporter: ViewCollector | None = None
         self.zctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
 
     # -- processes ------------------------------------------------------------------------
@@ -126,8 +129,8 @@ class Supervisor:
             proc.last_sample = (now, received, sent)
         elif kind == "final":
             proc.final = message
-        elif kind == "view":
-            self.view = message["view"]
+        elif kind == "view":  # the live sink sends statistics, the advice sink findings: keep both
+            self.view.update(message["view"])
 
     def _in_config_order(self) -> list[str]:
         return [sid for sid in self.config.stages if sid in self.procs]
@@ -138,6 +141,7 @@ class Supervisor:
             proc = self.procs[sid]
             metrics = proc.metrics
             stages[sid] = {"role": proc.role, "in": metrics.get("in", 0), "out": sum(metrics.get("out", {}).values()),
+                           "out_ports": metrics.get("out", {}),
                            "rejected": metrics.get("rejected", 0), "rate_in": proc.rate_in, "rate_out": proc.rate_out,
                            "progress": metrics.get("progress", {}), "rss_mb": metrics.get("rss_mb", 0.0),
                            "status": self._status(proc)}
@@ -153,6 +157,15 @@ class Supervisor:
             return "done"
         return f"failed (exit {code})"
 
+    def _curve_paths(self) -> dict[str, str | None] | None:
+        """Key file paths (never their contents) for `pipeline top` on a tcp top endpoint."""
+        curve = self.config.run.curve
+        if curve is None:
+            return None
+        server = curve.server_key
+        return {"secret_key": str(Path(curve.secret_key).expanduser().resolve()),
+                "server_key": str(Path(server).expanduser().resolve()) if server else None}
+
     # -- main loop ------------------------------------------------------------------------
     def run(self) -> int:
         out_dir = self.config.output_dir
@@ -163,10 +176,12 @@ class Supervisor:
         control.bind(control_ep)
         publisher = self.zctx.socket(zmq.PUB)
         publisher.setsockopt(zmq.SNDHWM, 4)
+        transport.secure_bind(self.zctx, publisher, transport.top_endpoint(self.config), self.config.curve_keys())
         publisher.bind(transport.top_endpoint(self.config))
+        self.exporter = serve_metrics(self.config)
         (out_dir / "run.json").write_text(json.dumps({
             "run_id": self.run_id, "config": str(self.config.path), "pid": os.getpid(),
-            "top_endpoint": transport.top_endpoint(self.config)}, indent=2))
+            "top_endpoint": transport.top_endpoint(self.config), "curve": self._curve_paths()}, indent=2))
         previous = signal.signal(signal.SIGINT, self._on_interrupt)
         signal.signal(signal.SIGTERM, self._on_interrupt)
         self._spawn(control_ep)
@@ -185,6 +200,7 @@ class Supervisor:
         publisher.send(msgpack.packb(final_view, use_bin_type=True))
         control.close(0)
         publisher.close(0)
+        stop_authenticators()
         self.zctx.term()
         if self.owns_socket_dir:  # never a directory the user named
             shutil.rmtree(transport.socket_dir(self.config), ignore_errors=True)
@@ -207,6 +223,8 @@ class Supervisor:
                 last_publish = now
                 view = self.snapshot()
                 publisher.send(msgpack.packb(view, use_bin_type=True))
+                if self.exporter is not None:
+                    self.exporter.update(view)
                 if display is not None:
                     display.update(view)
             if display is None and now - last_progress >= self.config.run.progress_s:

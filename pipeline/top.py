@@ -12,6 +12,8 @@ import msgpack
 import zmq
 
 from pipeline.errors import UserError
+from pipeline.security import CurveKeys
+from pipeline.transport import secure_connect
 from pipeline.views import render_view
 
 
@@ -20,28 +22,43 @@ def _connectable(endpoint: str) -> str:
     return endpoint.replace("tcp://*:", "tcp://127.0.0.1:").replace("tcp://0.0.0.0:", "tcp://127.0.0.1:")
 
 
-def resolve_endpoint(target: str) -> str:
+def resolve_endpoint(target: str, secret_key: str | None = None,
+                     server_key: str | None = None) -> tuple[str, CurveKeys | None]:
+    """The top endpoint of ``target`` and the CURVE keys to reach it (None: plain)."""
     if target.startswith(("ipc://", "tcp://")):
-        return _connectable(target)
+        return _connectable(target), _keys(secret_key, server_key)
     path = Path(target).expanduser()
     if path.is_file() and path.suffix in (".yaml", ".yml"):
         from pipeline.config import load_config
 
-        path = load_config(path).output_dir  # the running supervisor wrote run.json there
+        config = load_config(path)
+        path = config.output_dir  # the running supervisor wrote run.json there
     run_file = path / "run.json" if path.is_dir() else path
     if run_file.is_file():
-        endpoint: str = json.loads(run_file.read_text())["top_endpoint"]
-        return _connectable(endpoint)
+        run_info = json.loads(run_file.read_text())
+        curve = run_info.get("curve") or {}
+        return _connectable(run_info["top_endpoint"]), _keys(secret_key or curve.get("secret_key"),
+                                                             server_key or curve.get("server_key"))
     raise UserError(f"top: {target} is not a config, a run output folder (with run.json) or an endpoint",
                     "pass configs/live.yaml, the run's output folder, or ipc://…")
 
 
-def run_top(target: str, once: bool = False, as_json: bool = False, timeout_s: float = 10.0) -> int:
-    endpoint = resolve_endpoint(target)
+def _keys(secret_key: str | None, server_key: str | None) -> CurveKeys | None:
+    if secret_key is None and server_key is None:
+        return None
+    if secret_key is None or server_key is None:
+        raise UserError("top: CURVE needs both --secret-key and --server-key", "pass both key files")
+    return CurveKeys.load(Path(secret_key), Path(server_key), None)
+
+
+def run_top(target: str, once: bool = False, as_json: bool = False, timeout_s: float = 10.0,
+            secret_key: str | None = None, server_key: str | None = None) -> int:
+    endpoint, curve = resolve_endpoint(target, secret_key, server_key)
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     sub = ctx.socket(zmq.SUB)
     sub.setsockopt(zmq.CONFLATE, 1)
     sub.setsockopt(zmq.SUBSCRIBE, b"")
+    secure_connect(sub, endpoint, curve)
     sub.connect(endpoint)
     try:
         return _loop(sub, endpoint, once, as_json, timeout_s)

@@ -11,10 +11,12 @@ import zmq
 
 from pipeline.config import PipelineConfig
 from pipeline.errors import UserError
+from pipeline.security import CurveKeys, connect_as_client, serve
 
 IPC_PATH_LIMIT = 107
 LINGER_MS = 30_000
 SEND_POLL_MS = 200
+MAX_MESSAGE_BYTES = 256 << 20  # a peer sending a larger frame is disconnected by ZeroMQ, before it is read
 
 
 def socket_root() -> Path:
@@ -62,9 +64,24 @@ def bind_endpoint(endpoint: str) -> str:
     return endpoint
 
 
-def make_pull(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = 256) -> zmq.Socket[bytes]:
+def secure_bind(ctx: zmq.Context[zmq.Socket[bytes]], sock: zmq.Socket[bytes], endpoint: str,
+                curve: CurveKeys | None) -> None:
+    """CURVE server on tcp when keys are configured; ipc and insecure tcp stay plain."""
+    if curve is not None and endpoint.startswith("tcp://"):
+        serve(ctx, sock, curve)
+
+
+def secure_connect(sock: zmq.Socket[bytes], endpoint: str, curve: CurveKeys | None) -> None:
+    if curve is not None and endpoint.startswith("tcp://"):
+        connect_as_client(sock, curve)
+
+
+def make_pull(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = 256,
+              curve: CurveKeys | None = None) -> zmq.Socket[bytes]:
     sock = ctx.socket(zmq.PULL)
     sock.setsockopt(zmq.RCVHWM, hwm)
+    sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+    secure_bind(ctx, sock, endpoint, curve)
     try:
         sock.bind(bind_endpoint(endpoint))
     except zmq.ZMQError as exc:
@@ -74,8 +91,10 @@ def make_pull(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = 256
     return sock
 
 
-def make_push(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = 256) -> zmq.Socket[bytes]:
+def make_push(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = 256,
+              curve: CurveKeys | None = None) -> zmq.Socket[bytes]:
     sock = ctx.socket(zmq.PUSH)
+    secure_connect(sock, endpoint, curve)
     sock.setsockopt(zmq.SNDHWM, hwm)
     sock.setsockopt(zmq.IMMEDIATE, 1)  # queue nothing for a peer that is not there yet
     sock.setsockopt(zmq.SNDTIMEO, SEND_POLL_MS)

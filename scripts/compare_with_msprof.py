@@ -444,7 +444,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--msprof-src", type=Path, required=True,
                         help="a checkout of github.com/Ascend/msprof (holds analysis/msprof/msprof.py)")
-    parser.add_argument("--chip", choices=("mini", "cloud", "910b"), default="cloud")
+    parser.add_argument("--chip", choices=("mini", "cloud", "910b", "v6"), default="cloud")
     parser.add_argument("--mode", choices=("launch", "static"), default="launch",
                         help="simulator mode: ops reported at every launch, or once at model load (.om)")
     parser.add_argument("--layout", choices=("current", "legacy"), default="current",

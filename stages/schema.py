@@ -21,13 +21,14 @@ TASK_COLUMNS = (
     "device_id", "model_id", "iteration", "stream_id", "task_id", "batch_id", "start_ns", "end_ns",
     "op_name", "op_type", "task_type", "op_state", "block_dim", "mix_block_dim", "connection_id",
     "thread_id", "input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
-    "output_formats", "pmu", "runtime_task_type", "hf32_eligible",
+    "output_formats", "pmu", "context_id", "runtime_task_type", "hf32_eligible",
 )
 # Symbol-valued task columns; ``pmu`` is a list of float|None aligned with meta["pmu_columns"], then (STARS chips)
-# meta["hidden_pmu_columns"]: metrics msprof keeps out of op_summary but writes to its database. ``task_type`` is the
-# op's core type (op_summary's Task Type: AI_CORE …), ``runtime_task_type`` the runtime's name of the task
-# (task_track type: KERNEL_AICORE …; msprof's TASK.taskType); ``hf32_eligible`` YES / NO from GE's op flag, N/A
-# without node_basic_info.
+# meta["hidden_pmu_columns"]: metrics msprof keeps out of op_summary but writes to its database. ``context_id``
+# is an FFTS+ task's context (the row times that context) or CONTEXT_ID_NONE. ``task_type`` is the op's core type
+# (op_summary's Task Type: AI_CORE …), ``runtime_task_type`` the runtime's name of the task (task_track type:
+# KERNEL_AICORE …; msprof's TASK.taskType); ``hf32_eligible`` YES / NO from GE's op flag, N/A without
+# node_basic_info.
 TASK_TEXT_COLUMNS = ("op_name", "op_type", "task_type", "op_state", "input_shapes", "input_dtypes",
                      "input_formats", "output_shapes", "output_dtypes", "output_formats", "runtime_task_type",
                      "hf32_eligible")
@@ -47,6 +48,7 @@ OP_STATISTIC_COLUMNS = ("device_id", "op_type", "core_type", "count", "total_ns"
 API_STATISTIC_COLUMNS = ("level", "name", "count", "total_ns", "min_ns", "max_ns", "sum_sq_us2")
 
 MODEL_ID_NONE = 4294967295
+CONTEXT_ID_NONE = 4294967295
 
 
 class SymbolTable:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +90,84 @@ def test_op_statistic_units_and_sort(imported: Path) -> None:
     assert sum(float(r["Ratio(%)"]) for r in rows) == pytest.approx(100, abs=0.05)
     for row in rows:
         assert float(row["Min Time(us)"]) <= float(row["Avg Time(us)"]) <= float(row["Max Time(us)"])
+
+
+CANN6_TIMELINE = ("mindinsight_msprof_cann6/PROF_000001_20230818142704322_COJGGGCANRMICFBC/device_0/timeline/"
+                  "msprof_0_2_1.json")
+TX_ARGS = {"Category", "Payload_type", "Payload_value", "Message_type", "event_type"}  # spec §3.3
+META_KINDS = {"process_name", "process_labels", "process_sort_index", "thread_name", "thread_sort_index"}
+
+
+def _ns(us: str) -> int:
+    whole, _, frac = us.partition(".")
+    return int(whole) * 1000 + int((frac + "000")[:3])
+
+
+def _layout(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per process name: its label, sort index and {tid: (thread name, thread sort index)}."""
+    meta: dict[int, dict[str, Any]] = defaultdict(lambda: {"threads": defaultdict(dict)})
+    for event in events:
+        if event.get("ph") != "M":
+            continue
+        entry, value = meta[event["pid"]], next(iter(event["args"].values()))
+        if event["name"].startswith("process_"):
+            entry[event["name"]] = value
+        else:
+            entry["threads"][event["tid"]][event["name"]] = value
+    return {entry["process_name"]: entry for entry in meta.values() if "process_name" in entry}
+
+
+@pytest.mark.parametrize("sample", [CANN6_TIMELINE, "mstt_torch_npu_outputs/trace_view.json"])
+def test_timeline_layout_matches_real_exports(imported: Path, sample: str) -> None:
+    real = _events(shared_dir() / "samples" / sample)
+    ours = _events(next((imported / "mindstudio_profiler_output").glob("msprof_*.json")))
+    assert {e["name"] for e in ours if e["ph"] == "M"} == {e["name"] for e in real if e["ph"] == "M"} == META_KINDS
+    for layout in (_layout(real), _layout(ours)):
+        hardware, cann = layout["Ascend Hardware"], layout["CANN"]
+        assert hardware["process_labels"].startswith("NPU") and cann["process_labels"] == "CPU"
+        assert cann["process_sort_index"] < hardware["process_sort_index"]  # host rows above the device's
+        streams = {tid: t for tid, t in hardware["threads"].items() if t["thread_name"].startswith("Stream")}
+        assert streams and all(t == {"thread_name": f"Stream {tid}", "thread_sort_index": tid}
+                               for tid, t in streams.items())
+        assert cann["threads"] and all(t["thread_name"] == f"Thread {tid}" for tid, t in cann["threads"].items())
+    # Device task args: what CANN 6 and 7 both carry is in ours (stream id under today's name).
+    shared_keys = {"Task Type", "Task Id", "Batch Id"}
+    real_task = _args_keys_by_process(real)["Ascend Hardware"]
+    assert any(shared_keys | {"Stream Id"} <= set(keys) for keys in real_task)
+    our_task = _args_keys_by_process(ours)["Ascend Hardware"]
+    assert all(shared_keys | {"Physic Stream Id"} <= set(keys) for keys in our_task)
+
+
+def test_flows_and_tx_events_as_exported(imported: Path) -> None:
+    real = _events(shared_dir() / "samples" / "mstt_torch_npu_outputs" / "trace_view.json")
+    ours = _events(next((imported / "mindstudio_profiler_output").glob("msprof_*.json")))
+    for events in (real, ours):
+        slices: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+        for event in events:
+            if event["ph"] == "X":
+                start = _ns(event["ts"])
+                slices[(event["pid"], event["tid"])].append((start, start + _ns(str(event["dur"]))))
+        flows = [e for e in events if e["ph"] in "sf" and e.get("cat") == "HostToDevice"]
+        assert flows
+        by_id: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for flow in flows:
+            assert flow["name"] == f"HostToDevice{flow['id']}" and flow["id"].isdigit()
+            at, spans = _ns(flow["ts"]), slices[(flow["pid"], flow["tid"])]
+            if flow["ph"] == "f":  # the device end sits on its task's start, the host start inside its API
+                assert any(start == at for start, _ in spans)
+            else:
+                assert any(start <= at <= end for start, end in spans)
+            by_id[flow["id"]].append(flow)
+        for pair in by_id.values():  # one start on the host, one end ("bp": "e") on the device
+            assert sorted(e["ph"] for e in pair) == ["f", "s"]
+            assert [e.get("bp") for e in pair if e["ph"] == "f"] == ["e"]
+    real_keys = {e["ph"]: set(e) for e in real if e["ph"] in "sf" and e.get("cat") == "HostToDevice"}
+    assert {e["ph"]: set(e) for e in ours if e["ph"] in "sf"} == real_keys
+    # MsprofTx ranges: named by their message, the spec's args, on the application's CPU process.
+    tx_pids = {e["pid"] for e in ours if e["ph"] == "M" and e["name"] == "process_sort_index"
+               and e["args"]["sort_index"] == 6}
+    tx = [e for e in ours if e["ph"] == "X" and e["pid"] in tx_pids]
+    assert tx and all(set(e["args"]) == TX_ARGS and e["name"] for e in tx)
+    names = Counter(e["name"] for e in tx)
+    truth = json.loads((imported.parent / "board" / "simulator_truth.json").read_text())["msproftx"]
+    assert truth and all(names[range_["message"]] == range_["count"] for range_ in truth)

@@ -38,7 +38,8 @@ class DeviceDecoder:
         if kind == "aicore":
             return self._aicore(batch.body, device)
         if kind == "ts_track":
-            return list(decode_ts_track(batch.body, device, clock, self.reject))
+            platform = int(self.timebase.device_info(device).get("platform_version") or 1)
+            return list(decode_ts_track(batch.body, device, clock, self.reject, platform in raw.STARS_V6_PLATFORMS))
         if kind in ("mini_ts_track", "mini_aicore"):
             return self._mini(kind, batch.body, device, clock)
         if kind in devextra.KINDS:
@@ -90,8 +91,8 @@ class DeviceDecoder:
                 arr = np.frombuffer(joined, dtype=raw.MINI_TIMELINE)
                 out = np.zeros(len(arr), records.TASK_LOG)
                 out["device_id"] = device
-                for name in ("stream_id", "task_id"):
-                    out[name] = arr[name]
+                out["stream_id"] = arr["stream_id"] % 2048  # low 11 bits, as msprof reads them (TimeLineData)
+                out["task_id"] = arr["task_id"]
                 out["state"] = arr["task_state"]
                 out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
                 outputs.append(("task_log", out))
@@ -101,8 +102,9 @@ class DeviceDecoder:
                 arr = np.frombuffer(joined, dtype=raw.MINI_EVENT_COUNT)
                 out = np.zeros(len(arr), records.PMU)
                 out["device_id"] = device
-                for name in ("stream_id", "task_id", "pmu", "block"):
+                for name in ("task_id", "pmu", "block"):
                     out[name] = arr[name]
+                out["stream_id"] = arr["stream_id"] % 2048  # as msprof's AiCoreTaskInfo
                 out["total_cycle"] = arr["task_cycles"]
                 out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
                 outputs.append(("pmu", out))

@@ -16,6 +16,16 @@ Reject = Callable[[str, int, bytes], None]
 Output = list[tuple[str, "np.ndarray | Batch"]]
 
 
+OP_STATIC, OP_DYNAMIC = 0, 1
+
+
+def op_state_of(stream: str) -> int:
+    """OP State of the node_basic_info records of a stream: msprof takes it from the file group, not from the
+    record's opState byte: `aging.` (non-persistent, reported at each launch) → dynamic, `unaging.` → static
+    (NodeBasicInfoParser.get_op_state; C++ NodeBasicInfoParser's static/dynamic file prefixes)."""
+    return OP_DYNAMIC if stream.startswith("aging.") else OP_STATIC
+
+
 class HostDecoder:
     def __init__(self, timebase: TimeBase, reject: Reject) -> None:
         self.timebase = timebase
@@ -44,8 +54,9 @@ class HostDecoder:
             return [("task_track", out)]
         if kind == "node_basic_info":
             out = np.zeros(len(arr), records.NODE_BASIC)
-            for name in ("thread_id", "op_name", "op_type", "task_type", "block_num", "op_state", "op_flag"):
+            for name in ("thread_id", "op_name", "op_type", "task_type", "block_num", "op_flag"):
                 out[name] = arr[name]
+            out["op_state"] = op_state_of(str(batch.meta.get("stream", "")))
             out["ts_ns"] = ts
             return [("node_basic", out)]
         if kind == "tensor_info":
@@ -84,11 +95,12 @@ class HostDecoder:
 
     def _hash_dic(self, batch: Batch) -> Output:
         rows, bad = [], []
-        for line in batch.body.decode("utf-8", errors="replace").split("\n"):
+        for line in _lines(batch.body):
             key, sep, text = line.partition(":")
-            if sep and key.strip().isdigit():
-                rows.append([int(key.strip()), text.rstrip("\r")])
-            elif line.strip():
+            hash_id = _decimal_id(key)
+            if sep and hash_id is not None:
+                rows.append([hash_id, text.rstrip("\r")])
+            else:
                 bad.append(line)
         if bad:
             self.reject("hash_dic: line without '<hash>:<text>'", len(bad), "\n".join(bad).encode())
@@ -96,13 +108,28 @@ class HostDecoder:
 
     def _type_info(self, batch: Batch) -> Output:
         rows, bad = [], []
-        for line in batch.body.decode("utf-8", errors="replace").split("\n"):
+        for line in _lines(batch.body):
             key, sep, text = line.partition(":")
             level, _, type_id = key.partition("_")
-            if sep and level.strip().isdigit() and type_id.strip().isdigit():
-                rows.append([int(level), int(type_id), text.rstrip("\r")])
-            elif line.strip():
+            level_id, type_number = _decimal_id(level), _decimal_id(type_id)
+            if sep and level_id is not None and type_number is not None:
+                rows.append([level_id, type_number, text.rstrip("\r")])
+            else:
                 bad.append(line)
         if bad:
             self.reject("type_info_dic: line without '<level>_<type>:<name>'", len(bad), "\n".join(bad).encode())
         return [("type_info", pack_rows("type_info", rows, "out"))]
+
+
+def _lines(body: bytes) -> list[str]:
+    """The dictionary lines of a chunk: the records the text framer counted (blank by the same byte test)."""
+    return [line.decode("utf-8", errors="replace") for line in body.split(b"\n") if line.strip()]
+
+
+def _decimal_id(text: str) -> int | None:
+    """An ASCII decimal id that fits in 64 bits, else None (such a line is rejected, not the chunk)."""
+    text = text.strip()
+    if not (text.isascii() and text.isdigit()):
+        return None
+    value = int(text)
+    return value if value < 2**64 else None

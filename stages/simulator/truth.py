@@ -49,18 +49,25 @@ class Truth:
         self.l2_rates = np.zeros((n, 2), np.float64)  # Σ hit / request, Σ victim / request
         self.freq_points = 0
 
-    def add_tasks(self, durations_ns: np.ndarray) -> None:
-        """One execution of every op (durations in op order)."""
-        self.task_count += 1
-        self.task_total += durations_ns
-        np.minimum(self.task_min, durations_ns, out=self.task_min)
-        np.maximum(self.task_max, durations_ns, out=self.task_max)
+    def add_tasks(self, durations_ns: np.ndarray, counted: np.ndarray | None = None) -> None:
+        """One execution of every op (durations in op order); `counted`: the ops whose task is one statistic
+        entry (an FFTS+ task counts per context instead, add_contexts)."""
+        ops = np.arange(len(self.ops)) if counted is None else np.flatnonzero(counted)
+        self.add_contexts(ops, np.asarray(durations_ns)[ops])
+
+    def add_contexts(self, ops: np.ndarray, durations_ns: np.ndarray) -> None:
+        """Statistic entries of `ops` (an op may repeat: one entry per FFTS+ context)."""
+        durations = np.asarray(durations_ns, np.int64)
+        np.add.at(self.task_count, ops, 1)
+        np.add.at(self.task_total, ops, durations)
+        np.minimum.at(self.task_min, ops, durations)
+        np.maximum.at(self.task_max, ops, durations)
 
     def add_pmu(self, ops: np.ndarray, total_cycles: np.ndarray, counters: np.ndarray) -> None:
-        """One execution's AI Core PMU records (`ops` = op indices of the rows)."""
-        self.pmu_count[ops] += 1
-        self.pmu_cycles[ops] += total_cycles.astype(np.int64)
-        self.pmu_counters[ops] += counters.astype(np.int64)
+        """One execution's AI Core PMU records (`ops` = op indices of the rows; one per FFTS+ context)."""
+        np.add.at(self.pmu_count, ops, 1)
+        np.add.at(self.pmu_cycles, ops, total_cycles.astype(np.int64))
+        np.add.at(self.pmu_counters, ops, counters.astype(np.int64))
 
     def add_aicpu(self, ops: np.ndarray, values_ns: dict[str, np.ndarray]) -> None:
         self.aicpu_count[ops] += 1

@@ -29,6 +29,7 @@ BASE_HEADER = [
 ]
 START, DURATION, WAIT = 8, 9, 10
 TENSOR_COLUMNS = range(14, 20)  # shapes / data types / formats: msprof's quoted form
+SHAPE_COLUMNS = (14, 17)  # Input Shapes, Output Shapes
 MERGE_FAN_IN = 64
 
 SortKey = tuple[int, int, int, int, int]  # device, start ns, stream, task, duration ns
@@ -54,6 +55,14 @@ def csv_cell(text: str) -> str:
     return text
 
 
+def csv_shape_cell(text: str) -> str:
+    """msprof wraps every shape list in literal double quotes, with or without a comma (``AddQuotation``): a CSV
+    reader yields ``"10"`` for a one-dimensional shape, ``"4096,512"`` for two dimensions; N/A stays bare."""
+    if text != NA and not (len(text) > 1 and text[0] == '"' and text[-1] == '"'):
+        text = f'"{text}"'
+    return csv_cell(text)
+
+
 def csv_tensor_cell(text: str) -> str:
     """msprof writes ``"81920,4096;8192,512"`` (quotes included) as ``\"\"\"81920,4096;8192,512\"\"\"``."""
     if "," in text and not (len(text) > 1 and text[0] == '"' and text[-1] == '"'):
@@ -74,7 +83,7 @@ class CsvCodec:
         out = [csv_cell(c) for c in cells]
         out[START] = cells[START] + "\t"  # msprof's spreadsheet guard
         for i in TENSOR_COLUMNS:
-            out[i] = csv_tensor_cell(cells[i])
+            out[i] = csv_shape_cell(cells[i]) if i in SHAPE_COLUMNS else csv_tensor_cell(cells[i])
         return ",".join(out)
 
     @staticmethod

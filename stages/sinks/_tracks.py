@@ -4,11 +4,18 @@ Perfetto drops slices that partially overlap on one track. Two policies:
 
 * :class:`SerialTrack` (device streams): tasks run one after another; a task that would start
   before the previous one ended is shifted to start at that end.
-* :class:`NestedTrack` (host threads): spans may nest but never cross. Spans may arrive in
+* :class:`HostTrack` (host threads): spans may nest but never cross. Spans may arrive in
   any order (host APIs are reported when they *end*, so outer spans come after inner ones).
   A crossing span is trimmed at its end so that it nests or follows. Memory is bounded by
   forgetting spans that ended more than ``window_ns`` before the latest start; a span that
-  starts before what was forgotten is clipped to start after it.
+  starts before what was forgotten is clipped to start after it. :class:`NestedTrack` is
+  that laminar family in one time domain.
+
+Both hold in two time domains: the exact one written to the file (``ts`` a µs string with three
+decimals, exact from ns) and the one a viewer that reads ``ts`` as a double sees
+(:func:`viewer_ns`). Near 2^60 ns (wall clock in ns) doubles are 256 ns apart, so two tasks
+that touch exactly may cross after rounding; Perfetto then drops one. Spans are only ever moved
+later at their start or cut at their end until they fit in both domains.
 
 Both return the span to write (possibly adjusted), or ``None`` when nothing of it can be
 placed, and count what they changed.
@@ -16,24 +23,61 @@ placed, and count what they changed.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
 
 
+def viewer_ns(ns: int) -> int:
+    """Where Perfetto's JSON importer puts a time written as ``us(ns)``.
+
+    The importer (trace processor v5x) parses the µs number as a double, then takes integral
+    values times 1000 and otherwise rounds ``value * 1000.0`` half away from zero. ``ns / 1000``
+    is the correctly rounded double of the written decimal.
+    """
+    value = ns / 1000
+    if value.is_integer():
+        return int(value) * 1000
+    scaled = value * 1000.0
+    whole = math.floor(scaled)
+    return whole + 1 if scaled - whole >= 0.5 else whole
+
+
+def viewer_end(start: int, end: int) -> int:
+    """A viewer's end of the span written as ``ts=us(start)``, ``dur=us(end - start)``."""
+    return viewer_ns(start) + viewer_ns(end - start)
+
+
+def start_seen_at(start: int, target: int) -> int:
+    """A start no earlier than ``start`` that a viewer places at or after ``target``."""
+    seen = viewer_ns(start)
+    while seen < target:
+        start += target - seen
+        seen = viewer_ns(start)
+    return start
+
+
 class SerialTrack:
-    __slots__ = ("last_end", "adjusted")
+    __slots__ = ("last_end", "viewer_end", "adjusted")
 
     def __init__(self) -> None:
         self.last_end = -1
+        self.viewer_end = -1
         self.adjusted = 0
 
     def place(self, start: int, end: int) -> tuple[int, int]:
         if end < start:
             end = start
-        if start < self.last_end:
-            self.adjusted += 1
+        moved = start < self.last_end
+        if moved:
             start = self.last_end
+        if viewer_ns(start) < self.viewer_end:
+            moved = True
+            start = start_seen_at(start, self.viewer_end)
+        if moved:
+            self.adjusted += 1
             end = max(end, start)
         self.last_end = end
+        self.viewer_end = viewer_end(start, end)
         return start, end
 
 
@@ -75,10 +119,21 @@ class NestedTrack:
     def place(self, start: int, end: int) -> tuple[int, int] | None:
         if end < start:
             end = start
-        orig = (start, end)
+        placed = self.propose(start, end)
+        if placed is None:
+            self.dropped += 1
+            return None
+        if placed != (start, end):
+            self.adjusted += 1
+        self.commit(*placed)
+        return placed
+
+    def propose(self, start: int, end: int) -> tuple[int, int] | None:
+        """The span trimmed to nest or follow what is here (None: nothing left); nothing stored."""
+        if end < start:
+            end = start
         if start < self._floor:
             if end < self._floor:
-                self.dropped += 1
                 return None
             start = self._floor
         # a span that contains our start but ends before our end: end with it
@@ -91,10 +146,11 @@ class NestedTrack:
             if outer is None or outer.start <= start:
                 break
             end = outer.start
-        if (start, end) != orig:
-            self.adjusted += 1
-        self._insert(_Span(start, end))
         return start, end
+
+    def commit(self, start: int, end: int) -> None:
+        """Store a span that :meth:`propose` returned unchanged."""
+        self._insert(_Span(start, end))
 
     def _container(self, point: int) -> _Span | None:
         """Innermost span with start < point < end."""
@@ -148,3 +204,57 @@ class NestedTrack:
                 self._floor = span.end
         self._spans = kept
         self._prune_at = max(4096, 2 * len(kept))
+
+
+class HostTrack:
+    """Nested host spans, laminar both as written and as a viewer reads them."""
+
+    __slots__ = ("exact", "viewer", "adjusted", "dropped")
+
+    MAX_ROUNDS = 64  # each round moves the start later or the end earlier; a few suffice
+
+    def __init__(self, window_ns: int) -> None:
+        self.exact = NestedTrack(window_ns)
+        self.viewer = NestedTrack(window_ns)
+        self.adjusted = 0
+        self.dropped = 0
+
+    def __len__(self) -> int:
+        return len(self.exact)
+
+    def place(self, start: int, end: int) -> tuple[int, int] | None:
+        if end < start:
+            end = start
+        span = self._settle(start, end)
+        if span is None:
+            self.dropped += 1
+            return None
+        if span != (start, end):
+            self.adjusted += 1
+        start, end = span
+        self.exact.commit(start, end)
+        self.viewer.commit(viewer_ns(start), viewer_end(start, end))
+        return span
+
+    def _settle(self, start: int, end: int) -> tuple[int, int] | None:
+        """Trim until both domains accept the span unchanged."""
+        for _ in range(self.MAX_ROUNDS):
+            placed = self.exact.propose(start, end)
+            if placed is None:
+                return None
+            start, end = placed
+            seen_start, seen_end = viewer_ns(start), viewer_end(start, end)
+            seen = self.viewer.propose(seen_start, seen_end)
+            if seen is None:
+                return None
+            if seen == (seen_start, seen_end):
+                return start, end
+            if seen[0] > seen_start:
+                start = start_seen_at(start, seen[0])
+                if start > end:
+                    return None
+            else:
+                end = max(start, end - (seen_end - seen[1]))
+                while end > start and viewer_end(start, end) > seen[1]:
+                    end -= 1
+        return None

@@ -29,7 +29,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
-from stages.schema import SymbolTable, unpack_rows
+from stages.schema import CONTEXT_ID_NONE, SymbolTable, unpack_rows
 from stages.sinks._format import (
     DEFAULT_OUTPUT_DIR,
     NA,
@@ -157,7 +157,7 @@ class SummarySink(Sink):
         for row in rows:
             (device, model_id, _iteration, stream_id, task_id, _batch_id, start, end, op_name, op_type,
              task_type, op_state, block_dim, mix_block_dim, _connection_id, _thread_id, in_shapes,
-             in_dtypes, in_formats, out_shapes, out_dtypes, out_formats, pmu, _runtime_task_type,
+             in_dtypes, in_formats, out_shapes, out_dtypes, out_formats, pmu, context_id, _runtime_task_type,
              _hf32_eligible) = row
             name = sym[op_name]
             kind = sym[task_type]
@@ -169,7 +169,8 @@ class SummarySink(Sink):
                 sym[op_state] or NA, kind or NA, us(start), us(end - start), "0",
                 NA if block_dim is None else str(block_dim), NA if mix_block_dim is None else str(mix_block_dim),
                 NA, sym[in_shapes] or NA, sym[in_dtypes] or NA, sym[in_formats] or NA, sym[out_shapes] or NA,
-                sym[out_dtypes] or NA, sym[out_formats] or NA, NA,
+                sym[out_dtypes] or NA, sym[out_formats] or NA,
+                NA if context_id in (None, CONTEXT_ID_NONE) else str(context_id),
             ]
             cells.extend(self._pmu_cells(pmu or [], pmu_columns))
             entries.append((device, start, end, cells))

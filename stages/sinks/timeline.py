@@ -7,7 +7,8 @@ Example config::
       inputs: [aggregate.tasks]
       directory: mindstudio_profiler_output   # under the run's output folder
       timestamp: "20240101120000"             # the {ts} of file names (default: when the sink opens)
-      rotate_bytes: 209715200                 # start msprof_{ts}_1.json ... past this size
+      rotate_bytes: 209715200                 # start msprof_{ts}_1.json ... past this size;
+                                              # at close: msprof_slice_{k}_{ts}.json, k from 0
       overlap_window_s: 5.0                   # how far back host spans are checked for overlap
       fsync: false                            # fsync on every flush (close always does)
 
@@ -25,6 +26,7 @@ carries its own metadata, and no two complete events cross on one track (see :mo
 from __future__ import annotations
 
 import json
+import os
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -47,7 +49,7 @@ from stages.sinks._format import (
     us,
 )
 from stages.sinks._jsonarray import JsonArrayFile
-from stages.sinks._tracks import NestedTrack, SerialTrack
+from stages.sinks._tracks import HostTrack, SerialTrack
 
 HOST_DEVICE_ID = 31
 SORT_TX, SORT_CANN, SORT_HARDWARE = 6, 7, 14
@@ -103,7 +105,7 @@ class TimelineSink(Sink):
         self._file: JsonArrayFile | None = None
         self._announced: set[tuple[int, int]] = set()
         self._serial: dict[tuple[int, int], SerialTrack] = {}
-        self._nested: dict[tuple[int, int], NestedTrack] = {}
+        self._nested: dict[tuple[int, int], HostTrack] = {}
         self._names: dict[tuple[int, int], str] = {}  # (level code | -1, symbol) -> JSON string
         self._texts: dict[int, str] = {}  # symbol -> JSON string
         self._node_connections = _Bounded(FLOW_MEMORY)
@@ -147,6 +149,11 @@ class TimelineSink(Sink):
             self._file.sync()
             self._file.close()
             self._file = None
+        if len(self.paths) > 1:  # rotated: msprof's slice names, k from 0, once the files are final
+            final = [old.with_name(f"msprof_slice_{k}_{self.timestamp}.json") for k, old in enumerate(self.paths)]
+            for path, target in zip(self.paths, final, strict=True):
+                os.replace(path, target)
+            self.paths = final
 
     def accounting(self) -> dict[str, int]:
         adjusted = sum(t.adjusted for t in self._serial.values()) + sum(
@@ -188,7 +195,7 @@ class TimelineSink(Sink):
         """A host span on its thread's track, trimmed so spans nest and never cross (None: nothing left)."""
         track = self._nested.get((pid, tid))
         if track is None:
-            track = self._nested[(pid, tid)] = NestedTrack(int(self.config.overlap_window_s * 1e9))
+            track = self._nested[(pid, tid)] = HostTrack(int(self.config.overlap_window_s * 1e9))
         return track.place(start_ns, end_ns)
 
     def _process(self, out: list[str], pid: int, name: str, label: str, sort_index: int) -> None:
@@ -240,7 +247,7 @@ class TimelineSink(Sink):
         for row in rows:
             (device_id, model_id, _iteration, stream_id, task_id, batch_id, start_ns, end_ns,
              op_name, _op_type, task_type, *_rest) = row
-            connection_id = row[14]
+            connection_id, context_id = row[14], row[23]
             pid = format_pid(app_pid, SORT_HARDWARE, device_id)
             if (pid, -1) not in self._announced:
                 self._process(out, pid, "Ascend Hardware", f"NPU {device_id}", SORT_HARDWARE)
@@ -258,7 +265,7 @@ class TimelineSink(Sink):
                 f'{{"name":{name},"pid":{pid},"tid":{stream_id},"ts":"{ts}","dur":{us(end_ns - start_ns)},'
                 f'"args":{{"Model Id":{model_id},"Task Type":{task_type_text},'
                 f'"Physic Stream Id":{stream_id},"Task Id":{task_id},"Batch Id":{batch_id},'
-                f'"Subtask Id":{UINT32_NONE},"connection_id":{conn}}},"ph":"X"}}'
+                f'"Subtask Id":{UINT32_NONE if context_id is None else context_id},"connection_id":{conn}}},"ph":"X"}}'
             )
             written += 1
             if connection_id is not None:

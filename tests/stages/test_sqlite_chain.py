@@ -87,7 +87,8 @@ def test_task_pmu_info_holds_op_summary_pmu_values(tmp_path: Path, chip: str, gr
     checked = 0
     for key, cells in expected.items():
         found = stored.get(key, {})
-        assert found.keys() - cells.keys() == (hidden if cells else set()), key
+        # a hidden metric is there where its side (aic_ / aiv_) has values (not a MIX task's slave side)
+        assert found.keys() - cells.keys() == {name for name in hidden if f"{name[:4]}total_cycles" in cells}, key
         assert found.keys() >= cells.keys(), key
         for name, value in cells.items():
             factor = metric(next(c for c in pmu_columns if metric(c, stars)[0] == name), stars)[1]

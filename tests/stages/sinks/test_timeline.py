@@ -235,10 +235,11 @@ def test_rotation_gives_complete_files_with_their_own_metadata(ctx: StageContext
     for i in range(10):
         base = i * 100_000
         sink.write_batch(feed.batch("task", [feed.task(base + k * 1_000, base + k * 1_000 + 500) for k in range(5)]))
+    live_names = [p.name for p in sink.paths]
     sink.close()
     directory = ctx.output_dir / "mindstudio_profiler_output"
-    assert sink.paths[0].name == f"msprof_{TIMESTAMP}.json"
-    assert [p.name for p in sink.paths[1:3]] == [f"msprof_{TIMESTAMP}_1.json", f"msprof_{TIMESTAMP}_2.json"]
+    assert live_names[:3] == [f"msprof_{TIMESTAMP}.json", f"msprof_{TIMESTAMP}_1.json", f"msprof_{TIMESTAMP}_2.json"]
+    assert [p.name for p in sink.paths] == [f"msprof_slice_{k}_{TIMESTAMP}.json" for k in range(len(live_names))]
     assert sorted(directory.iterdir()) == sorted(sink.paths)
     total = 0
     for path in sink.paths:
@@ -249,6 +250,53 @@ def test_rotation_gives_complete_files_with_their_own_metadata(ctx: StageContext
         assert all(e["pid"] in named for e in x)
         assert {(e["pid"], e["tid"]) for e in x} <= {(e["pid"], e["tid"]) for e in events if e["name"] == "thread_name"}
     assert total == 50
+
+
+def mixed_batches(feed: Feed, rounds: int) -> list[Any]:
+    """Node APIs with their device tasks (flows), ACL APIs and tx ranges, round after round."""
+    batches = [feed.run_info(APP_PID)]
+    for i in range(rounds):
+        base = 1_795_347_125_600_000_000 + i * 100_000
+        batches.append(feed.batch("api", [
+            feed.api(base + k * 2_000, base + k * 2_000 + 1_500, connection_id=i * 10 + k, name=f"Op_{i}_{k}")
+            for k in range(4)] + [feed.api(base, base + 9_000, level=20000, name="aclopExecute", thread_id=101)]))
+        batches.append(feed.batch("task", [
+            feed.task(base + 50_000 + k * 1_000, base + 50_000 + k * 1_000 + 700, connection_id=i * 10 + k,
+                      op_name=f"Op_{i}_{k}", task_id=k) for k in range(4)]))
+        batches.append(feed.batch("tx", [feed.tx(base, base + 20_000, message=f"step {i}")]))
+    return batches
+
+
+def event_key(event: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in event.items()))
+
+
+def test_rotation_loses_and_repeats_no_event(ctx: StageContext, feed: Feed, tmp_path: Path) -> None:
+    batches = mixed_batches(feed, 40)
+    whole = make_sink(StageContext(stage_id="whole", run_id="test", output_dir=tmp_path / "whole"))
+    rotated = make_sink(ctx, rotate_bytes=3_000)
+    for batch in batches:
+        whole.write_batch(batch)
+        rotated.write_batch(batch)
+        for path in rotated.paths:  # every file is complete JSON at every moment
+            load(path)
+    whole.close()
+    rotated.close()
+    assert len(whole.paths) == 1 and len(rotated.paths) > 10
+    expected = load(whole.paths[0])
+    pieces = [load(path) for path in rotated.paths]
+    events = [e for piece in pieces for e in piece if e["ph"] != "M"]
+    # the same events, each once: nothing lost or written twice across files
+    assert sorted(map(event_key, events)) == sorted(event_key(e) for e in expected if e["ph"] != "M")
+    assert len(set(map(event_key, events))) == len(events)
+    assert {"X", "s", "f"} == {e["ph"] for e in events}
+    for piece in pieces:  # each file names the processes and threads its events are on
+        meta = {(e["pid"], e["tid"], e["name"]) for e in piece if e["ph"] == "M"}
+        for event in piece:
+            if event["ph"] == "X":
+                assert (event["pid"], 0, "process_name") in meta
+                assert (event["pid"], event["tid"], "thread_name") in meta
+    assert rotated.accounting()["files"] == len(rotated.paths)
 
 
 def test_config_rejects_unknown_keys(ctx: StageContext) -> None:
