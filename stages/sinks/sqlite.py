@@ -253,9 +253,11 @@ class SqliteSink(Sink):
              task_type, op_state, block_dim, mix_block_dim, connection_id, _thread_id, in_shapes,
              in_dtypes, in_formats, out_shapes, out_dtypes, out_formats, pmu, context_id, runtime_task_type,
              hf32) = row
-            tasks.append((start, end, device, connection_id, global_id, pid, sym(runtime_task_type),
-                          UINT32_NONE if context_id is None else context_id,
-                          stream_id, task_id, model_id))
+            context = UINT32_NONE if context_id is None else context_id
+            # msprof: the runtime's task type (KERNEL_AICORE …); an FFTS+ context's row, the op's core type
+            kind = sym(runtime_task_type) if context == UINT32_NONE else sym(task_type)
+            tasks.append((start, end, device, connection_id, global_id, pid, kind, context, stream_id, task_id,
+                          model_id))
             self._widen_span(start, end)
             if op_name and symbols[op_name].endswith(SCHEDULE_OP_SUFFIX):
                 schedule.append((sym(op_name), global_id, sym(task_type), sym(op_type)))
