@@ -251,8 +251,8 @@ class SqliteSink(Sink):
         for row in rows:
             (device, model_id, _iteration, stream_id, task_id, _batch_id, start, end, op_name, op_type,
              task_type, op_state, block_dim, mix_block_dim, connection_id, _thread_id, in_shapes,
-             in_dtypes, in_formats, out_shapes, out_dtypes, out_formats, pmu, context_id, runtime_task_type,
-             hf32) = row
+             in_dtypes, in_formats, out_shapes, out_dtypes, out_formats, pmu, context_id, _kernel_name,
+             runtime_task_type, hf32, *_) = row
             context = UINT32_NONE if context_id is None else context_id
             # msprof: the runtime's task type (KERNEL_AICORE …); an FFTS+ context's row, the op's core type
             kind = sym(runtime_task_type) if context == UINT32_NONE else sym(task_type)
