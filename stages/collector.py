@@ -67,6 +67,8 @@ class CollectorStage(Source):
                                         description="bytes per message (default: run.batch)")
         read_quantum_bytes: int = Field(256 << 10, ge=4096,
                                         description="bytes read per stream per pass, so streams advance together")
+        end_marker: str | None = Field(None, description="a file whose appearance ends the job even without "
+                                                         "end_info (`pipeline run -- APP` writes it when APP exits)")
 
     def __init__(self, config: Any, ctx: Any) -> None:
         super().__init__(config, ctx)
@@ -89,11 +91,16 @@ class CollectorStage(Source):
         # Following a folder: PROF_ directories that finished before this run started belong to earlier jobs.
         old = _finished_children(base, self._run_started()) if self.config.follow else set()
         while True:
+            app_ended = self._app_ended()  # looked at first: a directory the app made before it ended is found
             root = _prof_root(base, skip=old)
             if root is not None:
                 self.tree = ProfTree(root)
                 return
-            if self._stop or time.monotonic() >= deadline:
+            if app_ended:
+                raise UserError(f"collector: the application ended without writing a PROF_… directory in {base}",
+                                "does it switch profiling on? pass $PIPELINE_ACL_JSON to acl.init, or read "
+                                "PROFILING_OPTIONS (docs/board.md)")
+            if self._stop or (time.monotonic() >= deadline and self.config.end_marker is None):
                 what = "does not exist" if not base.exists() else \
                     "holds no PROF_… directory (no host/ or device_N/, nor a JOB…/data/ folder)"
                 raise UserError(f"collector: {base} {what}",
@@ -133,7 +140,11 @@ class CollectorStage(Source):
 
     def _job_finished(self) -> bool:
         assert self.tree is not None
-        return _is_finished(self.tree.root)
+        return self._app_ended() or _is_finished(self.tree.root)
+
+    def _app_ended(self) -> bool:
+        """The launched application has exited (its end marker is there): what is on disk is all there will be."""
+        return self.config.end_marker is not None and self.ctx.resolve(self.config.end_marker).exists()
 
     def _pass(self, final: bool) -> Iterator[Batch]:
         assert self.tree is not None

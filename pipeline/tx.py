@@ -1,0 +1,430 @@
+"""msproftx annotations for your own code: the acl.prof extension API of seed 001, without CANN.
+
+    from pipeline import tx
+
+    stamp = tx.create_stamp()
+    tx.set_stamp_trace_message(stamp, "model_load_mark")
+    tx.mark(stamp)                        # an instant (event type marker)
+    tx.push(stamp); work(); tx.pop()      # a span on this thread (push/pop)
+    range_id, ret = tx.range_start(stamp) # a span that may end on another thread (start/end)
+    tx.range_stop(range_id)
+    with tx.range("preprocess"):          # the same, as a block
+        ...
+
+Every call returns ACL's status code as acl.prof does (0 = ACL_SUCCESS; 100000 = ACL_ERROR_INVALID_PARAM for a
+pop without push or an unknown range id), so code written for ``acl.prof`` runs unchanged against ``tx``.
+
+Records are the 256-byte msproftx records of spec §1.6 (MsprofTxInfo, level 20500), appended to
+``host/data/aging.additional.msproftx.slice_0`` of the PROF directory the runtime is writing, with one
+``os.write`` on an ``O_APPEND`` descriptor each: whole records, from any thread or process, with no lock.
+The collector follows that file like the runtime's own; the records appear in the timeline's MsprofTx
+layer, the database's MSTX_EVENTS and the msprof_tx summary. Times are converted to the directory's host
+clock (host/info.json CPU Frequency, host/host_start.log), as msprof converts them back. Records made
+before the runtime has created its PROF directory wait in memory (at most MAX_PENDING; more are counted
+in ``dropped()``) and are written once it appears.
+
+Profiling is on when ``$PIPELINE_ACL_JSON`` names an acl.json whose profiler switch is on (``pipeline run
+CONFIG -- APP`` sets it), or ``PROFILING_MODE=true`` with ``PROFILING_OPTIONS`` naming an output, or after
+``tx.init(output_dir)``. Otherwise every call is one flag test and returns 0.
+
+Standard library only, and Python 3.7 syntax, so a board's old interpreter imports it quickly.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import os
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+RECORD = struct.Struct("=HH3IQ2HI2H4Ii5Qi156s")  # spec §1.6: additional header + MsprofStampInfo, 256 bytes
+MAGIC = 0x5A5A
+LEVEL_MSPROFTX = 20500
+TX_TYPE = 0
+DATA_LEN = RECORD.size - 24  # payload bytes after the 24-byte additional header
+DATA_TAG = 120  # MSPROF_MSPROFTX_DATA_TAG of the stamp
+MESSAGE_BYTES = 155  # char[156], NUL-terminated
+MARKER, PUSH_POP, START_END, MARKER_EX = 0, 1, 2, 3  # eventType (ENUM_MSTX_EVENT_TYPE)
+INFO_MARK, INFO_MARK_EX = 0, 1  # infoType
+ACL_SUCCESS, ACL_ERROR_INVALID_PARAM = 0, 100000
+FILE_NAME = "aging.additional.msproftx.slice_0"
+ACL_JSON_ENV = "PIPELINE_ACL_JSON"
+MAX_PENDING = 10000
+LOOK_EVERY_NS = 20_000_000  # how often to look for the runtime's PROF directory while it is not there
+DEFAULT_HOST_MHZ = 1000.0  # a host counter of 1000 MHz (or none given) counts CLOCK_MONOTONIC_RAW ns
+
+_enabled = False  # the one test every call makes when profiling is off
+_writer: _Writer | None = None
+_local = threading.local()
+_range_ids = itertools.count(1)
+_ranges: dict[int, tuple[Stamp, int, int]] = {}
+_pid = os.getpid()
+
+if hasattr(time, "CLOCK_MONOTONIC_RAW"):
+    def _now() -> int:
+        return time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)
+else:  # not Linux: no CANN runtime either; keep the API working
+    _now = time.monotonic_ns
+
+
+class Stamp:
+    """What ``create_stamp`` returns: the message and the category / payload a record carries."""
+
+    __slots__ = ("message", "category", "payload_type", "payload")
+
+    def __init__(self, message: str = "") -> None:
+        self.message = message
+        self.category = 0
+        self.payload_type = 0
+        self.payload = 0
+
+    def __repr__(self) -> str:
+        return f"Stamp({self.message!r})"
+
+
+# -- the acl.prof extension API -------------------------------------------------------------------
+
+def create_stamp() -> Stamp:
+    return Stamp()
+
+
+def destroy_stamp(stamp: Stamp) -> int:
+    return ACL_SUCCESS
+
+
+def set_stamp_trace_message(stamp: Stamp, message: str, msg_len: int | None = None) -> int:
+    """The stamp's message (at most 155 bytes of UTF-8 reach the record); ``msg_len`` as acl.prof takes it."""
+    if not isinstance(stamp, Stamp) or not isinstance(message, str):
+        return ACL_ERROR_INVALID_PARAM
+    stamp.message = message if msg_len is None else message[:msg_len]
+    return ACL_SUCCESS
+
+
+def set_stamp_category(stamp: Stamp, category: int) -> int:
+    if not isinstance(stamp, Stamp):
+        return ACL_ERROR_INVALID_PARAM
+    stamp.category = int(category)
+    return ACL_SUCCESS
+
+
+def set_stamp_payload(stamp: Stamp, payload_type: int, payload: int) -> int:
+    if not isinstance(stamp, Stamp):
+        return ACL_ERROR_INVALID_PARAM
+    stamp.payload_type, stamp.payload = int(payload_type), int(payload)
+    return ACL_SUCCESS
+
+
+def mark(stamp: Stamp | str) -> int:
+    """An instant event (marker). A plain string works as a stamp carrying that message."""
+    if not _enabled:
+        return ACL_SUCCESS
+    now = _now()
+    return _emit(_as_stamp(stamp), MARKER, INFO_MARK, now, now, _thread_id())
+
+
+def mark_ex(message: str, stream: Any = None) -> int:
+    """acl.prof.mark_ex: an instant with a message (event type marker_ex). Only its host record is written:
+    without a runtime there is no device-side marker task on ``stream``."""
+    if not _enabled:
+        return ACL_SUCCESS
+    now = _now()
+    return _emit(Stamp(message), MARKER_EX, INFO_MARK_EX, now, now, _thread_id())
+
+
+def push(stamp: Stamp | str) -> int:
+    """Open a span on this thread; ``pop`` closes the innermost one (single-thread use, as in seed 001)."""
+    if not _enabled:
+        return ACL_SUCCESS
+    _stack().append((_as_stamp(stamp), _now()))
+    return ACL_SUCCESS
+
+
+def pop(stamp: Stamp | None = None) -> int:
+    """Close this thread's innermost ``push``; ACL_ERROR_INVALID_PARAM when there is none, or when ``stamp``
+    is given and is not the one pushed last."""
+    if not _enabled:
+        return ACL_SUCCESS
+    stack = _stack()
+    if not stack or (stamp is not None and stack[-1][0] is not stamp):
+        return ACL_ERROR_INVALID_PARAM
+    pushed, start = stack.pop()
+    return _emit(pushed, PUSH_POP, INFO_MARK, start, _now(), _thread_id())
+
+
+def range_start(stamp: Stamp | str) -> tuple[int, int]:
+    """Open a span that any thread may close with ``range_stop(range_id)``; returns (range_id, status)."""
+    if not _enabled:
+        return 0, ACL_SUCCESS
+    range_id = next(_range_ids)
+    _ranges[range_id] = (_as_stamp(stamp), _now(), _thread_id())
+    return range_id, ACL_SUCCESS
+
+
+def range_stop(range_id: int) -> int:
+    if not _enabled:
+        return ACL_SUCCESS
+    opened = _ranges.pop(range_id, None)
+    if opened is None:
+        return ACL_ERROR_INVALID_PARAM
+    stamp, start, thread_id = opened
+    return _emit(stamp, START_END, INFO_MARK, start, _now(), thread_id)
+
+
+@contextmanager
+def range(message: str) -> Iterator[None]:  # the seed's name (shadows the builtin here only)
+    """``with tx.range("preprocess"):`` — range_start / range_stop around the block."""
+    if not _enabled:
+        yield
+        return
+    range_id, _ = range_start(message)
+    try:
+        yield
+    finally:
+        range_stop(range_id)
+
+
+# -- switching on and off -------------------------------------------------------------------------
+
+def init(output_dir: str) -> None:
+    """Write annotations into the PROF directory the runtime creates under ``output_dir`` (acl.json's output)."""
+    global _enabled, _writer
+    with _switch_lock:
+        if _writer is not None:
+            _writer.close()
+        _writer = _Writer(os.path.abspath(output_dir))
+        _enabled = True
+
+
+def finalize() -> None:
+    """Write what waits, close the file and switch annotations off."""
+    global _enabled, _writer
+    with _switch_lock:
+        _enabled = False
+        if _writer is not None:
+            _writer.flush()
+            _writer.close()
+        _writer = None
+
+
+def enabled() -> bool:
+    return _enabled
+
+
+def flush() -> bool:
+    """Write records that wait for the PROF directory; True when nothing waits any more."""
+    writer = _writer
+    return writer is None or writer.flush()
+
+
+def dropped() -> int:
+    """Records lost because the PROF directory did not appear while MAX_PENDING records waited."""
+    writer = _writer
+    return 0 if writer is None else writer.dropped
+
+
+def prof_dir() -> str | None:
+    """The PROF directory records go to, once found."""
+    writer = _writer
+    return None if writer is None else writer.prof_dir
+
+
+# -- internals --------------------------------------------------------------------------------------
+
+_switch_lock = threading.Lock()
+
+
+def _as_stamp(stamp: Stamp | str) -> Stamp:
+    return stamp if isinstance(stamp, Stamp) else Stamp(str(stamp))
+
+
+def _stack() -> list[tuple[Stamp, int]]:
+    try:
+        stack: list[tuple[Stamp, int]] = _local.stack
+        return stack
+    except AttributeError:
+        _local.stack = []
+        return _local.stack  # type: ignore[no-any-return]
+
+
+def _thread_id() -> int:
+    try:
+        return _local.tid  # type: ignore[no-any-return]
+    except AttributeError:
+        native = getattr(threading, "get_native_id", None)  # Python ≥ 3.8
+        _local.tid = native() if native is not None else threading.get_ident() & 0xFFFFFFFF
+        return _local.tid  # type: ignore[no-any-return]
+
+
+def _emit(stamp: Stamp, event_type: int, info_type: int, start: int, end: int, thread_id: int) -> int:
+    writer = _writer
+    if writer is None:
+        return ACL_SUCCESS
+    writer.write((stamp.message, stamp.category, stamp.payload_type, stamp.payload, event_type, info_type,
+                  start, end, thread_id, _pid))
+    return ACL_SUCCESS
+
+
+def _after_fork() -> None:
+    global _pid
+    _pid = os.getpid()
+    _local.__dict__.clear()
+
+
+class _HostClock:
+    """CLOCK_MONOTONIC_RAW ns → the PROF directory's host counter ticks (the inverse of msprof's conversion)."""
+
+    def __init__(self, host_folder: str) -> None:
+        mhz = DEFAULT_HOST_MHZ
+        with open(os.path.join(host_folder, "info.json"), encoding="utf-8") as handle:
+            info = json.load(handle)
+        cpus = info.get("CPU") or [{}]
+        try:
+            given = float(str(cpus[0].get("Frequency") or DEFAULT_HOST_MHZ))
+            mhz = given if given > 0 else DEFAULT_HOST_MHZ
+        except (AttributeError, ValueError, IndexError, TypeError):
+            pass
+        log: dict[str, int] = {}
+        with open(os.path.join(host_folder, "host_start.log"), encoding="utf-8") as handle:
+            for line in handle:
+                key, _, number = line.partition(":")
+                if number.strip().lstrip("-").isdigit():
+                    log[key.strip().lower()] = int(number)
+        self.khz = round(mhz * 1000)
+        self.identity = self.khz == round(DEFAULT_HOST_MHZ * 1000)
+        self.cnt0 = log.get("cntvct", 0)
+        self.mono0 = log.get("clock_monotonic_raw", 0) + log.get("cntvct_diff", 0) * 1_000_000 // self.khz
+
+    def ticks(self, raw_ns: int) -> int:
+        if self.identity:
+            return raw_ns
+        return self.cnt0 + (raw_ns - self.mono0) * self.khz // 1_000_000
+
+
+class _Writer:
+    def __init__(self, output_dir: str) -> None:
+        self.output_dir = output_dir
+        self.prof_dir: str | None = None
+        self.fd: int | None = None
+        self.clock: _HostClock | None = None
+        self.pending: list[tuple[Any, ...]] = []
+        self.dropped = 0
+        self.next_look = 0
+        self.lock = threading.Lock()
+
+    def write(self, fields: tuple[Any, ...]) -> None:
+        fd = self.fd
+        if fd is None:
+            with self.lock:
+                fd = self.fd
+                if fd is None:
+                    if len(self.pending) < MAX_PENDING:
+                        self.pending.append(fields)
+                    else:
+                        self.dropped += 1
+                    self._look(force=False)
+                    return
+        os.write(fd, self._pack(fields))
+
+    def flush(self) -> bool:
+        with self.lock:
+            if self.fd is None:
+                self._look(force=True)
+            return not self.pending
+
+    def close(self) -> None:
+        with self.lock:
+            if self.fd is not None:
+                os.close(self.fd)
+            self.fd = None
+
+    def _look(self, force: bool) -> None:
+        """Find the runtime's running PROF directory; once found, write what waited (lock held)."""
+        now = _now()
+        if not force and now < self.next_look:
+            return
+        self.next_look = now + LOOK_EVERY_NS
+        found = _running_prof_dir(self.output_dir)
+        if found is None:
+            return
+        host = os.path.join(found, "host")
+        try:
+            clock = _HostClock(host)
+            os.makedirs(os.path.join(host, "data"), exist_ok=True)
+            fd = os.open(os.path.join(host, "data", FILE_NAME), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        except (OSError, ValueError):
+            return  # control files still being written: next look
+        self.clock, self.prof_dir = clock, found
+        if self.pending:
+            os.write(fd, b"".join(self._pack(fields) for fields in self.pending))
+            self.pending = []
+        self.fd = fd
+
+    def _pack(self, fields: tuple[Any, ...]) -> bytes:
+        message, category, payload_type, payload, event_type, info_type, start, end, thread_id, pid = fields
+        clock = self.clock
+        assert clock is not None
+        start_ticks, end_ticks = clock.ticks(start), clock.ticks(end)
+        text = message.encode("utf-8")
+        if len(text) > MESSAGE_BYTES:  # cut at a character boundary
+            text = text[:MESSAGE_BYTES].decode("utf-8", "ignore").encode("utf-8")
+        return RECORD.pack(MAGIC, LEVEL_MSPROFTX, TX_TYPE, thread_id, DATA_LEN, end_ticks, info_type, 0, 0,
+                           MAGIC, DATA_TAG, pid, thread_id, category, event_type, payload_type, payload,
+                           start_ticks, end_ticks, 0, 0, 0, text)
+
+
+def _running_prof_dir(output_dir: str) -> str | None:
+    """The newest PROF_… directory under ``output_dir`` whose host clock files are written and whose job has
+    not ended (no host/end_info)."""
+    try:
+        names = sorted((name for name in os.listdir(output_dir) if name.startswith("PROF_")), reverse=True)
+    except OSError:
+        return None
+    for name in names:
+        host = os.path.join(output_dir, name, "host")
+        if os.path.exists(os.path.join(host, "end_info")):
+            continue
+        if os.path.isfile(os.path.join(host, "info.json")) and os.path.isfile(os.path.join(host, "host_start.log")):
+            return os.path.join(output_dir, name)
+    return None
+
+
+def _output_from_environment(env: Any = os.environ) -> str | None:
+    """acl.json's (or PROFILING_OPTIONS') output folder when profiling is switched on there, else None."""
+    path = env.get(ACL_JSON_ENV)
+    if path:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                profiler = json.load(handle).get("profiler") or {}
+        except (OSError, ValueError, AttributeError):
+            return None
+        if str(profiler.get("switch", "")).lower() == "on" and profiler.get("output"):
+            return str(profiler["output"])
+        return None
+    if str(env.get("PROFILING_MODE", "")).lower() == "true":
+        try:
+            options = json.loads(env.get("PROFILING_OPTIONS") or "{}")
+        except ValueError:
+            return None
+        if isinstance(options, dict) and options.get("output"):
+            return str(options["output"])
+    return None
+
+
+def _at_exit() -> None:
+    writer = _writer
+    if writer is not None:
+        writer.flush()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+atexit.register(_at_exit)
+_configured = _output_from_environment()
+if _configured is not None:
+    init(_configured)
