@@ -15,13 +15,15 @@ Every call returns ACL's status code as acl.prof does (0 = ACL_SUCCESS; 100000 =
 pop without push or an unknown range id), so code written for ``acl.prof`` runs unchanged against ``tx``.
 
 Records are the 256-byte msproftx records of spec §1.6 (MsprofTxInfo, level 20500), appended to
-``host/data/aging.additional.msproftx.slice_0`` of the PROF directory the runtime is writing, with one
-``os.write`` on an ``O_APPEND`` descriptor each: whole records, from any thread or process, with no lock.
-The collector follows that file like the runtime's own; the records appear in the timeline's MsprofTx
-layer, the database's MSTX_EVENTS and the msprof_tx summary. Times are converted to the directory's host
-clock (host/info.json CPU Frequency, host/host_start.log), as msprof converts them back. Records made
-before the runtime has created its PROF directory wait in memory (at most MAX_PENDING; more are counted
-in ``dropped()``) and are written once it appears.
+``host/data/aging.additional.msproftx.slice_0`` of the PROF directory the runtime is writing. A call
+only reads the clock and queues its fields; a daemon thread packs what is queued every FLUSH_S and
+appends it with one ``os.write`` on an ``O_APPEND`` descriptor, so records stay whole whichever
+threads and processes write. The collector follows that file like the runtime's own; the records
+appear in the timeline's MsprofTx layer, the database's MSTX_EVENTS and the msprof_tx summary. Times
+are converted to the directory's host clock (host/info.json CPU Frequency, host/host_start.log), as
+msprof converts them back. Records made before the runtime has created its PROF directory wait (at
+most MAX_PENDING; more are counted in ``dropped()``); what is queued at exit is written then, a crash
+loses the last FLUSH_S of annotations as it loses the runtime's own buffers.
 
 Profiling is on when ``$PIPELINE_ACL_JSON`` names an acl.json whose profiler switch is on (``pipeline run
 CONFIG -- APP`` sets it), or ``PROFILING_MODE=true`` with ``PROFILING_OPTIONS`` naming an output, or after
@@ -39,8 +41,8 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections import deque
+from types import TracebackType
 from typing import Any
 
 RECORD = struct.Struct("=HH3IQ2HI2H4Ii5Qi156s")  # spec §1.6: additional header + MsprofStampInfo, 256 bytes
@@ -56,7 +58,8 @@ ACL_SUCCESS, ACL_ERROR_INVALID_PARAM = 0, 100000
 FILE_NAME = "aging.additional.msproftx.slice_0"
 ACL_JSON_ENV = "PIPELINE_ACL_JSON"
 MAX_PENDING = 10000
-LOOK_EVERY_NS = 20_000_000  # how often to look for the runtime's PROF directory while it is not there
+FLUSH_S = 0.02  # how often queued records are written (and the PROF directory looked for)
+WRITE_RECORDS = 4096  # records per os.write (1 MiB)
 DEFAULT_HOST_MHZ = 1000.0  # a host counter of 1000 MHz (or none given) counts CLOCK_MONOTONIC_RAW ns
 
 _enabled = False  # the one test every call makes when profiling is off
@@ -176,17 +179,38 @@ def range_stop(range_id: int) -> int:
     return _emit(stamp, START_END, INFO_MARK, start, _now(), thread_id)
 
 
-@contextmanager
-def range(message: str) -> Iterator[None]:  # the seed's name (shadows the builtin here only)
+class _Range:
+    __slots__ = ("message", "range_id")
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        self.range_id = 0
+
+    def __enter__(self) -> None:
+        self.range_id, _ = range_start(self.message)
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        range_stop(self.range_id)
+
+
+class _NoRange:
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        return None
+
+
+_NO_RANGE = _NoRange()
+
+
+def range(message: str) -> _Range | _NoRange:  # the seed's name (shadows the builtin in this module only)
     """``with tx.range("preprocess"):`` — range_start / range_stop around the block."""
-    if not _enabled:
-        yield
-        return
-    range_id, _ = range_start(message)
-    try:
-        yield
-    finally:
-        range_stop(range_id)
+    return _Range(message) if _enabled else _NO_RANGE
 
 
 # -- switching on and off -------------------------------------------------------------------------
@@ -196,6 +220,7 @@ def init(output_dir: str) -> None:
     global _enabled, _writer
     with _switch_lock:
         if _writer is not None:
+            _writer.flush()
             _writer.close()
         _writer = _Writer(os.path.abspath(output_dir))
         _enabled = True
@@ -274,6 +299,8 @@ def _after_fork() -> None:
     global _pid
     _pid = os.getpid()
     _local.__dict__.clear()
+    if _writer is not None:
+        _writer.after_fork()
 
 
 class _HostClock:
@@ -307,48 +334,75 @@ class _HostClock:
 
 
 class _Writer:
+    """Queues record fields; a daemon thread packs and appends them to the PROF directory's msproftx file."""
+
     def __init__(self, output_dir: str) -> None:
         self.output_dir = output_dir
         self.prof_dir: str | None = None
         self.fd: int | None = None
         self.clock: _HostClock | None = None
-        self.pending: list[tuple[Any, ...]] = []
+        self.queue: deque[tuple[Any, ...]] = deque()  # append / popleft are atomic: no lock on the call path
         self.dropped = 0
-        self.next_look = 0
-        self.lock = threading.Lock()
+        self.closed = False
+        self.thread: threading.Thread | None = None
+        self.wake = threading.Event()
+        self.lock = threading.Lock()  # one flush at a time
 
     def write(self, fields: tuple[Any, ...]) -> None:
-        fd = self.fd
-        if fd is None:
-            with self.lock:
-                fd = self.fd
-                if fd is None:
-                    if len(self.pending) < MAX_PENDING:
-                        self.pending.append(fields)
-                    else:
-                        self.dropped += 1
-                    self._look(force=False)
-                    return
-        os.write(fd, self._pack(fields))
+        self.queue.append(fields)
+        if self.thread is None:
+            self._start()
+
+    def _start(self) -> None:
+        with self.lock:
+            if self.thread is None and not self.closed:
+                self.thread = threading.Thread(target=self._run, name="pipeline.tx", daemon=True)
+                self.thread.start()
+
+    def _run(self) -> None:
+        while not self.closed:
+            self.wake.wait(FLUSH_S)
+            self.flush()
 
     def flush(self) -> bool:
+        """Write what is queued (looking for the PROF directory first if needed); True when nothing waits."""
         with self.lock:
             if self.fd is None:
-                self._look(force=True)
-            return not self.pending
+                self._look()
+            if self.fd is None:
+                while len(self.queue) > MAX_PENDING:
+                    self.queue.popleft()
+                    self.dropped += 1
+                return not self.queue
+            packed: list[bytes] = []
+            while True:
+                try:
+                    packed.append(self._pack(self.queue.popleft()))
+                except IndexError:
+                    break
+                if len(packed) == WRITE_RECORDS:
+                    _write_all(self.fd, b"".join(packed))
+                    packed.clear()
+            if packed:
+                _write_all(self.fd, b"".join(packed))
+            return True
 
     def close(self) -> None:
+        self.closed = True
+        self.wake.set()
         with self.lock:
             if self.fd is not None:
                 os.close(self.fd)
             self.fd = None
 
-    def _look(self, force: bool) -> None:
-        """Find the runtime's running PROF directory; once found, write what waited (lock held)."""
-        now = _now()
-        if not force and now < self.next_look:
-            return
-        self.next_look = now + LOOK_EVERY_NS
+    def after_fork(self) -> None:
+        """In a forked child: the parent's queue is the parent's to write, and its thread is not here."""
+        self.queue.clear()
+        self.thread = None
+        self.lock = threading.Lock()
+
+    def _look(self) -> None:
+        """Find the runtime's running PROF directory and open its msproftx file (lock held)."""
         found = _running_prof_dir(self.output_dir)
         if found is None:
             return
@@ -359,11 +413,7 @@ class _Writer:
             fd = os.open(os.path.join(host, "data", FILE_NAME), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
         except (OSError, ValueError):
             return  # control files still being written: next look
-        self.clock, self.prof_dir = clock, found
-        if self.pending:
-            os.write(fd, b"".join(self._pack(fields) for fields in self.pending))
-            self.pending = []
-        self.fd = fd
+        self.clock, self.prof_dir, self.fd = clock, found, fd
 
     def _pack(self, fields: tuple[Any, ...]) -> bytes:
         message, category, payload_type, payload, event_type, info_type, start, end, thread_id, pid = fields
@@ -376,6 +426,13 @@ class _Writer:
         return RECORD.pack(MAGIC, LEVEL_MSPROFTX, TX_TYPE, thread_id, DATA_LEN, end_ticks, info_type, 0, 0,
                            MAGIC, DATA_TAG, pid, thread_id, category, event_type, payload_type, payload,
                            start_ticks, end_ticks, 0, 0, 0, text)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """One append (whole records stay whole beside other writers); the rest only if the kernel took less."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _running_prof_dir(output_dir: str) -> str | None:
