@@ -225,6 +225,18 @@ def _cmd_keys(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_ctl(args: argparse.Namespace) -> int:
+    from pipeline.ctl import run_ctl
+    from pipeline.windows import Schedule
+
+    schedule = None
+    if args.ctl_command == "schedule":
+        schedule = Schedule(wait=args.wait, active=args.active, warmup=args.warmup, skip_first=args.skip_first,
+                            repeat=args.repeat)
+    return run_ctl(args.ctl_command, args.target, window_id=getattr(args, "window", None), schedule=schedule,
+                   as_json=getattr(args, "json", False), force=getattr(args, "force", False))
+
+
 def _cmd_plugins(args: argparse.Namespace) -> int:
     from pipeline.plugins import available_types
 
@@ -357,6 +369,29 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("folder")
     generate.add_argument("--name", default="pipeline", help="file name stem (default: pipeline)")
     generate.set_defaults(func=_cmd_keys)
+
+    ctl = sub.add_parser("ctl", help="open and close collection windows while the job runs (per-window statistics)")
+    ctl_sub = ctl.add_subparsers(dest="ctl_command", required=True)
+    target_help = "the run's config, its output folder, or its control.json"
+    for name, text in (("start", "open a window now"), ("stop", "close the newest open window now"),
+                       ("schedule", "open a window that keeps the active steps of a schedule"),
+                       ("status", "list the windows and what they hold")):
+        command = ctl_sub.add_parser(name, help=text)
+        command.add_argument("target", help=target_help)
+        if name != "status":
+            command.add_argument("--force", action="store_true",
+                                 help="edit the control file even when no run is going on in that folder")
+        command.set_defaults(func=_cmd_ctl)
+        if name == "stop":
+            command.add_argument("--window", type=int, help="close this window instead of the newest open one")
+        elif name == "schedule":
+            command.add_argument("--wait", type=int, required=True, help="steps skipped at the start of a cycle")
+            command.add_argument("--active", type=int, required=True, help="steps collected per cycle")
+            command.add_argument("--warmup", type=int, default=0, help="steps between wait and active (not kept)")
+            command.add_argument("--skip-first", type=int, default=0, help="steps skipped before the first cycle")
+            command.add_argument("--repeat", type=int, default=0, help="cycles (default 0: until the window closes)")
+        elif name == "status":
+            command.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     plugins = sub.add_parser("plugins", help="list registered stage types")
     plugins.set_defaults(func=_cmd_plugins)
