@@ -78,12 +78,17 @@ class WindowBook:
     dirty: bool = True
 
     def step_of(self, iteration: int, start_ns: int) -> int | None:
-        """Step number of a task's iteration: counted from the first iteration that starts inside the window."""
-        if start_ns < self.window.start_ns:
+        """Step number of a task's iteration. A window over the whole job counts the job's iterations from 1, as
+        CANN numbers them; a window opened later counts from the first iteration that starts inside it, decided
+        when its first task arrives (tasks arrive in about the order they ran)."""
+        if self.window.start_ns == 0:
+            self.first_step = 1
+        elif start_ns < self.window.start_ns:
             self.last_step_before = max(self.last_step_before, iteration)
             return None
-        if self.first_step is None:
+        elif self.first_step is None:
             self.first_step = iteration if iteration > self.last_step_before else self.last_step_before + 1
+        assert self.first_step is not None
         return iteration - self.first_step if iteration >= self.first_step else None
 
     def status(self) -> dict[str, Any]:
