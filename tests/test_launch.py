@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -16,8 +17,11 @@ from typing import Any
 import pytest
 from pipeline_runs import pipeline_env, read_report, run_cli
 
+from pipeline.config import load_config
 from pipeline.launch import combined_exit_code, exit_status
+from pipeline.plugins import load_stage_class
 from stages.formats import raw
+from stages.sinks.windows import WindowsSink
 
 APP = [sys.executable, "-m", "stages.simulator.app"]
 
@@ -115,6 +119,20 @@ def test_usage_errors_are_one_line_and_start_nothing(tmp_path: Path) -> None:
         assert result.returncode == 2, (args, result.stderr)
         assert needle in result.stderr and result.stderr.count("\n") == 1, result.stderr
     assert not (tmp_path / "out" / "run.json").exists()
+
+
+def test_the_board_config_is_valid_and_its_windows_stage_is_registered() -> None:
+    root = Path(__file__).resolve().parents[1]
+    group = (root / "pyproject.toml").read_text().split('[project.entry-points."ascend_pipeline.stages"]')[1]
+    found = re.search(r'^windows = "([^"]+)"$', group.split("\n[", 1)[0], flags=re.MULTILINE)
+    assert found is not None, "pyproject.toml registers no windows stage type"
+    target = found.group(1)
+    assert load_stage_class(target) is WindowsSink
+    # The installed metadata may predate the entry point (pip install -e . registers it): name the class.
+    config = load_config(root / "configs" / "board.yaml", {"stages.windows.type": target})
+    kinds = {sid: spec.cls.__name__ for sid, spec in config.enabled_stages().items()}
+    assert kinds["collect"] == "CollectorStage" and kinds["windows"] == "WindowsSink"
+    assert not any(name == "SimulatorStage" for name in kinds.values())  # the application is the board
 
 
 # -- end to end ---------------------------------------------------------------------------------
