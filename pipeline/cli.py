@@ -43,6 +43,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     config = load_config(args.config, overrides)
     app = None
     if args.app:
+        if args.no_follow:
+            raise UserError("run: --no-follow cannot follow an application", "drop --no-follow: the collectors "
+                            "read until the application exits")
         app, launch_overrides = _prepare_launch(args, config)
         overrides.update(launch_overrides)
     else:

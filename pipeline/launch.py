@@ -35,6 +35,7 @@ from typing import Any
 from pipeline.errors import UserError
 
 ACL_JSON_ENV = "PIPELINE_ACL_JSON"
+SINCE_ENV = "PIPELINE_PROFILE_SINCE"  # epoch s: PROF_ directories older than this are an earlier job's (pipeline.tx)
 ACL_JSON_NAME = "acl.json"
 END_MARKER_NAME = "app_exit.json"
 DEFAULT_PROF_DIR = "profiling"  # under the run output: seed 000 suggests a project's profiling/ folder
@@ -100,6 +101,7 @@ def app_environment(acl_json: Path, switches: ProfilerSwitches, base: dict[str, 
     """The application's environment: the caller's, plus where acl.json is and PROFILING_MODE/OPTIONS."""
     env = dict(os.environ if base is None else base)
     env[ACL_JSON_ENV] = str(acl_json)
+    env[SINCE_ENV] = f"{time.time():.3f}"
     env["PROFILING_MODE"] = "true" if switches.switch == "on" else "false"
     env["PROFILING_OPTIONS"] = json.dumps(switches.profiling_options(), separators=(",", ":"))
     return env
@@ -123,8 +125,11 @@ class Application:
         self.started = 0.0
         self.ended: float | None = None
 
+    def reset(self) -> None:
+        """Before the stages start: an earlier run's end marker would end this run's collectors at once."""
+        self.end_marker.unlink(missing_ok=True)
+
     def start(self) -> None:
-        self.end_marker.unlink(missing_ok=True)  # an earlier run's marker would end this run's collector
         try:
             self.popen = subprocess.Popen(self.command, env=self.env, start_new_session=True)
         except OSError as exc:

@@ -199,6 +199,8 @@ class Supervisor:
             "top_endpoint": transport.top_endpoint(self.config), "curve": self._curve_paths()}, indent=2))
         previous = signal.signal(signal.SIGINT, self._on_interrupt)
         signal.signal(signal.SIGTERM, self._on_interrupt)
+        if self.app is not None:
+            self.app.reset()
         self._spawn(control_ep)
         if self.app is not None:
             try:

@@ -57,6 +57,8 @@ INFO_MARK, INFO_MARK_EX = 0, 1  # infoType
 ACL_SUCCESS, ACL_ERROR_INVALID_PARAM = 0, 100000
 FILE_NAME = "aging.additional.msproftx.slice_0"
 ACL_JSON_ENV = "PIPELINE_ACL_JSON"
+SINCE_ENV = "PIPELINE_PROFILE_SINCE"  # epoch s (set by `pipeline run -- APP`): older PROF_ dirs are earlier jobs'
+STALE_SLACK_S = 1.0
 MAX_PENDING = 10000
 FLUSH_S = 0.02  # how often queued records are written (and the PROF directory looked for)
 WRITE_RECORDS = 4096  # records per os.write (1 MiB)
@@ -215,14 +217,15 @@ def range(message: str) -> _Range | _NoRange:  # the seed's name (shadows the bu
 
 # -- switching on and off -------------------------------------------------------------------------
 
-def init(output_dir: str) -> None:
-    """Write annotations into the PROF directory the runtime creates under ``output_dir`` (acl.json's output)."""
+def init(output_dir: str, since: float = 0.0) -> None:
+    """Write annotations into the PROF directory the runtime creates under ``output_dir`` (acl.json's output);
+    directories last changed before ``since`` (epoch s) are an earlier job's, even without end_info."""
     global _enabled, _writer
     with _switch_lock:
         if _writer is not None:
             _writer.flush()
             _writer.close()
-        _writer = _Writer(os.path.abspath(output_dir))
+        _writer = _Writer(os.path.abspath(output_dir), since)
         _enabled = True
 
 
@@ -336,8 +339,9 @@ class _HostClock:
 class _Writer:
     """Queues record fields; a daemon thread packs and appends them to the PROF directory's msproftx file."""
 
-    def __init__(self, output_dir: str) -> None:
+    def __init__(self, output_dir: str, since: float = 0.0) -> None:
         self.output_dir = output_dir
+        self.since = since
         self.prof_dir: str | None = None
         self.fd: int | None = None
         self.clock: _HostClock | None = None
@@ -403,7 +407,7 @@ class _Writer:
 
     def _look(self) -> None:
         """Find the runtime's running PROF directory and open its msproftx file (lock held)."""
-        found = _running_prof_dir(self.output_dir)
+        found = _running_prof_dir(self.output_dir, self.since)
         if found is None:
             return
         host = os.path.join(found, "host")
@@ -435,9 +439,9 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _running_prof_dir(output_dir: str) -> str | None:
+def _running_prof_dir(output_dir: str, since: float = 0.0) -> str | None:
     """The newest PROF_… directory under ``output_dir`` whose host clock files are written and whose job has
-    not ended (no host/end_info)."""
+    not ended (no host/end_info), made after ``since`` (epoch s; an earlier job may have crashed, no end_info)."""
     try:
         names = sorted((name for name in os.listdir(output_dir) if name.startswith("PROF_")), reverse=True)
     except OSError:
@@ -445,6 +449,11 @@ def _running_prof_dir(output_dir: str) -> str | None:
     for name in names:
         host = os.path.join(output_dir, name, "host")
         if os.path.exists(os.path.join(host, "end_info")):
+            continue
+        try:
+            if since and os.stat(os.path.join(output_dir, name)).st_mtime < since - STALE_SLACK_S:
+                continue
+        except OSError:
             continue
         if os.path.isfile(os.path.join(host, "info.json")) and os.path.isfile(os.path.join(host, "host_start.log")):
             return os.path.join(output_dir, name)
@@ -484,4 +493,8 @@ if hasattr(os, "register_at_fork"):
 atexit.register(_at_exit)
 _configured = _output_from_environment()
 if _configured is not None:
-    init(_configured)
+    try:
+        _since = float(os.environ.get(SINCE_ENV) or 0)
+    except ValueError:
+        _since = 0.0
+    init(_configured, _since)

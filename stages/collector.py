@@ -26,6 +26,7 @@ from stages import framing
 from stages.formats.files import StreamKind, device_stream_kind, host_stream_kind
 from stages.formats.legacy import SLICE_SEP, split_slice_name
 
+STALE_SLACK_S = 1.0  # file times lag the clock by a tick: a directory this much older than the run is not its job
 CONTROL_PREFIXES = ("info.json", "sample.json", "start_info", "end_info", "host_start.log", "dev_start.log")
 
 
@@ -92,6 +93,8 @@ class CollectorStage(Source):
         old = _finished_children(base, self._run_started()) if self.config.follow else set()
         while True:
             app_ended = self._app_ended()  # looked at first: a directory the app made before it ended is found
+            if self.config.end_marker is not None:  # a launched app's job: only a directory made during this run
+                old |= _children_before(base, self._run_started() - STALE_SLACK_S)
             root = _prof_root(base, skip=old)
             if root is not None:
                 self.tree = ProfTree(root)
@@ -314,6 +317,15 @@ def _finished_children(base: Path, before: float) -> set[Path]:
         return set()
     return {p for p in base.iterdir() if p.is_dir() and p.name.startswith(("PROF_", "JOB")) and _is_finished(p)
             and _finished_at(p) < before}
+
+
+def _children_before(base: Path, before: float) -> set[Path]:
+    """PROF_/JOB children last changed before ``before`` (epoch s): an earlier job's, even one that crashed
+    before its end_info."""
+    if not base.is_dir() or (base / "host").is_dir():
+        return set()
+    return {p for p in base.iterdir() if p.is_dir() and p.name.startswith(("PROF_", "JOB"))
+            and p.stat().st_mtime < before}
 
 
 def _finished_at(prof: Path) -> float:

@@ -203,6 +203,19 @@ def test_an_app_that_crashes_ends_the_run_through_the_end_marker(tmp_path: Path)
     assert {f"frame {n}" for n in range(1, 16)} <= names
     assert len(_csv(_one(out / "mindstudio_profiler_output", "op_summary_*.csv"))) > 0
 
+    # Run again in the same folder: the crashed job's directory (no end_info) is not this run's job.
+    time.sleep(1.5)  # a second apart: output file names carry the run's second
+    again = run_cli("run", str(config), "--live", "off", "--", *APP, "--iterations", "12", "--mark-every", "4")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    fresh = [p for p in (out / "profiling").glob("PROF_*") if p != prof]
+    assert len(fresh) == 1 and (fresh[0] / "host" / "end_info").is_file()
+    assert not (prof / "host" / "end_info").exists()
+    truth = json.loads((out / "profiling" / "simulator_truth.json").read_text())
+    annotations = (fresh[0] / "host" / "data" / "aging.additional.msproftx.slice_0").stat().st_size // 256
+    assert annotations == 12 // 4 + 1  # the app's markers and its range went to the new job, not the old
+    collected = read_report(out)["stages"]["collect"]["accounting"]["records_collected"]
+    assert collected == truth["records_total"] + annotations
+
 
 @pytest.mark.slow
 def test_an_app_that_never_profiles_is_one_clear_error_and_its_signal_is_the_status(tmp_path: Path) -> None:

@@ -134,6 +134,24 @@ def test_records_made_before_the_runtime_creates_its_directory_wait_for_it(tmp_p
         tx.finalize()
 
 
+def test_an_earlier_jobs_directory_left_without_end_info_is_not_written_to(tmp_path: Path) -> None:
+    stale = make_running_prof_dir(tmp_path)  # a crashed earlier job: no end_info
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))
+    tx.init(str(tmp_path), since=time.time())
+    try:
+        tx.mark("this job's")
+        assert not tx.flush()
+        fresh = stale.with_name("PROF_000002_20240101000100000_TESTABCDEFGHIJKL")
+        (fresh / "host" / "data").mkdir(parents=True)
+        for name in ("info.json", "host_start.log", "start_info"):
+            (fresh / "host" / name).write_text((stale / "host" / name).read_text())
+        assert tx.flush() and tx.prof_dir() == str(fresh)
+        assert [message(r) for r in records(fresh)] == ["this job's"]
+        assert not (stale / "host" / "data" / tx.FILE_NAME).exists()
+    finally:
+        tx.finalize()
+
+
 def test_an_ended_job_is_not_written_to(tmp_path: Path) -> None:
     prof = make_running_prof_dir(tmp_path)
     (prof / "host" / "end_info").write_text("{}")
