@@ -167,9 +167,6 @@ class Application:
         except ProcessLookupError:
             pass
 
-    def interrupt(self) -> None:
-        self.signal(signal.SIGINT)
-
     def kill(self) -> None:
         self.signal(signal.SIGKILL)
 

@@ -109,10 +109,10 @@ class Supervisor:
         if self.interrupts == 1:
             self.state = "draining"
             if self.app is not None and self.app.poll() is None:
-                # The application gets the Ctrl-C; the collector drains once it has exited.
+                # The application gets the Ctrl-C (or SIGTERM); the collector drains once it has exited.
                 print("\ninterrupted: stopping the application, then draining (Ctrl-C again to abort)",
                       file=sys.stderr, flush=True)
-                self.app.interrupt()
+                self.app.signal(signum)
                 return
             print("\ninterrupted: draining the pipeline (Ctrl-C again to abort)", file=sys.stderr, flush=True)
             self._signal_sources()

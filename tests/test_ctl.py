@@ -149,6 +149,21 @@ def test_the_stage_counts_tasks_by_their_start_whenever_they_arrive(tmp_path: Pa
     assert status["1"]["tasks"] == 5 and status["1"]["api_calls"] == 1
 
 
+def test_an_endless_schedule_keeps_only_max_cycles_folders(tmp_path: Path) -> None:
+    sink = WindowsSink({"refresh_s": 0, "max_cycles": 2, "schedule": {"wait": 0, "active": 1}},
+                       StageContext("windows", "test", tmp_path, export_stamp="20240101000000"))
+    sink.open()
+    symbols = SymbolTable()
+    rows = [_task(symbols, it, it * 1000, 100, "Conv2D") for it in range(1, 6)]
+    sink.write_batch(pack_rows("task", rows, "tasks", {"symbols": symbols.take_unsent()}))
+    sink.close()
+    job = tmp_path / "windows" / "schedule"
+    assert sorted(p.name for p in job.iterdir() if p.is_dir()) == ["cycle_1", "cycle_2"]
+    assert _stat_rows(job / "op_statistic_20240101000000.csv") == {"Conv2D": (5, "0.5")}
+    status = json.loads((tmp_path / "windows" / "windows.json").read_text())["windows"][0]
+    assert status["tasks"] == 5 and status["tasks_in_cycles_beyond_max_cycles"] == 3
+
+
 # -- pipeline ctl ---------------------------------------------------------------------------------
 
 def test_ctl_refuses_a_folder_without_a_run_and_an_ended_run(tmp_path: Path) -> None:

@@ -17,8 +17,9 @@ does not matter). Window ``k`` writes ``{directory}/{k}/op_statistic_{timestamp}
 ``api_statistic_{timestamp}.csv``; a window with a schedule counts the tasks of its active steps only,
 writes op_statistic for all of them and per cycle in ``{k}/cycle_{c}/`` (API calls carry no step, so
 no api_statistic there). The ``schedule`` key is such a window over the whole job, written to
-``{directory}/schedule/``. ``{directory}/windows.json`` lists every window with its bounds, steps and
-counts (``pipeline ctl status`` shows it). Files are rewritten atomically, at most every refresh_s.
+``{directory}/schedule/``; cycles past ``max_cycles`` count in their window's files only.
+``{directory}/windows.json`` lists every window with its bounds, steps and counts (``pipeline ctl
+status`` shows it). Files are rewritten atomically, at most every refresh_s, only when changed.
 """
 
 from __future__ import annotations
@@ -75,7 +76,9 @@ class WindowBook:
     last_step_before: int = 0  # the highest iteration seen starting before the window
     tasks: int = 0
     api_calls: int = 0
+    cycles_beyond: int = 0  # tasks of cycles past max_cycles: in the window's totals, not in a cycle folder
     dirty: bool = True
+    dirty_cycles: set[int] = field(default_factory=set)
 
     def step_of(self, iteration: int, start_ns: int) -> int | None:
         """Step number of a task's iteration. A window over the whole job counts the job's iterations from 1, as
@@ -102,6 +105,8 @@ class WindowBook:
             entry["first_step"] = self.first_step
             entry["cycles"] = {str(c): {"steps": steps, "tasks": sum(s.count for s in self.cycles[c].ops.values())}
                                for c, steps in sorted(self.cycle_steps.items())}
+            if self.cycles_beyond:
+                entry["tasks_in_cycles_beyond_max_cycles"] = self.cycles_beyond
         return entry
 
 
@@ -115,6 +120,7 @@ class WindowsSink(Sink):
         timestamp: str | None = Field(None, description="the {timestamp} of file names; default: open time")
         format: Literal["csv", "json"] = Field("csv", description="csv as msprof, or a JSON array of objects")
         refresh_s: float = Field(1.0, ge=0, description="minimum seconds between rewrites of a window's files")
+        max_cycles: int = Field(1000, ge=1, description="schedule cycles per window with files of their own")
 
     def __init__(self, config: Any, ctx: StageContext) -> None:
         if not isinstance(config, self.Config):
@@ -213,11 +219,15 @@ class WindowsSink(Sink):
                 if phase != "active":
                     continue
                 book.ops.add_op(device, op_type, core_type, end - start)
+                book.tasks += 1
+                book.dirty = True
+                if cycle > self.config.max_cycles:  # memory and files stay bounded on an endless schedule
+                    book.cycles_beyond += 1
+                    continue
                 book.cycles.setdefault(cycle, StatsBook()).add_op(device, op_type, core_type, end - start)
                 steps = book.cycle_steps.setdefault(cycle, [iteration, iteration])
                 steps[0], steps[1] = min(steps[0], iteration), max(steps[1], iteration)
-                book.tasks += 1
-                book.dirty = True
+                book.dirty_cycles.add(cycle)
 
     def _apis(self, rows: list[list[Any]]) -> None:
         for row in rows:
@@ -251,10 +261,11 @@ class WindowsSink(Sink):
         if book.window.schedule is None:
             self._table(folder, "api_statistic", api_statistic_rows(self.symbols, book.apis.api_rows()))
             return
-        for cycle, stats in book.cycles.items():
+        for cycle in sorted(book.dirty_cycles):
             cycle_folder = folder / f"cycle_{cycle}"
             cycle_folder.mkdir(exist_ok=True)
-            self._table(cycle_folder, "op_statistic", op_statistic_rows(self.symbols, stats.op_rows()))
+            self._table(cycle_folder, "op_statistic", op_statistic_rows(self.symbols, book.cycles[cycle].op_rows()))
+        book.dirty_cycles.clear()
 
     def _table(self, folder: Path, kind: str, rows: list[list[str]]) -> None:
         header = OP_STATISTIC_HEADER if kind == "op_statistic" else API_STATISTIC_HEADER
