@@ -423,13 +423,14 @@ class _Writer:
         message, category, payload_type, payload, event_type, info_type, start, end, thread_id, pid = fields
         clock = self.clock
         assert clock is not None
-        start_ticks, end_ticks = clock.ticks(start), clock.ticks(end)
+        if not clock.identity:
+            start, end = clock.ticks(start), clock.ticks(end)
         text = message.encode("utf-8")
         if len(text) > MESSAGE_BYTES:  # cut at a character boundary
             text = text[:MESSAGE_BYTES].decode("utf-8", "ignore").encode("utf-8")
-        return RECORD.pack(MAGIC, LEVEL_MSPROFTX, TX_TYPE, thread_id, DATA_LEN, end_ticks, info_type, 0, 0,
+        return RECORD.pack(MAGIC, LEVEL_MSPROFTX, TX_TYPE, thread_id, DATA_LEN, end, info_type, 0, 0,
                            MAGIC, DATA_TAG, pid, thread_id, category, event_type, payload_type, payload,
-                           start_ticks, end_ticks, 0, 0, 0, text)
+                           start, end, 0, 0, 0, text)
 
 
 def _write_all(fd: int, data: bytes) -> None:
