@@ -1,7 +1,7 @@
 """The aggregator: joins host and device records into enriched tasks, keeps live statistics.
 
-Out ``tasks``: run_info, api, tx and task rows (stages/schema.py). Out ``stats``: full
-op_statistic / api_statistic snapshots every ``snapshot_every_s`` and a final one.
+Out ``tasks``: run_info, api, tx, task, step_trace, aicpu and l2_cache rows (stages/schema.py). Out
+``stats``: full op_statistic / api_statistic snapshots every ``snapshot_every_s`` and a final one.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from stages.aggregator.metrics import pmu_columns, pmu_values
 from stages.aggregator.stars import StarsPmu, is_stars
 from stages.aggregator.static import Binding, StaticModels
 from stages.aggregator.stats import StatsBook
+from stages.aggregator.steps import StepTraceBook
 from stages.decoder import host_records, records
 from stages.formats import ge_enums, raw
 from stages.schema import SymbolTable, pack_rows, unpack_rows
@@ -39,7 +40,6 @@ MAX_PENDING = 200_000
 # Decoded kinds this release keeps out of its outputs: counted (AggregatorStage.accounting) with the reason the
 # report gives, never rejected.
 UNUSED_KINDS = {
-    "step": "step trace records (not in this release's outputs)",
     "ts_memcpy": "ts_track TS memcpy records (tag 11, not in this release's outputs)",
     "ts_task_type": "ts_track task type records (tag 12, not in this release's outputs)",
     "ts_block_num": "ts_track block num records (tag 15, not in this release's outputs)",
@@ -60,6 +60,7 @@ UNUSED_KINDS = {
     "ge_host_sched": "legacy Framework.dynamic_op_execute records (host scheduling)",
 }
 MODEL_WINDOW_TYPES = (raw.MODEL_EXECUTE_TYPE, raw.MODEL_LOAD_TYPE)
+ROW_KINDS = ("api", "tx", "task", "step_trace", "aicpu", "l2_cache")  # row batches of port ``tasks``
 FFTS_TASK_SPAN = "FFTS+ task spans (their contexts make the rows, as in msprof)"
 UNRESOLVED_STREAM = -1  # a chip-v6 task log names its task by a 32-bit id only: the host task_track has the stream
 
@@ -117,7 +118,7 @@ class AggregatorStage(Transform):
         # chip v6: the stream of a 32-bit task id, from host task_tracks (launched: used once; registered: kept)
         self.launched_streams: dict[tuple[int, int], int] = {}
         self.registered_streams: dict[tuple[int, int], int] = {}
-        self.rows: dict[str, list[list[Any]]] = {"api": [], "tx": [], "task": []}
+        self.rows: dict[str, list[list[Any]]] = {kind: [] for kind in ROW_KINDS}
         self.stats = StatsBook()
         self.last_snapshot = 0.0
         self.records_in = 0
@@ -126,6 +127,7 @@ class AggregatorStage(Transform):
         self.unused: Counter[str] = Counter()  # decoded records this release does not turn into output
         self.extras = DeviceExtras(self.unused)
         self.stars_pmu: dict[int, StarsPmu] = {}
+        self.steps = StepTraceBook()
 
     # -- intake ---------------------------------------------------------------------------
     def process(self, batch: Batch) -> Iterable[Batch]:
@@ -192,8 +194,8 @@ class AggregatorStage(Transform):
                 key = (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]), context)
                 self.pmu.setdefault(key, deque()).append(record)
         elif kind == "step":
-            self.unused[UNUSED_KINDS[kind]] += len(arr)
             self.static.add_step_trace(arr)
+            self.rows["step_trace"].extend(self.steps.add(arr))
         elif kind in UNUSED_KINDS:
             self.unused[UNUSED_KINDS[kind]] += len(arr)
         elif kind == "aicpu":
@@ -245,7 +247,20 @@ class AggregatorStage(Transform):
         self._resolve_host(now)
         self._resolve_device(now)
         self._resolve_pmu(now)
+        self._take_extra_rows()
         yield from self._flush_rows(force=False)
+
+    def _take_extra_rows(self) -> None:
+        """The aicpu and l2_cache rows the joins produced, names interned (schema.AICPU_COLUMNS, L2_CACHE_COLUMNS)."""
+        aicpu, l2 = self.extras.rows["aicpu"], self.extras.rows["l2_cache"]
+        for row in aicpu:
+            row[2] = self.symbols.intern(row[2])
+        for row in l2:
+            row[5] = self.symbols.intern(row[5])
+        self.rows["aicpu"].extend(aicpu)
+        self.rows["l2_cache"].extend(l2)
+        aicpu.clear()
+        l2.clear()
 
     def _resolve_apis(self, now: float) -> None:
         while self.pending_apis:
@@ -284,7 +299,7 @@ class AggregatorStage(Transform):
                 node_api = self.host.node_api(thread, ts)
                 type_name = self._type_name(raw.LEVEL_RUNTIME, int(record["task_type"]))
                 complete = int(record["device_id"]) in self.devices and \
-                    self._host_context_complete(thread, ts, node_api, type_name)
+                    self._host_context_complete(thread, ts, node_api, type_name, int(record["kernel_name"]))
                 if not complete and not self._expired(task.arrived, now):
                     return
                 task.resolved = self._describe(record, node_api, type_name)
@@ -313,9 +328,11 @@ class AggregatorStage(Transform):
             return device, stream, (batch << 16) | task, 0
         return device, stream, task, batch
 
-    def _host_context_complete(self, thread: int, ts: int, node_api: Interval | None, type_name: str | None) -> bool:
+    def _host_context_complete(self, thread: int, ts: int, node_api: Interval | None, type_name: str | None,
+                               kernel: int) -> bool:
         """Everything that describes a task at ``ts`` has arrived: its Node API, its node_basic_info with
-        both names in hash_dic, when a tensor_info stream exists its records up to ``ts`` and, for an FFTS+ or
+        both names (and the kernel name) in hash_dic, when a tensor_info stream exists its records up to ``ts``
+        and, for an FFTS+ or
         MIX launch, its context_id_info or else that stream's records up to ``ts`` (other launches take the
         context ids already in: waiting for a sparse stream would hold every task back)."""
         if type_name == "FLIP_TASK":
@@ -323,7 +340,8 @@ class AggregatorStage(Transform):
         if node_api is None or type_name is None:
             return False
         node = self.host.node_info(thread, ts, node_api.start)
-        if node is None or int(node["op_name"]) not in self.hashes or int(node["op_type"]) not in self.hashes:
+        if node is None or int(node["op_name"]) not in self.hashes or int(node["op_type"]) not in self.hashes \
+                or kernel and kernel not in self.hashes:
             return False  # names come from hash_dic, which the runtime may flush later than the records
         if not all(mark >= ts for stream, mark in self.watermarks.items() if "tensor_info" in stream):
             return False
@@ -354,7 +372,9 @@ class AggregatorStage(Transform):
             found = self.host.context_info(thread, ts, op_hash, since)
             contexts = context_ids(found) if found is not None else []
         model = self.host.model_run(thread, ts)
+        kernel = int(record["kernel_name"])
         described = {"op_name": op_name, "op_type": op_type, "task_type": core, "op_state": op_state,
+                     "kernel_name": self.hashes.get(kernel, "N/A") if kernel else "N/A",
                      "contexts": contexts, "block_dim": block & 0xFFFF,
                      "mix_block_dim": (block & 0xFFFF) * (block >> 16),
                      "connection_id": node_api.connection_id if node_api else 0, "thread_id": thread,
@@ -480,11 +500,12 @@ class AggregatorStage(Transform):
             self.awaiting_pmu.popleft()
             pmu_record = _take(self.pmu, pmu_key) if wants_pmu else None
             extra: list[float | None] = []
+            op_name = host.resolved["op_name"]
             if facts.get("aicpu_trace"):
-                extra += self.extras.take_aicpu(task_key, device.start, device.end) if wants_aicpu \
+                extra += self.extras.take_aicpu(task_key, device.start, device.end, op_name) if wants_aicpu \
                     else [None] * len(AICPU_COLUMNS)
             if l2_configured(facts):
-                extra += self.extras.take_l2(task_key, facts) if wants_l2 else [None] * len(L2_COLUMNS)
+                extra += self.extras.take_l2(task_key, facts, op_name) if wants_l2 else [None] * len(L2_COLUMNS)
             self._emit_task(host.resolved, device, pmu_record, extra, pmu_key[3])
 
     def _emit_task(self, info: dict[str, Any], device: DeviceTask, pmu_record: Any,
@@ -517,7 +538,7 @@ class AggregatorStage(Transform):
             intern(info["op_state"]), info["block_dim"], info["mix_block_dim"], info["connection_id"],
             info["thread_id"], intern(info["input_shapes"]), intern(info["input_dtypes"]),
             intern(info["input_formats"]), intern(info["output_shapes"]), intern(info["output_dtypes"]),
-            intern(info["output_formats"]), pmu, context])
+            intern(info["output_formats"]), pmu, context, intern(info.get("kernel_name", ""))])
         self.stats.add_op(device.device, info["op_type"], info["task_type"], device.end - device.start)
         self.tasks_out += 1
 
@@ -605,7 +626,8 @@ class AggregatorStage(Transform):
             self.ctx.reject("host task without a device task log", unmatched_host)
         if unmatched_device:
             self.ctx.reject("device task without a host task_track", unmatched_device)
-        self.extras.leftovers()
+        self.extras.leftovers(self.devices)
+        self._take_extra_rows()
         if self.static.waiting_count():
             self.ctx.reject("device task on a static model's stream without a load-time registration",
                             self.static.waiting_count())

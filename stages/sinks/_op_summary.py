@@ -12,16 +12,25 @@ rows become ``op_summary_slice_{k}_{ts}``, k from 0, as msprof names them.
 
 from __future__ import annotations
 
-import heapq
 import json
 import os
-import re
 from collections.abc import Iterable, Iterator
 from itertools import chain
 from pathlib import Path
 
 from stages.sinks._format import NA, us, us_to_ns
 from stages.sinks._jsonarray import JsonArrayFile
+from stages.sinks._table import (
+    MERGE_FAN_IN,
+    AtomicText,
+    csv_cell,
+    merge_runs,
+    remove,
+    slice_name,
+    write_all,
+    write_atomic,
+    write_run,
+)
 
 BASE_HEADER = [
     "Device_id", "Model ID", "Task ID", "Stream ID", "Op Name", "OP Type", "OP State", "Task Type",
@@ -29,30 +38,17 @@ BASE_HEADER = [
 ]
 START, DURATION, WAIT = 8, 9, 10
 TENSOR_COLUMNS = range(14, 20)  # shapes / data types / formats: msprof's quoted form
+KEY_FIELDS = 5
 SHAPE_COLUMNS = (14, 17)  # Input Shapes, Output Shapes
-MERGE_FAN_IN = 64
 
 SortKey = tuple[int, int, int, int, int]  # device, start ns, stream, task, duration ns
 Row = tuple[int, int, int, int, int, str]  # sort key + the line as written
-
-_SPECIAL = re.compile(r'[,"\t\n\r]')
-_BLANKS = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
 
 
 def op_summary_header(block_header: str, pmu_columns: Iterable[str]) -> list[str]:
     return [*BASE_HEADER, block_header, f"Mix {block_header}", "HF32 Eligible", "Input Shapes",
             "Input Data Types", "Input Formats", "Output Shapes", "Output Data Types", "Output Formats",
             "Context ID", *pmu_columns]
-
-
-def csv_cell(text: str) -> str:
-    """A text cell: never a TAB or newline (the TAB marks the start column), quoted when needed."""
-    if not _SPECIAL.search(text):
-        return text
-    text = text.translate(_BLANKS)
-    if "," in text or '"' in text:
-        return '"' + text.replace('"', '""') + '"'
-    return text
 
 
 def csv_shape_cell(text: str) -> str:
@@ -162,9 +158,7 @@ class OpSummaryWriter:
         return self.codec.header
 
     def name(self, index: int, sliced: bool) -> Path:
-        if not sliced:
-            return self.directory / f"op_summary_{self.timestamp}.{self.codec.suffix}"
-        return self.directory / f"op_summary_slice_{index}_{self.timestamp}.{self.codec.suffix}"
+        return slice_name(self.directory, "op_summary", self.timestamp, self.codec.suffix, index, sliced)
 
     def append(self, rows: list[tuple[int, int, int, list[str]]]) -> None:
         """Rows as (device, start ns, end ns, cells); the wait cell is filled in here."""
@@ -182,7 +176,7 @@ class OpSummaryWriter:
             if self._json is not None:
                 self._json.append(part)
             else:
-                _write_all(self._fd, ("\n".join(part) + "\n").encode())
+                write_all(self._fd, ("\n".join(part) + "\n").encode())
             self._rows_in_file += len(part)
             self.rows += len(part)
 
@@ -207,13 +201,13 @@ class OpSummaryWriter:
         try:
             while len(runs) > MERGE_FAN_IN:
                 groups = [runs[i : i + MERGE_FAN_IN] for i in range(0, len(runs), MERGE_FAN_IN)]
-                runs = [self._write_run(_merge(group)) for group in groups]
+                runs = [self._write_run(merge_runs(group, KEY_FIELDS)) for group in groups]
                 for group in groups:
-                    _remove(group)
-            merged = _merge(runs) if runs else iter(tail)
+                    remove(group)
+            merged = merge_runs(runs, KEY_FIELDS) if runs else iter(tail)
             final = self._write_sorted(merged)
         finally:
-            _remove(runs)
+            remove(runs)
         for stale in set(self.files) - set(final):
             stale.unlink(missing_ok=True)
         self.files = final
@@ -228,7 +222,7 @@ class OpSummaryWriter:
         self._rows_in_file = 0
         if isinstance(self.codec, CsvCodec):
             self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-            _write_all(self._fd, self.codec.header_text().encode())
+            write_all(self._fd, self.codec.header_text().encode())
         else:
             self._json = JsonArrayFile(path)
 
@@ -259,23 +253,19 @@ class OpSummaryWriter:
 
     def _write_run(self, rows: Iterable[Row]) -> Path:
         self._runs_made += 1
-        path = self.directory / f".op_summary_{self.timestamp}.run{self._runs_made}"
-        with open(path, "w", encoding="utf-8", newline="\n") as run:
-            for *key, line in rows:
-                run.write("\t".join(map(str, key)) + f"\t{line}\n")
-        return path
+        return write_run(self.directory / f".op_summary_{self.timestamp}.run{self._runs_made}", rows)
 
     def _write_sorted(self, rows: Iterator[Row]) -> list[Path]:
         """Stream sorted rows into the final files, ``max_rows`` per file, each replaced atomically."""
         sliced = self.rows > self.max_rows
         is_csv = isinstance(self.codec, CsvCodec)
         final: list[Path] = []
-        out: _AtomicText | None = None
+        out: AtomicText | None = None
         previous: tuple[int, int, int] | None = None  # device, start, duration
         count = 0
         for device, start, _stream, _task, dur, line in rows:
             if out is None:
-                out = _AtomicText(self.name(len(final), sliced))
+                out = AtomicText(self.name(len(final), sliced))
                 out.write(self.codec.header_text() if isinstance(self.codec, CsvCodec) else "[\n")
                 count = 0
             same_device = previous is not None and previous[0] == device
@@ -292,52 +282,6 @@ class OpSummaryWriter:
         return final
 
 
-class _AtomicText:
-    """A text file written under a temp name and renamed into place when complete."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.temp = path.with_name(f".{path.name}.tmp")
-        self._out = open(self.temp, "w", encoding="utf-8", newline="\n")
-        self.write = self._out.write
-
-    def commit(self, ending: str) -> Path:
-        self._out.write(ending)
-        self._out.close()
-        os.replace(self.temp, self.path)
-        return self.path
-
-
 def _int(text: str) -> int:
     """Stream / task ids; N/A (communication ops) sorts first."""
     return int(text) if text.isdigit() else -1
-
-
-def _read_run(path: Path) -> Iterator[Row]:
-    with open(path, encoding="utf-8", newline="\n") as run:
-        for text in run:
-            device, start, stream, task, dur, line = text[:-1].split("\t", 5)
-            yield int(device), int(start), int(stream), int(task), int(dur), line
-
-
-def _merge(runs: list[Path]) -> Iterator[Row]:
-    return heapq.merge(*(_read_run(path) for path in runs))
-
-
-def _remove(paths: Iterable[Path]) -> None:
-    for path in paths:
-        path.unlink(missing_ok=True)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def write_atomic(path: Path, parts: Iterable[str]) -> None:
-    """Write to a temp file next to ``path`` and rename over it: readers never see half a file."""
-    temp = path.with_name(f".{path.name}.tmp")
-    with open(temp, "w", encoding="utf-8", newline="\n") as out:
-        out.writelines(parts)
-    os.replace(temp, path)

@@ -110,6 +110,7 @@ class TimelineSink(Sink):
         self._texts: dict[int, str] = {}  # symbol -> JSON string
         self._node_connections = _Bounded(FLOW_MEMORY)
         self._waiting_flow_ends = _Bounded(FLOW_MEMORY)  # connection id -> (pid, tid, ts)
+        self._flow_ended = _Bounded(FLOW_MEMORY)  # connection ids whose flow has its end
         self.counts = {"task": 0, "api": 0, "tx": 0, "flows": 0}
 
     # -- stage interface -------------------------------------------------------------------
@@ -268,10 +269,11 @@ class TimelineSink(Sink):
                 f'"Subtask Id":{UINT32_NONE if context_id is None else context_id},"connection_id":{conn}}},"ph":"X"}}'
             )
             written += 1
-            if connection_id is not None:
+            # One flow per launch: an FFTS+ task's contexts share its connection id, the first one ends it.
+            if connection_id is not None and connection_id not in self._flow_ended.data:
                 if connection_id in self._node_connections.data:
                     out.append(self._flow_end(connection_id, pid, stream_id, ts))
-                else:
+                elif connection_id not in self._waiting_flow_ends.data:
                     self._waiting_flow_ends.put(connection_id, (pid, stream_id, ts))
         self.counts["task"] += written
 
@@ -341,6 +343,7 @@ class TimelineSink(Sink):
                 f'"pid":{pid},"tid":{tid},"ts":"{ts}"}}')
 
     def _flow_end(self, connection_id: int, pid: int, tid: int, ts: str) -> str:
+        self._flow_ended.put(connection_id)
         flow_id = connection_id << 32
         return (f'{{"name":"HostToDevice{flow_id}","ph":"f","id":"{flow_id}","ts":"{ts}",'
                 f'"cat":"HostToDevice","pid":{pid},"tid":{tid},"bp":"e"}}')
