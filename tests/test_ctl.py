@@ -102,7 +102,7 @@ def test_concurrent_ctl_processes_lose_no_window(tmp_path: Path) -> None:
 def _task(symbols: SymbolTable, iteration: int, start: int, duration: int, op_type: str) -> list[Any]:
     row: list[Any] = [0, 1, iteration, 2, 7, 0, start, start + duration, symbols.intern(f"{op_type}_1"),
                       symbols.intern(op_type), symbols.intern("AI_CORE"), symbols.intern("static"), 1, None, 0, 9]
-    return row + [0] * 6 + [[], 4294967295]
+    return row + [0] * 6 + [[], 4294967295, symbols.intern(f"{op_type}_kernel")]
 
 
 def _stat_rows(path: Path) -> dict[str, tuple[int, str]]:

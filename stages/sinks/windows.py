@@ -38,7 +38,7 @@ from pipeline.stage import Batch, Sink, StageConfig, StageContext
 from pipeline.windows import Control, Schedule, Window, read_control
 from stages.aggregator.stats import StatsBook
 from stages.formats import raw
-from stages.schema import SymbolTable, unpack_rows
+from stages.schema import API_COLUMNS, TASK_COLUMNS, SymbolTable, unpack_rows
 from stages.sinks._format import export_timestamp, learn_symbols
 from stages.sinks._op_summary import write_atomic
 from stages.sinks.summary import (
@@ -50,6 +50,9 @@ from stages.sinks.summary import (
 )
 
 JOB_SCHEDULE_ID = "schedule"  # the folder of the config's schedule window
+TASK_AT = {name: TASK_COLUMNS.index(name) for name in
+           ("device_id", "iteration", "start_ns", "end_ns", "op_type", "task_type")}
+API_AT = {name: API_COLUMNS.index(name) for name in ("start_ns", "end_ns", "level", "name")}
 STATUS_FILE = "windows.json"
 
 
@@ -199,9 +202,10 @@ class WindowsSink(Sink):
 
     def _tasks(self, rows: list[list[Any]]) -> None:
         symbols = self.symbols
+        device_at, iteration_at, start_at, end_at, type_at, core_at = TASK_AT.values()
         for row in rows:
-            device, iteration, start, end = row[0], row[2], row[6], row[7]
-            op_type, core_type = symbols[row[9]], symbols[row[10]]
+            device, iteration, start, end = row[device_at], row[iteration_at], row[start_at], row[end_at]
+            op_type, core_type = symbols[row[type_at]], symbols[row[core_at]]
             for book in self.books.values():
                 window = book.window
                 if window.end_ns is not None and start >= window.end_ns:
@@ -230,8 +234,9 @@ class WindowsSink(Sink):
                 book.dirty_cycles.add(cycle)
 
     def _apis(self, rows: list[list[Any]]) -> None:
+        start_at, end_at, level_at, name_at = API_AT.values()
         for row in rows:
-            start, end, level, name = row[0], row[1], row[2], self.symbols[row[4]]
+            start, end, level, name = row[start_at], row[end_at], row[level_at], self.symbols[row[name_at]]
             for book in self.books.values():
                 if book.window.schedule is None and book.window.contains(start):
                     book.apis.add_api(raw.LEVEL_NAMES.get(level, str(level)), name, end - start)
