@@ -185,6 +185,8 @@ def test_run_launches_the_app_follows_its_profiling_output_and_passes_its_status
                                              "ON m.message = s.id")}
     assert {"app: image 10", "app: inference loop", "frame 1"} <= messages
     db.close()
+    tx_rows = _csv(_one(out / "mindstudio_profiler_output", "msprof_tx_*.csv"))
+    assert {r["message"] for r in tx_rows if r["message"].startswith("app: ")} == {*marks, "app: inference loop"}
 
 
 @pytest.mark.slow

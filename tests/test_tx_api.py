@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import csv
 import json
 import os
 import sqlite3
@@ -283,8 +284,8 @@ def test_the_module_is_standard_library_only_and_python_3_7_syntax() -> None:
 
 @pytest.mark.slow
 def test_annotations_in_a_finished_directory_reach_every_output(tmp_path: Path) -> None:
-    """Marks made while the job ran show in the timeline's MsprofTx layer, MSTX_EVENTS and msprof_tx (if
-    this release writes it), with their event types, next to the runtime's own msproftx records."""
+    """Marks made while the job ran show in the timeline's MsprofTx layer, MSTX_EVENTS and the msprof_tx
+    summary, with their event types, next to the runtime's own msproftx records."""
     simulated = run_cli("simulate", str(tmp_path / "board"), "--iterations", "5", "--rate", "max", timeout=120)
     assert simulated.returncode == 0, simulated.stderr
     prof = next((tmp_path / "board").glob("PROF_*"))
@@ -321,7 +322,9 @@ def test_annotations_in_a_finished_directory_reach_every_output(tmp_path: Path) 
     db.close()
     assert rows == {"tx: outer": EVENT_TYPES["start/end"], "tx: pushed": EVENT_TYPES["push/pop"],
                     "tx: instant": EVENT_TYPES["marker"]}
-    summaries = list((out / "mindstudio_profiler_output").glob("msprof_tx_*.csv"))
-    if summaries:  # the msprof_tx summary, where this release writes it
-        text = summaries[0].read_text()
-        assert all(name in text for name in ours)
+    (summary,) = (out / "mindstudio_profiler_output").glob("msprof_tx_*.csv")
+    with open(summary, newline="") as handle:
+        rows = {r["message"]: r for r in csv.DictReader(handle) if r["message"].startswith("tx: ")}
+    assert {name: r["event_type"] for name, r in rows.items()} == \
+        {"tx: outer": "start/end", "tx: pushed": "push/pop", "tx: instant": "marker"}
+    assert {r["tid"] for r in rows.values()} == {str(threading.get_native_id())}
