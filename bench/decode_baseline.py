@@ -104,12 +104,13 @@ def task_track(bodies: list[bytes], clock: Clock, device: int) -> Rows:
 
 def node_basic_info(bodies: list[bytes], clock: Clock, device: int) -> Rows:
     """OP State comes from the stream's file group (host.op_state_of); the bench's stream is not an aging one."""
-    unpack = scalars(raw.NODE_BASIC_INFO, "thread_id", "timestamp", "op_name", "task_type", "op_type", "block_num")
+    unpack = scalars(raw.NODE_BASIC_INFO, "thread_id", "timestamp", "op_name", "task_type", "op_type", "block_num",
+                     "op_flag")
     scale, shift = scale_shift(clock)
     state = host.op_state_of("node_basic_info")
-    return {"node_basic": [(thread, stamp * scale + shift, name, op_type, task_type, blocks, state)
+    return {"node_basic": [(thread, stamp * scale + shift, name, op_type, task_type, blocks, state, flag)
                            for body in bodies
-                           for thread, stamp, name, task_type, op_type, blocks in unpack.iter_unpack(body)]}
+                           for thread, stamp, name, task_type, op_type, blocks, flag in unpack.iter_unpack(body)]}
 
 
 def hccl_op_info(bodies: list[bytes], clock: Clock, device: int) -> Rows:

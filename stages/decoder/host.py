@@ -21,7 +21,7 @@ _COPIED: dict[str, tuple[np.dtype, str, tuple[str, ...]]] = {
     "task_track": (raw.TASK_TRACK, "task_track", ("thread_id", "device_id", "stream_id", "task_id", "batch_id",
                                                   "task_type", "kernel_name", "num_blocks")),  # device id set after
     "node_basic_info": (raw.NODE_BASIC_INFO, "node_basic", ("thread_id", "op_name", "op_type", "task_type",
-                                                            "block_num")),  # OP State from the stream, after
+                                                            "block_num", "op_flag")),  # OP State: the stream's
     "tensor_info": (raw.TENSOR_INFO, "tensor", ("thread_id", "op_name", "tensor_num", "tensors")),
     "msproftx": (raw.MSPROFTX, "tx", ("thread_id", "process_id", "tx_thread_id", "category", "event_type",
                                       "payload_type", "payload", "mark_id", "domain", "message_type", "message")),
