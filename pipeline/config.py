@@ -49,6 +49,8 @@ class RunSettings(BaseModel):
     top_endpoint: str | None = None
     curve: CurveSettings | None = None
     insecure_tcp: bool = False  # allow tcp endpoints without CURVE (anyone who reaches the port can feed or read)
+    checkpoint_s: float = Field(2.0, ge=0)  # seconds between checkpoint epochs (crash recovery); 0 = off
+    max_restarts: int = Field(3, ge=0)  # restarts after crashes, per stage and run, before the run fails
 
 
 @dataclass

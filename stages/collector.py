@@ -55,7 +55,13 @@ class ProfTree:
 
 
 class CollectorStage(Source):
-    """Follows ``path`` (a PROF_… directory, or a folder where one will appear)."""
+    """Follows ``path`` (a PROF_… directory, or a folder where one will appear).
+
+    Checkpoints: between passes everything read has been shipped, so its state there (file offsets,
+    the bytes of a record not yet whole) is where a restarted collector goes on reading.
+    """
+
+    checkpoints = True
 
     class Config(StageConfig):
         path: str = Field("board", description="PROF_… directory, or a folder in which one appears")
@@ -103,7 +109,8 @@ class CollectorStage(Source):
 
     # -- the loop -------------------------------------------------------------------------
     def batches(self) -> Iterator[Batch | None]:
-        yield from self._find_root()
+        if self.tree is None:  # else restored from a checkpoint
+            yield from self._find_root()
         assert self.tree is not None
         while True:
             finished = self._job_finished()  # looked at before reading, so no byte is missed

@@ -8,6 +8,11 @@ At close the rows are sorted by (Device_id, start) with an external merge sort (
 memory: ``chunk_rows`` rows at a time), the wait time is recomputed over the sorted order, and
 every output file is replaced atomically (temp file + ``os.replace``); more than ``max_rows``
 rows become ``op_summary_slice_{k}_{ts}``, k from 0, as msprof names them.
+
+Crash recovery: :meth:`OpSummaryWriter.checkpoint` records where the live files end and
+:meth:`OpSummaryWriter.resume` cuts them back there. The sorted files are all written under temp
+names before any replaces a live file (:class:`Commit`), so a sink that records the commit first
+can finish it after a crash instead of sorting files that are half replaced.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ import json
 import os
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 from stages.sinks._format import NA, us, us_to_ns
 from stages.sinks._jsonarray import JsonArrayFile
@@ -191,9 +198,15 @@ class OpSummaryWriter:
 
     def finish(self) -> list[Path]:
         """Sort, recompute wait times, replace the live files; returns the final files."""
+        commit = self.sorted_commit()
+        commit.apply()
+        return self.files
+
+    def sorted_commit(self) -> Commit:
+        """Sort and recompute wait times into temp files; applying the commit replaces the live files."""
         self._close_current()
         if not self.rows:
-            return []
+            return Commit()
         runs, tail = self._sorted_runs()
         try:
             while len(runs) > MERGE_FAN_IN:
@@ -202,13 +215,63 @@ class OpSummaryWriter:
                 for group in groups:
                     _remove(group)
             merged = _merge(runs) if runs else iter(tail)
-            final = self._write_sorted(merged)
+            written = self._write_sorted(merged)
         finally:
             _remove(runs)
-        for stale in set(self.files) - set(final):
-            stale.unlink(missing_ok=True)
+        final = [path for _, path in written]
+        commit = Commit([(str(temp), str(path)) for temp, path in written],
+                        [str(stale) for stale in self.files if stale not in final])
         self.files = final
-        return final
+        return commit
+
+    # -- crash recovery ---------------------------------------------------------------------
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The writer's state and where the current file ends."""
+        end: tuple[int, int] | int | None = None
+        if self._json is not None:
+            end = (self._json.size, self._json.count)
+        elif self._fd >= 0:
+            end = os.fstat(self._fd).st_size
+        state = {key: value for key, value in vars(self).items() if key not in ("_fd", "_json")}
+        return {"state": state, "end": end}
+
+    @classmethod
+    def resume(cls, saved: dict[str, Any]) -> OpSummaryWriter:
+        """The writer at its checkpoint: files begun later removed, the current one cut back to its end then."""
+        writer = cls.__new__(cls)
+        vars(writer).update(saved["state"])
+        writer._fd, writer._json = -1, None
+        for path in writer.directory.glob(f"op_summary_*{writer.timestamp}.{writer.codec.suffix}"):
+            if path not in writer.files:
+                path.unlink()
+        end = saved["end"]
+        if end is None or not writer.files:
+            return writer
+        current = writer.files[-1]
+        if isinstance(writer.codec, JsonCodec):
+            writer._json = JsonArrayFile.reopen(current, *end)
+            return writer
+        header = writer.codec.header_text()
+        with open(current, encoding="utf-8", newline="\n") as live:
+            on_disk = live.readline()
+        if on_disk != header:  # columns were added after the checkpoint and every file padded: cut by rows instead
+            writer._cut_to_rows(header, ",N/A" * (on_disk.count(",") - header.count(",")))
+        else:
+            os.truncate(current, end)
+        writer._fd = os.open(current, os.O_WRONLY | os.O_APPEND)
+        return writer
+
+    def _cut_to_rows(self, header: str, pad: str) -> None:
+        """Each file back to its rows at the checkpoint, without the ``pad`` cells added to every row since."""
+        for index, path in enumerate(self.files):
+            keep = self._rows_in_file if index == len(self.files) - 1 else self.max_rows
+            lines: list[str] = []
+            for line in self.codec.read(path):
+                if len(lines) == keep:
+                    break
+                lines.append((line[: -len(pad)] if pad and line.endswith(pad) else line) + "\n")
+            write_atomic(path, chain([header], lines))
 
     # -- internals --------------------------------------------------------------------------
 
@@ -256,11 +319,11 @@ class OpSummaryWriter:
                 run.write("\t".join(map(str, key)) + f"\t{line}\n")
         return path
 
-    def _write_sorted(self, rows: Iterator[Row]) -> list[Path]:
-        """Stream sorted rows into the final files, ``max_rows`` per file, each replaced atomically."""
+    def _write_sorted(self, rows: Iterator[Row]) -> list[tuple[Path, Path]]:
+        """Stream sorted rows into temp files, ``max_rows`` per file: (temp, final name) of each."""
         sliced = self.rows > self.max_rows
         is_csv = isinstance(self.codec, CsvCodec)
-        final: list[Path] = []
+        final: list[tuple[Path, Path]] = []
         out: _AtomicText | None = None
         previous: tuple[int, int, int] | None = None  # device, start, duration
         count = 0
@@ -284,7 +347,7 @@ class OpSummaryWriter:
 
 
 class _AtomicText:
-    """A text file written under a temp name and renamed into place when complete."""
+    """A text file written under a temp name, to be renamed into place when complete (a :class:`Commit`)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -292,11 +355,25 @@ class _AtomicText:
         self._out = open(self.temp, "w", encoding="utf-8", newline="\n")
         self.write = self._out.write
 
-    def commit(self, ending: str) -> Path:
+    def commit(self, ending: str) -> tuple[Path, Path]:
         self._out.write(ending)
         self._out.close()
-        os.replace(self.temp, self.path)
-        return self.path
+        return self.temp, self.path
+
+
+@dataclass
+class Commit:
+    """Sorted files under temp names and the live files they replace; applying it twice is harmless."""
+
+    renames: list[tuple[str, str]] = field(default_factory=list)  # (temp, final)
+    stale: list[str] = field(default_factory=list)  # live files no sorted file replaces
+
+    def apply(self) -> None:
+        for temp, final in self.renames:
+            if os.path.exists(temp):
+                os.replace(temp, final)
+        for path in self.stale:
+            Path(path).unlink(missing_ok=True)
 
 
 def _int(text: str) -> int:

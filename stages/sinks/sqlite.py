@@ -17,6 +17,7 @@ the CSV files, times in µs, plain text).
 
 from __future__ import annotations
 
+import pickle
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 import sqlite_utils
 from pydantic import Field
 
+from pipeline.checkpoint import pickle_state, restore_state
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
 from stages.schema import SymbolTable, unpack_rows
 from stages.sinks._format import (
@@ -70,6 +72,8 @@ TABLES: dict[str, dict[str, str]] = {
 }
 PRIMARY_KEYS = {"STRING_IDS": "id", "COMPUTE_TASK_INFO": "globalTaskId", "CANN_API": "connectionId",
                 "ENUM_API_TYPE": "id", "ENUM_MSTX_EVENT_TYPE": "id"}
+APPENDED_BY_ROWID = ("TASK", "TASK_PMU_INFO", "MSTX_EVENTS")  # tables without a key of ours: rows in insert order
+ORPHAN_CONNECTION_IDS = 1 << 62
 
 
 def _insert_sql(table: str, verb: str = "INSERT") -> str:
@@ -97,7 +101,8 @@ class SqliteSink(Sink):
         self._symbol_ids: dict[int, int] = {}  # our symbol id -> STRING_IDS id
         self._new_strings: list[tuple[int, str]] = []
         self._next_task_id = 0
-        self._orphan_connection_id = 1 << 62
+        self._orphan_connection_id = ORPHAN_CONNECTION_IDS
+        self._api_max_connection_id = -1
         self.counts = {"task_rows": 0, "compute_task_rows": 0, "pmu_rows": 0, "api_rows": 0,
                        "api_duplicate_connection_ids": 0, "tx_rows": 0, "statistic_snapshots": 0}
 
@@ -164,6 +169,34 @@ class SqliteSink(Sink):
 
     def accounting(self) -> dict[str, int]:
         return {**self.counts, "strings": len(self._string_ids)}
+
+    # -- crash recovery -------------------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        """Every batch is a committed transaction: the checkpoint is where each table ends now."""
+        ends: dict[str, int] = {}
+        if self.db is not None:
+            for table in APPENDED_BY_ROWID:
+                ends[table] = self.db.conn.execute(f"SELECT coalesce(max(rowid), 0) FROM {table}").fetchone()[0]
+        return pickle.dumps({"state": pickle_state(self, skip=("db",)), "ends": ends})
+
+    def restore(self, state: bytes) -> None:
+        """Reopen the database and delete the rows written after the checkpoint: the replay writes them again."""
+        saved = pickle.loads(state)
+        restore_state(self, saved["state"])
+        if not saved["ends"]:
+            return  # the database was not opened yet
+        db = sqlite_utils.Database(self.path)
+        db.enable_wal()
+        db.execute("PRAGMA synchronous=NORMAL")
+        with db.conn:
+            for table, end in saved["ends"].items():
+                db.conn.execute(f"DELETE FROM {table} WHERE rowid > ?", (end,))
+            db.conn.execute("DELETE FROM COMPUTE_TASK_INFO WHERE globalTaskId >= ?", (self._next_task_id,))
+            db.conn.execute("DELETE FROM STRING_IDS WHERE id >= ?", (len(self._string_ids),))
+            db.conn.execute("DELETE FROM CANN_API WHERE connectionId > ? AND connectionId <= ? OR connectionId > ?",
+                            (self._api_max_connection_id, ORPHAN_CONNECTION_IDS, self._orphan_connection_id))
+        self.db = db
 
     # -- string ids ---------------------------------------------------------------------------
 
@@ -232,6 +265,8 @@ class SqliteSink(Sink):
             if connection_id is None:  # the primary key needs one: mint it far from the aggregator's
                 self._orphan_connection_id += 1
                 connection_id = self._orphan_connection_id
+            else:
+                self._api_max_connection_id = max(self._api_max_connection_id, connection_id)
             values.append((start, end, level_code(level), (pid << 32) | thread_id, connection_id, self._sym(name)))
         inserted = conn.executemany(_insert_sql("CANN_API", "INSERT OR IGNORE"), values).rowcount
         self.counts["api_rows"] += inserted

@@ -22,12 +22,15 @@ COMMUNICATION). The statistics files are rewritten atomically from the latest sn
 from __future__ import annotations
 
 import json
+import pickle
 import time
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
+from pipeline.checkpoint import pickle_state, restore_state
+from pipeline.checkpoint import write_atomic as write_checkpoint_file
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
 from stages.schema import SymbolTable, unpack_rows
 from stages.sinks._format import (
@@ -41,7 +44,7 @@ from stages.sinks._format import (
     us,
     us_trimmed,
 )
-from stages.sinks._op_summary import OpSummaryWriter, csv_cell, op_summary_header, write_atomic
+from stages.sinks._op_summary import Commit, OpSummaryWriter, csv_cell, op_summary_header, write_atomic
 
 OP_STATISTIC_HEADER = ["Device_id", "OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)",
                        "Avg Time(us)", "Max Time(us)", "Ratio(%)"]
@@ -118,6 +121,7 @@ class SummarySink(Sink):
         self._pending: dict[str, list[list[str]]] = {}
         self._last_refresh = float("-inf")
         self.counts = {"tasks_skipped": 0, "op_statistic_writes": 0, "api_statistic_writes": 0}
+        self._closed: dict[str, int] | None = None  # restored after its outputs were final: their accounting
 
     # -- stage interface -------------------------------------------------------------------
 
@@ -127,6 +131,8 @@ class SummarySink(Sink):
         self.directory.mkdir(parents=True, exist_ok=True)
 
     def write_batch(self, batch: Batch) -> None:
+        if self._closed is not None:
+            return  # a replayed batch its final files already hold
         learn_symbols(self.symbols, batch)
         if not self.timestamp:
             self.open()
@@ -138,16 +144,53 @@ class SummarySink(Sink):
             self._refresh(force=bool(batch.meta.get("final")))
 
     def flush(self) -> None:
-        self._refresh(force=False)
+        if self._closed is None:
+            self._refresh(force=False)
 
     def close(self) -> None:
+        if self._closed is not None:
+            return
         self._refresh(force=True)
-        if self.op_summary is not None:
-            self.op_summary.finish()
+        commit = self.op_summary.sorted_commit() if self.op_summary is not None else Commit()
+        commit_file = self._commit_file()
+        if commit_file is not None:  # recorded first: a restart finishes this commit, never re-sorts
+            record = {"commit": commit, "accounting": self.accounting()}
+            write_checkpoint_file(commit_file, pickle.dumps(record))
+        commit.apply()
 
     def accounting(self) -> dict[str, int]:
+        if self._closed is not None:
+            return dict(self._closed)
         rows = self.op_summary.rows if self.op_summary is not None else 0
         return {"op_summary_rows": rows, **self.counts}
+
+    # -- crash recovery ---------------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        writer = self.op_summary.checkpoint() if self.op_summary is not None else None
+        return pickle.dumps({"state": pickle_state(self, skip=("op_summary",)), "writer": writer})
+
+    def restore(self, state: bytes) -> None:
+        """op_summary cut back to the checkpoint; or, when this sink had already closed (its files are final
+        and hold everything), the commit finished and every replayed batch ignored."""
+        saved = pickle.loads(state)
+        restore_state(self, saved["state"])
+        self.directory.mkdir(parents=True, exist_ok=True)
+        commit_file = self._commit_file()
+        if commit_file is not None and commit_file.is_file():
+            record = pickle.loads(commit_file.read_bytes())
+            record["commit"].apply()
+            self._closed = record["accounting"]
+            return
+        if saved["writer"] is not None:
+            self.op_summary = OpSummaryWriter.resume(saved["writer"])
+        else:
+            for later in self.directory.glob(f"op_summary_*{self.timestamp}.{self.config.format}"):
+                later.unlink()  # begun after the checkpoint
+
+    def _commit_file(self) -> Path | None:
+        state_dir = self.ctx.state_dir
+        return state_dir / f"{self.ctx.stage_id}.commit" if state_dir is not None else None
 
     # -- op_summary -------------------------------------------------------------------------
 

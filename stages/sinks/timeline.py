@@ -25,12 +25,14 @@ carries its own metadata, and no two complete events cross on one track (see :mo
 from __future__ import annotations
 
 import json
+import pickle
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
+from pipeline.checkpoint import pickle_state, restore_state
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
 from stages.schema import SymbolTable, unpack_rows
 from stages.sinks._format import (
@@ -147,6 +149,26 @@ class TimelineSink(Sink):
             self._file.sync()
             self._file.close()
             self._file = None
+
+    def snapshot(self) -> bytes:
+        """Tracks, names and counts, and where the current file ends (crash recovery)."""
+        if self._file is not None and self.config.fsync:
+            self._file.sync()
+        end = (self._file.size, self._file.count) if self._file is not None else None
+        return pickle.dumps({"state": pickle_state(self, skip=("_file",)), "end": end})
+
+    def restore(self, state: bytes) -> None:
+        """Files as they were at the checkpoint: later rotations removed, the current file cut back to its end
+        then and closed again as a JSON array."""
+        saved = pickle.loads(state)
+        restore_state(self, saved["state"])
+        if not self.paths:
+            return
+        for later in self.paths[-1].parent.glob(f"msprof_{self.timestamp}_*.json"):
+            if later not in self.paths:
+                later.unlink(missing_ok=True)
+        if saved["end"] is not None:
+            self._file = JsonArrayFile.reopen(self.paths[-1], *saved["end"])
 
     def accounting(self) -> dict[str, int]:
         adjusted = sum(t.adjusted for t in self._serial.values()) + sum(
