@@ -277,6 +277,8 @@ class StageRunner:
             events = dict(poller.poll(int(flush_s * 1000)))
             if pull in events:
                 for _ in range(256):
+                    if self.abort:
+                        break  # stopped for a restart: take nothing more in
                     try:
                         self._receive(pull.recv_multipart(zmq.NOBLOCK))
                     except zmq.Again:
@@ -317,6 +319,8 @@ class StageRunner:
 
         At the final barrier nothing more can arrive, so a transform emits what it holds first: the final
         epoch then covers the whole run, and a restart from it only has to end the streams."""
+        if self.abort:
+            return  # being stopped: an epoch this stage can no longer pass on is not saved either
         if final:
             self._finish_transform()
         self.epoch = epoch
@@ -331,7 +335,8 @@ class StageRunner:
         self.send_barrier(epoch, final)  # downstream aligns while this stage writes
         if saved is not None:
             checkpoint.write_atomic(checkpoint.stage_file(self.config.output_dir, epoch, self.stage_id), saved)
-            self._acknowledge({"type": "checkpoint", "epoch": epoch, "final": final})
+            self._acknowledge({"type": "checkpoint", "epoch": epoch, "final": final, "in": self._received(),
+                               "out": sum(self.out_records.values())})
 
     def _saved_state(self, epoch: int, final: bool) -> bytes:
         inputs = {f"{p}.{port}": [t.records, t.batches] for (p, port), t in self.inputs.items()}

@@ -67,6 +67,8 @@ class Supervisor:
         self.recoveries: list[dict[str, Any]] = []
         self.resumed: dict[str, Any] | None = None  # this run continues one that was killed
         self.external: list[str] = []  # sources that write for the run and are not checkpointed (the simulator)
+        self.saved_counts: dict[int, dict[str, tuple[int, int]]] = {}  # epoch → stage → (in, out) when saved
+        self.checkpointed: dict[str, tuple[int, int]] = {}  # the same at the newest complete epoch
 
     # -- crash recovery -------------------------------------------------------------------
     def _participants(self) -> set[str]:
@@ -128,7 +130,12 @@ class Supervisor:
                 print(f"warning: {self.recovery_off}; a crash now ends the run", file=sys.stderr, flush=True)
             return
         epoch = int(message.get("epoch", 0))
+        if epoch > self.epochs.complete:
+            self.saved_counts.setdefault(epoch, {})[proc.stage_id] = (int(message.get("in", 0)),
+                                                                      int(message.get("out", 0)))
         if self.recovery_off is None and self.epochs.ack(proc.stage_id, epoch):
+            self.checkpointed = self.saved_counts.get(epoch, {})
+            self.saved_counts = {n: counts for n, counts in self.saved_counts.items() if n > epoch}
             out_dir = self.config.output_dir
             checkpoint.write_complete(out_dir, checkpoint.CompleteEpoch(epoch, self.run_id, self.stamp,
                                                                         self._graph(), time.time()))
@@ -174,6 +181,7 @@ class Supervisor:
         epoch = self.epochs.complete
         checkpoint.discard_after(self.config.output_dir, epoch)
         self.epochs.reset(epoch)
+        self.saved_counts.clear()
         self.recoveries.append({"stage": sid, "exit": code, "resumed_epoch": epoch,
                                 "at_s": round(time.monotonic() - self.started, 3)})
         self._spawn(self.control_endpoint, resume=epoch, only=self.participants)
@@ -283,6 +291,8 @@ class Supervisor:
                            "rejected": metrics.get("rejected", 0), "rate_in": proc.rate_in, "rate_out": proc.rate_out,
                            "progress": metrics.get("progress", {}), "rss_mb": metrics.get("rss_mb", 0.0),
                            "status": self._status(proc), "restarts": self.restarts[sid]}
+            if sid in self.checkpointed:  # what a crash would not replay
+                stages[sid]["checkpointed"] = dict(zip(("in", "out"), self.checkpointed[sid], strict=True))
         return {"run": self.config.run.name, "run_id": self.run_id, "state": self.state,
                 "elapsed_s": time.monotonic() - self.started, "stages": stages, "stats": self.view,
                 "checkpoint": {"epoch": self.epochs.complete, "recovery": self.recovery_off or "on",

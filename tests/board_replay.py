@@ -1,7 +1,9 @@
 """Writes a finished PROF directory again, a little at a time, as a board would while its job runs.
 
-Control files come first; then every data stream grows in ``steps`` equal steps (slices filled in
-order, cut at any byte, each ``.done`` written when its slice is whole); ``end_info`` comes last.
+Control files come first, and the name dictionaries (``hash_dic``, ``type_info_dic``) whole, as a
+runtime that registered its names early writes them; then every other data stream grows in
+``steps`` equal steps (slices filled in order, cut at any byte, each ``.done`` written when its
+slice is whole); ``end_info`` comes last.
 The bytes are those of the finished directory, so a run that follows the replay must give what a
 run over the finished directory gives.
 """
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 GATE_TIMEOUT_S = 300.0
+DICTIONARIES = ("hash_dic", "type_info_dic")
 
 
 @dataclass
@@ -69,8 +72,9 @@ class BoardReplay(threading.Thread):
             for path in self.control:
                 self._copy(path)
             for step in range(1, self.steps + 1):
-                for stream in self.streams.values():
-                    self._grow(stream, stream.total * step // self.steps)
+                for name, stream in self.streams.items():
+                    whole = step == self.steps or name.name.endswith(DICTIONARIES)
+                    self._grow(stream, stream.total if whole else stream.total * step // self.steps)
                 if step == self.hold_at and not self.gate.wait(GATE_TIMEOUT_S):
                     raise TimeoutError("the replay was never released")
                 time.sleep(self.pause_s)

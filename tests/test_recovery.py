@@ -109,14 +109,22 @@ def _wait_for(predicate: Callable[[], bool], timeout: float) -> None:
         time.sleep(0.1)
 
 
-def _moved(view: dict[str, Any], stage: str) -> bool:
-    """The stage has handled records (a source: sent them; the others: received them)."""
+def _count(view: dict[str, Any], stage: str, key: str = "") -> int:
+    """Records the stage has handled (a source: sent; the others: received), now or at the newest complete
+    checkpoint (key ``checkpointed``)."""
     row = view.get("stages", {}).get(stage, {})
-    return bool(row.get("out") if row.get("role") == "source" else row.get("in"))
+    counts = row.get(key, {}) if key else row
+    return int(counts.get("out" if row.get("role") == "source" else "in", 0))
 
 
-def _mid_run(view: dict[str, Any], stage: str) -> bool:
-    return view.get("checkpoint", {}).get("epoch", 0) >= 1 and _moved(view, stage)
+def _checkpointed(view: dict[str, Any], *stages: str) -> bool:
+    """An epoch is complete and these stages have handled records."""
+    return view.get("checkpoint", {}).get("epoch", 0) >= 1 and all(_count(view, s) for s in stages)
+
+
+def _past_checkpoint(view: dict[str, Any], *stages: str) -> bool:
+    """These stages have handled records after the newest complete epoch: a crash now must replay them."""
+    return all(_count(view, s) > _count(view, s, "checkpointed") for s in stages)
 
 
 def _gone(pid: int) -> bool:
@@ -132,12 +140,36 @@ def _stage_pid(out: Path, stage: str) -> int:
     return pid
 
 
-def _setup(tmp_path: Path, board: Path, hold_at: int = 12, **config: Any) -> tuple[Path, Path, BoardReplay]:
+def _setup(tmp_path: Path, board: Path, hold_at: int = 6, **config: Any) -> tuple[Path, Path, BoardReplay]:
     out = tmp_path / "out"
     live_board = tmp_path / "board" / board.name
     path = tmp_path / "run.yaml"
     path.write_text(_config(out, live_board, **config))
     return path, out, BoardReplay(board, live_board, hold_at=hold_at)
+
+
+def _records_in_flight(out: Path, replay: BoardReplay, watcher: ViewWatcher, *stages: str) -> tuple[int, int]:
+    """Bring the run to where ``stages`` hold records no complete checkpoint covers; (epoch, pid of the frozen
+    stage). Once the held board's records are all in a complete epoch, a leaf stage none of ``stages`` waits for
+    is stopped (SIGSTOP), so no later epoch can complete; then the board goes on and ``stages`` take new records."""
+    frozen = "timeline" if "top" in stages else "top"
+
+    def covered(view: dict[str, Any]) -> bool:  # the collector sent nothing after the newest complete epoch
+        return _checkpointed(view, *stages) and _count(view, "collect") == _count(view, "collect", "checkpointed")
+
+    epoch, since = 0, time.monotonic()
+    while True:  # the same epoch for a second: no barrier is on its way
+        view = watcher.wait_for(covered, 120)
+        if view["checkpoint"]["epoch"] != epoch:
+            epoch, since = view["checkpoint"]["epoch"], time.monotonic()
+        elif time.monotonic() - since >= 1.0:
+            break
+    frozen_pid = _stage_pid(out, frozen)
+    os.kill(frozen_pid, signal.SIGSTOP)
+    replay.release()
+    view = watcher.wait_for(lambda v: _past_checkpoint(v, *stages), 120)
+    assert view["checkpoint"]["epoch"] == epoch
+    return epoch, frozen_pid
 
 
 def _assert_clean(out: Path) -> dict[str, Any]:
@@ -157,24 +189,26 @@ def test_a_stage_killed_mid_run_is_restarted_and_nothing_is_lost_or_doubled(
     try:
         watcher = ViewWatcher(out)
         try:
-            view = watcher.wait_for(lambda v: _mid_run(v, victim), 120)
+            epoch, frozen = _records_in_flight(out, replay, watcher, victim)
             os.kill(_stage_pid(out, victim), signal.SIGKILL)
+            watcher.wait_for(lambda v: v["state"] == "recovering", 30)
+            os.kill(frozen, signal.SIGCONT)  # it is told to stop for the restart, and saves nothing more
             restarted = watcher.wait_for(lambda v: v["stages"][victim].get("restarts") == 1, 60)
             assert restarted["checkpoint"]["restarts"] == 1
         finally:
             watcher.close()
     finally:
         replay.release()
-    stdout, stderr = supervisor.communicate(timeout=RUN_TIMEOUT_S)
+    _, stderr = supervisor.communicate(timeout=RUN_TIMEOUT_S)
     assert replay.error is None
     assert supervisor.returncode == 0, stderr[-3000:]
     assert f"stage '{victim}' crashed (killed by signal 9)" in stderr
     report = _assert_clean(out)
     recovery = report["recovery"]
     assert recovery["restarts"] == {victim: 1}
-    (recovered,) = recovery["recoveries"]
-    assert recovered["stage"] == victim and recovered["resumed_epoch"] >= view["checkpoint"]["epoch"] >= 1
-    assert report["stages"][victim]["resumed_from"] == recovered["resumed_epoch"]
+    assert recovery["recoveries"] == [{"stage": victim, "exit": -9, "resumed_epoch": epoch,
+                                       "at_s": recovery["recoveries"][0]["at_s"]}]
+    assert all(final["resumed_from"] == epoch for final in report["stages"].values())
     assert_same_outputs(out, reference)
 
 
@@ -186,7 +220,7 @@ def test_a_stage_killed_before_the_first_checkpoint_starts_over(
     try:
         watcher = ViewWatcher(out)
         try:
-            watcher.wait_for(lambda v: _moved(v, "aggregate"), 120)
+            watcher.wait_for(lambda v: _count(v, "aggregate") > 0, 120)
             os.kill(_stage_pid(out, "decode"), signal.SIGKILL)
             watcher.wait_for(lambda v: v["stages"]["decode"].get("restarts") == 1, 60)
         finally:
@@ -208,7 +242,7 @@ def test_a_killed_pipeline_resumes_from_its_checkpoints(
     try:
         watcher = ViewWatcher(out)
         try:
-            view = watcher.wait_for(lambda v: _mid_run(v, "db") and _mid_run(v, "timeline"), 120)
+            epoch, _ = _records_in_flight(out, replay, watcher, "aggregate", "db", "timeline", "summary")
         finally:
             watcher.close()
         pids = [supervisor.pid, *json.loads((out / "run.json").read_text())["stage_pids"].values()]
@@ -223,11 +257,12 @@ def test_a_killed_pipeline_resumes_from_its_checkpoints(
     result = run_cli("run", str(config), "--live", "off", timeout=RUN_TIMEOUT_S)
     assert replay.error is None
     assert result.returncode == 0, result.stderr[-3000:]
-    assert f"resuming run {first_run} from checkpoint epoch" in result.stdout
+    assert f"resuming run {first_run} from checkpoint epoch {epoch} " in result.stdout
     report = _assert_clean(out)
     assert report["run_id"] == first_run
-    assert report["recovery"]["resumed"]["epoch"] >= view["checkpoint"]["epoch"] >= 1
+    assert report["recovery"]["resumed"]["epoch"] == epoch
     assert report["recovery"]["restarts"] == {}
+    assert all(final["resumed_from"] == epoch for final in report["stages"].values())
     assert_same_outputs(out, reference)
 
 
