@@ -4,6 +4,7 @@ writes exactly what one sink that never stopped writes (crash recovery, docs/arc
 from __future__ import annotations
 
 import os
+import pickle
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -139,8 +140,6 @@ def test_summary_closed_before_the_crash_keeps_its_sorted_files(
         commit_file = sink._commit_file()
         assert commit_file is not None
         commit_file.parent.mkdir(parents=True, exist_ok=True)
-        import pickle
-
         commit_file.write_bytes(pickle.dumps({"commit": commit, "accounting": sink.accounting()}))
     else:
         sink.close()
