@@ -114,6 +114,7 @@ class StageRunner:
         self.aligner = checkpoint.BarrierAligner(self.inputs)
         self._arrived: deque[tuple[tuple[str, str], wire.Message]] = deque()
         self.checkpoint_error: str | None = None
+        self.checkpoint_cost = {"saved": 0, "seconds": 0.0, "slowest_s": 0.0, "largest_bytes": 0}
         self._restored = False  # the stage took back a checkpoint's state (a sink then reopens instead of open())
 
     # -- plumbing -------------------------------------------------------------------------
@@ -325,6 +326,7 @@ class StageRunner:
             self._finish_transform()
         self.epoch = epoch
         saved: bytes | None = None
+        started = time.perf_counter()
         if self.checkpointing and self.checkpoint_error is None:
             try:
                 saved = self._saved_state(epoch, final)
@@ -335,8 +337,17 @@ class StageRunner:
         self.send_barrier(epoch, final)  # downstream aligns while this stage writes
         if saved is not None:
             checkpoint.write_atomic(checkpoint.stage_file(self.config.output_dir, epoch, self.stage_id), saved)
+            self._count_checkpoint(started, len(saved))
             self._acknowledge({"type": "checkpoint", "epoch": epoch, "final": final, "in": self._received(),
                                "out": sum(self.out_records.values())})
+
+    def _count_checkpoint(self, started: float, size: int) -> None:
+        cost = self.checkpoint_cost
+        took = time.perf_counter() - started
+        cost["saved"] += 1
+        cost["seconds"] += took
+        cost["slowest_s"] = max(cost["slowest_s"], took)
+        cost["largest_bytes"] = max(cost["largest_bytes"], size)
 
     def _saved_state(self, epoch: int, final: bool) -> bytes:
         inputs = {f"{p}.{port}": [t.records, t.batches] for (p, port), t in self.inputs.items()}
@@ -432,6 +443,7 @@ class StageRunner:
         return {"type": "final", "stage_type": self.spec.type_name, "role": self.spec.cls.role,
                 "ok": error is None and not problems, "error": error, "problems": problems,
                 "epoch": self.epoch, "resumed_from": self.resume_epoch, "checkpoint_error": self.checkpoint_error,
+                "checkpoints": {k: round(v, 4) for k, v in self.checkpoint_cost.items()},
                 "wall_s": time.monotonic() - self.started,
                 "in": sum(t.records for t in self.inputs.values()), "out": dict(self.out_records),
                 "rejected": dict(rejected), "reconcile": reconcile, "accounting": self.stage.accounting(),

@@ -156,7 +156,6 @@ class Supervisor:
     def _recover(self, crashed: StageProcess, control: zmq.Socket[bytes], publisher: zmq.Socket[bytes]) -> None:
         """Stop the other checkpointing stages and start them all again from the newest complete epoch."""
         sid, code = crashed.stage_id, crashed.popen.returncode
-        resume_state = self.state
         self.state = "recovering"
         self.restarts[sid] += 1
         how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code} without a report"
@@ -178,6 +177,8 @@ class Supervisor:
             publisher.send(msgpack.packb(self.snapshot(), use_bin_type=True))
         while control.poll(0):
             self._on_control(control.recv())
+        if self.interrupts > 1:
+            return  # aborted meanwhile (a second Ctrl-C): nothing is started again
         epoch = self.epochs.complete
         checkpoint.discard_after(self.config.output_dir, epoch)
         self.epochs.reset(epoch)
@@ -186,8 +187,8 @@ class Supervisor:
                                 "at_s": round(time.monotonic() - self.started, 3)})
         self._spawn(self.control_endpoint, resume=epoch, only=self.participants)
         self._write_pids()
-        self.state = resume_state
-        if self.state == "draining":
+        self.state = "draining" if self.interrupts else "running"
+        if self.interrupts:  # Ctrl-C came before or during the restart: the new sources stop too
             self._signal_sources()
 
     # -- processes ------------------------------------------------------------------------
