@@ -448,7 +448,7 @@ class Supervisor:
     def _keep_or_clear_checkpoints(self, finals: dict[str, dict[str, Any] | None]) -> None:
         """A run whose stages all ended well needs no checkpoints; one that did not can be resumed."""
         out_dir = self.config.output_dir
-        if all(finals.get(sid) and finals[sid].get("ok") for sid in self.participants):  # type: ignore[union-attr]
+        if all((finals.get(sid) or {}).get("ok") for sid in self.participants):
             checkpoint.remove_all(out_dir)
         elif checkpoint.read_complete(out_dir) is not None:
             print(f"checkpoints kept in {checkpoint.checkpoint_dir(out_dir)}: `pipeline run` with the same config "

@@ -36,15 +36,15 @@ def _slice_index(path: Path) -> tuple[str, int] | None:
 
 
 class BoardReplay(threading.Thread):
-    """Replays ``source`` (a PROF_… directory) into ``target``. With ``hold_at``, stops after that step until
-    :meth:`release` is called, so a test can act while the job is known to be unfinished."""
+    """Replays ``source`` (a PROF_… directory) into ``target``. After each step in ``holds`` it waits for the
+    next :meth:`release`, so a test can act while the job is known to be unfinished."""
 
     def __init__(self, source: Path, target: Path, steps: int = 20, pause_s: float = 0.15,
-                 hold_at: int | None = None) -> None:
+                 holds: tuple[int, ...] = ()) -> None:
         super().__init__(daemon=True)
         self.source, self.target = source, target
-        self.steps, self.pause_s, self.hold_at = steps, pause_s, hold_at
-        self.gate = threading.Event()
+        self.steps, self.pause_s = steps, pause_s
+        self.gates = {step: threading.Event() for step in holds}
         self.error: BaseException | None = None
         self.streams: dict[Path, _Stream] = {}
         self.last: list[Path] = []  # end_info files: the job has ended
@@ -65,7 +65,14 @@ class BoardReplay(threading.Thread):
             stream.slices.sort(key=lambda p: _slice_index(p)[1])  # type: ignore[index]
 
     def release(self) -> None:
-        self.gate.set()
+        """Let the replay go on to its next hold (or to the end)."""
+        waiting = [self.gates[step] for step in sorted(self.gates) if not self.gates[step].is_set()]
+        if waiting:
+            waiting[0].set()
+
+    def release_all(self) -> None:
+        for gate in self.gates.values():
+            gate.set()
 
     def run(self) -> None:
         try:
@@ -75,8 +82,8 @@ class BoardReplay(threading.Thread):
                 for name, stream in self.streams.items():
                     whole = step == self.steps or name.name.endswith(DICTIONARIES)
                     self._grow(stream, stream.total if whole else stream.total * step // self.steps)
-                if step == self.hold_at and not self.gate.wait(GATE_TIMEOUT_S):
-                    raise TimeoutError("the replay was never released")
+                if step in self.gates and not self.gates[step].wait(GATE_TIMEOUT_S):
+                    raise TimeoutError(f"the replay was never released at step {step}")
                 time.sleep(self.pause_s)
             for path in self.last:
                 self._copy(path)

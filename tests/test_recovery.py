@@ -140,18 +140,21 @@ def _stage_pid(out: Path, stage: str) -> int:
     return pid
 
 
-def _setup(tmp_path: Path, board: Path, hold_at: int = 6, **config: Any) -> tuple[Path, Path, BoardReplay]:
+def _setup(tmp_path: Path, board: Path, **config: Any) -> tuple[Path, Path, BoardReplay]:
+    """A config following a replay of ``board`` that holds after steps 6 and 12 of 20: the test checkpoints
+    the first part and kills during the second, and the job cannot end before the kill."""
     out = tmp_path / "out"
     live_board = tmp_path / "board" / board.name
     path = tmp_path / "run.yaml"
     path.write_text(_config(out, live_board, **config))
-    return path, out, BoardReplay(board, live_board, hold_at=hold_at)
+    return path, out, BoardReplay(board, live_board, holds=(6, 12))
 
 
 def _records_in_flight(out: Path, replay: BoardReplay, watcher: ViewWatcher, *stages: str) -> tuple[int, int]:
     """Bring the run to where ``stages`` hold records no complete checkpoint covers; (epoch, pid of the frozen
-    stage). Once the held board's records are all in a complete epoch, a leaf stage none of ``stages`` waits for
-    is stopped (SIGSTOP), so no later epoch can complete; then the board goes on and ``stages`` take new records."""
+    stage). Once the board's first part is all in a complete epoch, a leaf stage none of ``stages`` waits for is
+    stopped (SIGSTOP), so no later epoch can complete; then the board writes its second part (and holds again:
+    the job is not over) and ``stages`` take new records."""
     frozen = "timeline" if "top" in stages else "top"
 
     def covered(view: dict[str, Any]) -> bool:  # the collector sent nothing after the newest complete epoch
@@ -198,7 +201,7 @@ def test_a_stage_killed_mid_run_is_restarted_and_nothing_is_lost_or_doubled(
         finally:
             watcher.close()
     finally:
-        replay.release()
+        replay.release_all()
     _, stderr = supervisor.communicate(timeout=RUN_TIMEOUT_S)
     assert replay.error is None
     assert supervisor.returncode == 0, stderr[-3000:]
@@ -226,7 +229,7 @@ def test_a_stage_killed_before_the_first_checkpoint_starts_over(
         finally:
             watcher.close()
     finally:
-        replay.release()
+        replay.release_all()
     _, stderr = supervisor.communicate(timeout=RUN_TIMEOUT_S)
     assert supervisor.returncode == 0, stderr[-3000:]
     report = _assert_clean(out)
@@ -251,7 +254,7 @@ def test_a_killed_pipeline_resumes_from_its_checkpoints(
         supervisor.wait()
         _wait_for(lambda: all(_gone(pid) for pid in pids), 30)
     finally:
-        replay.release()
+        replay.release_all()
     first_run = json.loads((out / "run.json").read_text())["run_id"]
     assert not (out / "run_report.json").exists()
     result = run_cli("run", str(config), "--live", "off", timeout=RUN_TIMEOUT_S)
@@ -263,6 +266,36 @@ def test_a_killed_pipeline_resumes_from_its_checkpoints(
     assert report["recovery"]["resumed"]["epoch"] == epoch
     assert report["recovery"]["restarts"] == {}
     assert all(final["resumed_from"] == epoch for final in report["stages"].values())
+    assert_same_outputs(out, reference)
+
+
+def test_past_its_restart_limit_the_run_fails_keeps_its_checkpoints_and_resumes_later(
+        finished_board: Path, reference: Path, tmp_path: Path) -> None:
+    config, out, replay = _setup(tmp_path, finished_board, max_restarts=0)
+    supervisor = start_run(config)
+    replay.start()
+    try:
+        watcher = ViewWatcher(out)
+        try:
+            _, frozen = _records_in_flight(out, replay, watcher, "aggregate")
+            os.kill(_stage_pid(out, "aggregate"), signal.SIGKILL)
+            os.kill(frozen, signal.SIGCONT)
+        finally:
+            watcher.close()
+    finally:
+        replay.release_all()
+    _, stderr = supervisor.communicate(timeout=RUN_TIMEOUT_S)
+    assert supervisor.returncode == 1
+    assert "stage 'aggregate' ended without a report (exit -9)" in stderr
+    assert "checkpoints kept in" in stderr
+    failed = read_report(out)
+    assert failed["recovery"]["restarts"] == {} and failed["state"] == "failing"
+    assert (out / "checkpoints" / "complete.json").is_file()
+    result = run_cli("run", str(config), "--live", "off", timeout=RUN_TIMEOUT_S)
+    assert replay.error is None
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"resuming run {failed['run_id']} from checkpoint epoch" in result.stdout
+    _assert_clean(out)
     assert_same_outputs(out, reference)
 
 
