@@ -26,8 +26,8 @@ stages:
 """
 
 
-def run_once(folder: Path, prof: Path, checkpoint_s: float, label: str) -> tuple[float, int, int]:
-    """(wall seconds, records, bytes of the largest epoch folder seen while running)."""
+def run_once(folder: Path, prof: Path, checkpoint_s: float, label: str) -> tuple[float, int, int, dict]:
+    """(wall seconds, records, bytes of the largest epoch folder seen while running, the run report)."""
     out = folder / label
     config = folder / f"{label}.yaml"
     config.write_text(CONFIG.format(out=out, prof=prof, checkpoint_s=checkpoint_s))
@@ -46,7 +46,7 @@ def run_once(folder: Path, prof: Path, checkpoint_s: float, label: str) -> tuple
     if process.returncode != 0:
         sys.exit(f"{label}: pipeline run exited {process.returncode}")
     report = json.loads((out / "run_report.json").read_text())
-    return wall, report["stages"]["collect"]["accounting"]["records_collected"], largest
+    return wall, report["stages"]["collect"]["accounting"]["records_collected"], largest, report
 
 
 def main() -> None:
@@ -62,15 +62,21 @@ def main() -> None:
         prof = next((folder / "board").glob("PROF_*"))
         walls: dict[str, list[float]] = {"off": [], "on": []}
         records = largest = 0
+        stalls: dict[str, dict] = {}
         for round_ in range(args.repeat):
             for label, seconds in (("off", 0.0), ("on", args.checkpoint_s)):
-                wall, records, size = run_once(folder, prof, seconds, f"{label}{round_}")
+                wall, records, size, report = run_once(folder, prof, seconds, f"{label}{round_}")
                 walls[label].append(wall)
                 largest = max(largest, size)
+                if label == "on":
+                    stalls = {sid: final["checkpoints"] for sid, final in report["stages"].items()}
         off, on = min(walls["off"]), min(walls["on"])
         print(f"{records:,} records, best of {args.repeat}: without checkpoints {off:.1f} s "
               f"({records / off:,.0f}/s), with checkpoint_s={args.checkpoint_s} {on:.1f} s ({records / on:,.0f}/s); "
               f"ratio {on / off:.2f}; largest epoch on disk {largest / 1e6:.1f} MB")
+        for sid, cost in stalls.items():
+            print(f"  {sid:<10} {cost['saved']:>3} checkpoints, the stage stalled {cost['stalled_s']:.2f} s in all "
+                  f"(longest {cost['slowest_stall_s']:.2f} s), largest {cost['largest_bytes'] / 1e6:.2f} MB")
 
 
 if __name__ == "__main__":

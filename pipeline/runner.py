@@ -29,6 +29,7 @@ METRICS_INTERVAL_S = 0.5
 SINK_FLUSH_INTERVAL_S = 0.5
 LOG_INTERVAL_S = 5.0
 ACK_RETRY_S = 0.05
+SAVE_WAIT_S = 60.0  # at the end, how long a stage waits for a checkpoint still being written by its child
 
 
 @dataclass
@@ -114,7 +115,9 @@ class StageRunner:
         self.aligner = checkpoint.BarrierAligner(self.inputs)
         self._arrived: deque[tuple[tuple[str, str], wire.Message]] = deque()
         self.checkpoint_error: str | None = None
-        self.checkpoint_cost = {"saved": 0, "seconds": 0.0, "slowest_s": 0.0, "largest_bytes": 0}
+        # checkpoints written; seconds the stage's own loop spent on them (a forked child's pickling not counted)
+        self.checkpoint_cost = {"saved": 0, "stalled_s": 0.0, "slowest_stall_s": 0.0, "largest_bytes": 0}
+        self._saving: dict[int, dict[str, Any]] = {}  # child pid → its acknowledgement
         self._restored = False  # the stage took back a checkpoint's state (a sink then reopens instead of open())
 
     # -- plumbing -------------------------------------------------------------------------
@@ -186,6 +189,8 @@ class StageRunner:
         self._last_metrics = now
         if self.heartbeat is not None:
             self.heartbeat.touch()  # for container health checks: the loop is alive
+        if self._saving:
+            self._reap_saves()
         if self._supervisor_gone() and not self.abort:
             self.log.error("supervisor is gone: stopping")
             self.abort = True
@@ -325,29 +330,82 @@ class StageRunner:
         if final:
             self._finish_transform()
         self.epoch = epoch
-        saved: bytes | None = None
+        if not self.checkpointing or self.checkpoint_error is not None:
+            self.send_barrier(epoch, final)
+            return
+        ack = {"type": "checkpoint", "epoch": epoch, "final": final, "in": self._received(),
+               "out": sum(self.out_records.values())}
+        if self.stage.snapshot_in_child and hasattr(os, "fork"):
+            self._save_in_child(epoch, final, ack)
+            self.send_barrier(epoch, final)
+            return
         started = time.perf_counter()
-        if self.checkpointing and self.checkpoint_error is None:
-            try:
-                saved = self._saved_state(epoch, final)
-            except Exception as exc:  # e.g. a plugin whose state does not pickle: recovery is off for this run
-                self.checkpoint_error = f"stage '{self.stage_id}' cannot save a checkpoint: {type(exc).__name__}: {exc}"
-                self.log.error("checkpoint failed", error=self.checkpoint_error, traceback=traceback.format_exc())
-                self._acknowledge({"type": "checkpoint_failed", "epoch": epoch, "error": self.checkpoint_error})
+        try:
+            saved = self._saved_state(epoch, final)
+        except Exception as exc:  # e.g. a plugin whose state does not pickle: recovery is off for this run
+            self._checkpoint_failed(epoch, f"{type(exc).__name__}: {exc}", traceback.format_exc())
+            self.send_barrier(epoch, final)
+            return
         self.send_barrier(epoch, final)  # downstream aligns while this stage writes
-        if saved is not None:
-            checkpoint.write_atomic(checkpoint.stage_file(self.config.output_dir, epoch, self.stage_id), saved)
-            self._count_checkpoint(started, len(saved))
-            self._acknowledge({"type": "checkpoint", "epoch": epoch, "final": final, "in": self._received(),
-                               "out": sum(self.out_records.values())})
+        checkpoint.write_atomic(checkpoint.stage_file(self.config.output_dir, epoch, self.stage_id), saved)
+        self._count_stall(started)
+        self._count_saved(len(saved))
+        self._acknowledge(ack)
 
-    def _count_checkpoint(self, started: float, size: int) -> None:
-        cost = self.checkpoint_cost
+    def _save_in_child(self, epoch: int, final: bool, ack: dict[str, Any]) -> None:
+        """Pickle and write the checkpoint in a forked child: it sees this moment's memory (copy-on-write) while
+        the stage goes on; the acknowledgement follows when the child has written the file."""
+        started = time.perf_counter()
+        self._reap_saves(wait_s=None)  # one at a time, in epoch order
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the child: no sockets, no logging, no cleanup handlers
+            code = 1
+            try:
+                gc.disable()
+                saved = self._saved_state(epoch, final)
+                # a stage killed meanwhile has been restarted from an older epoch: its files are not ours to write
+                if os.getppid() == parent:
+                    checkpoint.write_atomic(checkpoint.stage_file(self.config.output_dir, epoch, self.stage_id),
+                                            saved)
+                    code = 0
+            finally:
+                os._exit(code)
+        self._saving[pid] = ack
+        self._count_stall(started)
+
+    def _reap_saves(self, wait_s: float | None = 0.0) -> None:
+        """Acknowledge the checkpoints children have written; ``wait_s`` None waits for all, else at most so long."""
+        deadline = None if wait_s is None else time.monotonic() + wait_s
+        while self._saving:
+            for pid in list(self._saving):
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if not done:
+                    continue
+                ack = self._saving.pop(pid)
+                if os.waitstatus_to_exitcode(status) != 0:
+                    self._checkpoint_failed(ack["epoch"], f"the process saving it ended with status {status}", "")
+                    continue
+                path = checkpoint.stage_file(self.config.output_dir, ack["epoch"], self.stage_id)
+                self._count_saved(path.stat().st_size if path.exists() else 0)
+                self._acknowledge(ack)
+            if not self._saving or (deadline is not None and time.monotonic() >= deadline):
+                return
+            time.sleep(0.01)
+
+    def _checkpoint_failed(self, epoch: int, why: str, trace: str) -> None:
+        self.checkpoint_error = f"stage '{self.stage_id}' cannot save a checkpoint: {why}"
+        self.log.error("checkpoint failed", error=self.checkpoint_error, traceback=trace)
+        self._acknowledge({"type": "checkpoint_failed", "epoch": epoch, "error": self.checkpoint_error})
+
+    def _count_stall(self, started: float) -> None:
         took = time.perf_counter() - started
-        cost["saved"] += 1
-        cost["seconds"] += took
-        cost["slowest_s"] = max(cost["slowest_s"], took)
-        cost["largest_bytes"] = max(cost["largest_bytes"], size)
+        self.checkpoint_cost["stalled_s"] += took
+        self.checkpoint_cost["slowest_stall_s"] = max(self.checkpoint_cost["slowest_stall_s"], took)
+
+    def _count_saved(self, size: int) -> None:
+        self.checkpoint_cost["saved"] += 1
+        self.checkpoint_cost["largest_bytes"] = max(self.checkpoint_cost["largest_bytes"], size)
 
     def _saved_state(self, epoch: int, final: bool) -> bytes:
         inputs = {f"{p}.{port}": [t.records, t.batches] for (p, port), t in self.inputs.items()}
@@ -473,6 +531,8 @@ class StageRunner:
         except Exception as exc:  # a bug: keep the traceback in the log, one line in the report
             error = f"stage '{self.stage_id}' crashed: {type(exc).__name__}: {exc}"
             self.log.error("stage crashed", traceback=traceback.format_exc())
+        if not self.abort:
+            self._reap_saves(wait_s=SAVE_WAIT_S)  # the last checkpoints' acknowledgements go before the report
         self._metrics(force=True)
         final = self.report(error)
         self.control.send(final, must_arrive=True)

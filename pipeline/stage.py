@@ -93,6 +93,9 @@ class Stage:
         return {}
 
     # -- crash recovery -------------------------------------------------------------------------
+    # True when snapshot() reads only this process's memory (no file sizes, no queries): the runtime then takes
+    # it in a forked child, so a large state costs the stage a fork instead of the time to pickle it.
+    snapshot_in_child: ClassVar[bool] = False
     _clock_shift = 0.0
 
     def clock(self) -> float:

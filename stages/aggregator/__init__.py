@@ -79,6 +79,7 @@ class HostTask:
 
 class AggregatorStage(Transform):
     outputs = ("tasks", "stats")
+    snapshot_in_child = True  # its state is all in memory: checkpoints are pickled by a forked child
 
     class Config(StageConfig):
         snapshot_every_s: float = Field(1.0, gt=0, description="seconds between statistics snapshots")

@@ -150,6 +150,8 @@ class TimelineSink(Sink):
             self._file.close()
             self._file = None
 
+    snapshot_in_child = True  # the file's end is known in memory: a forked child may pickle the tracks
+
     def snapshot(self) -> bytes:
         """Tracks, names and counts, and where the current file ends (crash recovery)."""
         if self._file is not None and self.config.fsync:
