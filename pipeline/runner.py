@@ -116,7 +116,8 @@ class StageRunner:
         self._arrived: deque[tuple[tuple[str, str], wire.Message]] = deque()
         self.checkpoint_error: str | None = None
         # checkpoints written; seconds the stage's own loop spent on them (a forked child's pickling not counted)
-        self.checkpoint_cost = {"saved": 0, "stalled_s": 0.0, "slowest_stall_s": 0.0, "largest_bytes": 0}
+        self.checkpoint_cost = {"saved": 0, "stalled_s": 0.0, "slowest_stall_s": 0.0, "child_cpu_s": 0.0,
+                                "largest_bytes": 0}
         self._saving: dict[int, dict[str, Any]] = {}  # child pid → its acknowledgement
         self._restored = False  # the stage took back a checkpoint's state (a sink then reopens instead of open())
 
@@ -379,10 +380,11 @@ class StageRunner:
         deadline = None if wait_s is None else time.monotonic() + wait_s
         while self._saving:
             for pid in list(self._saving):
-                done, status = os.waitpid(pid, os.WNOHANG)
+                done, status, usage = os.wait4(pid, os.WNOHANG)
                 if not done:
                     continue
                 ack = self._saving.pop(pid)
+                self.checkpoint_cost["child_cpu_s"] += usage.ru_utime + usage.ru_stime
                 if os.waitstatus_to_exitcode(status) != 0:
                     self._checkpoint_failed(ack["epoch"], f"the process saving it ended with status {status}", "")
                     continue

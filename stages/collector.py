@@ -57,8 +57,8 @@ class ProfTree:
 class CollectorStage(Source):
     """Follows ``path`` (a PROF_… directory, or a folder where one will appear).
 
-    Checkpoints: between passes everything read has been shipped, so its state there (file offsets,
-    the bytes of a record not yet whole) is where a restarted collector goes on reading.
+    Checkpoints: after each stream of a pass everything read has been shipped, so its state there (file
+    offsets, the bytes of a record not yet whole) is where a restarted collector goes on reading.
     """
 
     checkpoints = True
@@ -132,12 +132,13 @@ class CollectorStage(Source):
         assert self.tree is not None
         return _is_finished(self.tree.root)
 
-    def _pass(self, final: bool) -> Iterator[Batch]:
+    def _pass(self, final: bool) -> Iterator[Batch | None]:
         assert self.tree is not None
         yield from self._control_files()
         self._discover_streams()
         for state in list(self.tree.streams.values()):
             yield from self._read_stream(state, final)
+            yield None  # all read so far is shipped: a safe point for a checkpoint, also while sends are slow
 
     # -- control files --------------------------------------------------------------------
     def _control_files(self) -> Iterator[Batch]:

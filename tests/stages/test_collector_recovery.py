@@ -1,4 +1,5 @@
-"""A collector restored from a checkpoint goes on where the first one was: together they ship every record once."""
+"""A collector restored from a checkpoint goes on where the first one was: together they ship every record once,
+in file order."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pipeline.stage import Batch
 from stages.collector import CollectorStage
 from stages.simulator.writer import simulate
 
+TEXT_KINDS = {"hash_dic": b"\n", "type_info_dic": b"\n"}  # the text streams of this board
+
 
 def _collector(prof: Path, out: Path) -> CollectorStage:
     # a small read quantum: many passes, so checkpoints fall between records of one slice and between slices
@@ -19,8 +22,25 @@ def _collector(prof: Path, out: Path) -> CollectorStage:
     return CollectorStage(config, make_ctx("collect", out))
 
 
-def _shipped(batches: list[Batch]) -> list[tuple[str, int, Any, bytes]]:
-    return [(b.kind, b.count, sorted(b.meta.items()), b.body) for b in batches]
+def _shipped(batches: list[Batch]) -> dict[Any, Any]:
+    """Per stream, its records' bytes in order and their count; the control files. (Where chunks are cut
+    depends on when each read happened, which a restart changes.)"""
+    streams: dict[Any, list[Any]] = {}
+    for batch in batches:
+        key = ("control", batch.meta["path"]) if batch.kind == "control" else batch.meta["stream"]
+        shipped = streams.setdefault(key, [0, [], []])
+        shipped[0] += batch.count
+        if batch.kind == "control":
+            shipped[1].append(batch.meta["text"])
+        elif batch.meta["kind"] in TEXT_KINDS:  # records joined by a separator inside one batch
+            shipped[1].extend(batch.body.split(TEXT_KINDS[batch.meta["kind"]]))
+        else:  # fixed-size and TLV records delimit themselves
+            shipped[1].append(batch.body)
+            shipped[1] = [b"".join(shipped[1])]
+        if batch.kind == "raw":
+            shipped[2].append(batch.meta["file"])
+    return {key: (count, records, sorted(set(files), key=files.index))  # slices in the order they were read
+            for key, (count, records, files) in streams.items()}
 
 
 @pytest.fixture(scope="module")
