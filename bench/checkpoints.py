@@ -1,9 +1,10 @@
 """What checkpoints cost: the same finished directory through the whole pipeline, without checkpoints and with
 them, alternating (these machines are noisy: read the ratio, not the absolute), and the size of one epoch.
-Messages are small (128 records) so that the sockets' queues hold little and the collector reads, and cuts
-epochs, all through the run as it does on a live board, instead of handing everything over in the first second.
+Messages are small (--batch-records) so that the sockets' queues (256 messages a side) hold little and the
+collector reads, and cuts epochs, all through the run as it does on a live board, instead of handing everything
+over in the first seconds.
 
-    python bench/checkpoints.py [--iterations 300] [--checkpoint-s 2.0] [--repeat 2]
+    python bench/checkpoints.py [--iterations 300] [--checkpoint-s 2.0] [--repeat 2] [--batch-records 32]
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 CONFIG = """
 run: {{name: bench-ckpt, output: "{out}", progress_s: 60, checkpoint_s: {checkpoint_s},
-       batch: {{max_records: 128}}}}
+       batch: {{max_records: {batch_records}}}}}
 stages:
   collect: {{type: collector, path: "{prof}", follow: false}}
   decode: {{type: decoder, inputs: [collect]}}
@@ -29,11 +30,12 @@ stages:
 """
 
 
-def run_once(folder: Path, prof: Path, checkpoint_s: float, label: str) -> tuple[float, int, int, dict]:
+def run_once(folder: Path, prof: Path, checkpoint_s: float, label: str,
+             batch_records: int) -> tuple[float, int, int, dict]:
     """(wall seconds, records, bytes of the largest epoch folder seen while running, the run report)."""
     out = folder / label
     config = folder / f"{label}.yaml"
-    config.write_text(CONFIG.format(out=out, prof=prof, checkpoint_s=checkpoint_s))
+    config.write_text(CONFIG.format(out=out, prof=prof, checkpoint_s=checkpoint_s, batch_records=batch_records))
     started = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-m", "pipeline", "run", str(config), "--live", "off"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -57,6 +59,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=300)
     parser.add_argument("--checkpoint-s", type=float, default=2.0)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--batch-records", type=int, default=32)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -68,7 +71,8 @@ def main() -> None:
         stalls: dict[str, dict] = {}
         for round_ in range(args.repeat):
             for label, seconds in (("off", 0.0), ("on", args.checkpoint_s)):
-                wall, records, size, report = run_once(folder, prof, seconds, f"{label}{round_}")
+                wall, records, size, report = run_once(folder, prof, seconds, f"{label}{round_}",
+                                                       args.batch_records)
                 walls[label].append(wall)
                 largest = max(largest, size)
                 if label == "on":

@@ -60,6 +60,7 @@ class Supervisor:
         self.zctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self.fresh = fresh
         self.control_endpoint = ""
+        self.checkpoint_s = config.run.checkpoint_s  # as configured (0 is written for the stages when off)
         self.participants = self._participants()
         self.recovery_off = self._recovery_off()
         self.epochs = checkpoint.EpochBook(self.participants)
@@ -98,6 +99,8 @@ class Supervisor:
         out_dir = self.config.output_dir
         complete = checkpoint.read_complete(out_dir)
         if self.recovery_off is not None:
+            if self.config.run.checkpoint_s > 0:
+                print(f"crash recovery is off: {self.recovery_off}", file=sys.stderr, flush=True)
             self.config.run.checkpoint_s = 0  # the stages keep no checkpoints either
             self.config.raw.setdefault("run", {})["checkpoint_s"] = 0
         if complete is None or self.fresh or self.recovery_off is not None:
@@ -441,7 +444,7 @@ class Supervisor:
 
     def _recovery_report(self) -> dict[str, Any]:
         return {"enabled": self.recovery_off is None, "why_not": self.recovery_off,
-                "checkpoint_s": self.config.run.checkpoint_s, "last_complete_epoch": self.epochs.complete,
+                "checkpoint_s": self.checkpoint_s, "last_complete_epoch": self.epochs.complete,
                 "restarts": dict(self.restarts), "recoveries": self.recoveries, "resumed": self.resumed,
                 "not_restarted": self.external}
 
