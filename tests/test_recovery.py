@@ -2,8 +2,10 @@
 pipeline; the supervisor (or a second `pipeline run`) resumes from the checkpoints and the outputs equal those
 of an undisturbed run of the same directory: same rows, none twice.
 
-The board is a finished PROF directory written again step by step (tests/board_replay.py), held part way until
-the kill has happened, so every kill lands while the job is still running and records are in flight.
+The board is a finished PROF directory written again step by step (tests/board_replay.py). A test lets its first
+part through and waits until a complete checkpoint covers it, stops (SIGSTOP) a leaf stage so that no later
+checkpoint can complete, lets the second part through and kills once the victim has handled records no checkpoint
+covers. The board holds again until the kill is done: every kill lands mid-run, with records to replay.
 """
 
 from __future__ import annotations
