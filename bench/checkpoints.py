@@ -73,6 +73,8 @@ def main() -> None:
     print(f"{records:,} records (live board, real-time pace), best of {args.repeat}: without checkpoints {off:.1f} s, "
           f"with checkpoint_s={args.checkpoint_s} {on:.1f} s; ratio {on / off:.2f}; "
           f"largest epoch on disk {largest / 1e6:.1f} MB")
+    pairs = " ".join(f"{a:.1f}/{b:.1f}" for a, b in zip(walls["off"], walls["on"], strict=True))
+    print(f"  every run (off/on alternating): {pairs} s")
     for sid, cost in costs.items():
         print(f"  {sid:<10} {cost['saved']:>3} checkpoints; the stage stalled {cost['stalled_s']:.2f} s in all "
               f"(longest {cost['slowest_stall_s']:.3f} s); children's CPU {cost['child_cpu_s']:.2f} s; "
