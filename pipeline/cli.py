@@ -1,34 +1,128 @@
-"""`pipeline` command line: run, stage, validate, graph, simulate, import, top, plugins."""
+"""`pipeline` command line: run, stage, validate, graph, simulate, import, export, show, compare, top,
+keys, plugins, acl-json, ctl."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import shutil
 import signal
 import sys
-from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.errors import UserError
+
+if TYPE_CHECKING:
+    from pipeline.config import PipelineConfig
+    from pipeline.launch import Application, ProfilerSwitches
 
 # `pipeline simulate --aic-metrics` choices: the metric groups of stages.formats.raw.PMU_EVENT_SETS (spec §1.9),
 # listed here so the CLI starts without importing numpy.
 AIC_METRICS = ("PipeUtilization", "ArithmeticUtilization", "Memory", "ResourceConflictRatio", "PipeUtilizationExct",
                "PipelineExecuteUtilization", "MemoryL0", "MemoryUB", "L2Cache", "MemoryAccess")
+EXPORT_KINDS = ("summary", "timeline", "db", "advice")  # pipeline.offline.EXPORT_STAGES
+SIM_MODELS = ("face_mask_ssd", "face_mask_ssd_mish", "face_mask_ssd_fused")  # stages.simulator.workload.MODELS
+
+
+def _switches(args: argparse.Namespace, output: Path) -> ProfilerSwitches:
+    from pipeline.launch import ProfilerSwitches
+
+    return ProfilerSwitches(output=str(output), switch=getattr(args, "switch", None) or "on",
+                            aic_metrics=args.aic_metrics or "ArithmeticUtilization", aicpu=args.aicpu or "on",
+                            acl_api=args.acl_api or "on", interval=0 if args.interval is None else args.interval,
+                            msproftx=args.msproftx or "off")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from pipeline.config import load_config
     from pipeline.supervisor import run_pipeline
 
-    overrides = {"run.output": args.output} if args.output else {}
+    overrides: dict[str, object] = {"run.output": args.output} if args.output else {}
     config = load_config(args.config, overrides)
+    app = None
+    if args.app:
+        if args.no_follow:
+            raise UserError("run: --no-follow cannot follow an application", "drop --no-follow: the collectors "
+                            "read until the application exits")
+        app, launch_overrides = _prepare_launch(args, config)
+        overrides.update(launch_overrides)
+    else:
+        given = [flag for flag, value in (("--prof-dir", args.prof_dir), ("--aic-metrics", args.aic_metrics),
+                                          ("--aicpu", args.aicpu), ("--acl-api", args.acl_api),
+                                          ("--interval", args.interval), ("--msproftx", args.msproftx))
+                 if value is not None]
+        if given:
+            raise UserError(f"run: {given[0]} applies when launching an application",
+                            "pipeline run CONFIG [flags] -- python infer.py …")
     if args.no_follow:
-        followers = {f"stages.{sid}.follow": False for sid, spec in config.stages.items()
-                     if "follow" in type(spec.config).model_fields}
-        config = load_config(args.config, {**overrides, **followers})
+        overrides.update({f"stages.{sid}.follow": False for sid, spec in config.stages.items()
+                          if "follow" in type(spec.config).model_fields})
+    if overrides:
+        config = load_config(args.config, overrides)
     live = None if args.live == "auto" else args.live == "on"
-    return run_pipeline(config, live=live, fresh=args.fresh)
+    return run_pipeline(config, live=live, app=app, fresh=args.fresh)
+
+
+def _prepare_launch(args: argparse.Namespace, config: PipelineConfig) -> tuple[Application, dict[str, object]]:
+    """acl.json, the application's environment, and the config overrides that point every collector at the
+    application's profiling output (simulator stages off: the application is the board)."""
+    from pipeline.launch import (
+        ACL_JSON_NAME,
+        DEFAULT_PROF_DIR,
+        END_MARKER_NAME,
+        Application,
+        app_environment,
+        write_acl_json,
+    )
+    from stages.collector import CollectorStage
+    from stages.simulator.stage import SimulatorStage
+
+    out = config.output_dir
+    prof_dir = Path(args.prof_dir).expanduser().resolve() if args.prof_dir else out / DEFAULT_PROF_DIR
+    collectors = [sid for sid, spec in config.enabled_stages().items() if issubclass(spec.cls, CollectorStage)]
+    if not collectors:
+        raise UserError(f"{config.path}: no enabled collector stage to follow the application's profiling output",
+                        "add a stage of type collector (see configs/board.yaml)")
+    _check_executable(args.app[0])
+    prof_dir.mkdir(parents=True, exist_ok=True)
+    switches = _switches(args, prof_dir)
+    acl_json = write_acl_json(out / ACL_JSON_NAME, switches)
+    end_marker = out / END_MARKER_NAME
+    overrides: dict[str, object] = {}
+    for sid in collectors:
+        overrides[f"stages.{sid}.path"] = str(prof_dir)
+        overrides[f"stages.{sid}.end_marker"] = str(end_marker)
+    for sid, spec in config.stages.items():
+        if issubclass(spec.cls, SimulatorStage):
+            overrides[f"stages.{sid}.enabled"] = False
+    return Application(list(args.app), app_environment(acl_json, switches), end_marker), overrides
+
+
+def _check_executable(program: str) -> None:
+    if os.sep in program:
+        if not os.access(program, os.X_OK) or not Path(program).is_file():
+            raise UserError(f"run: {program} is not an executable file", "check the command after '--'")
+    elif shutil.which(program) is None:
+        raise UserError(f"run: {program!r} is not on PATH", "check the command after '--'")
+
+
+def _cmd_acl_json(args: argparse.Namespace) -> int:
+    from pipeline.launch import app_environment, write_acl_json
+
+    output = Path(args.output).expanduser().resolve()
+    output.mkdir(parents=True, exist_ok=True)  # the runtime wants it to exist (seed 000)
+    switches = _switches(args, output)
+    path = write_acl_json(Path(args.path).expanduser(), switches)
+    if args.env:
+        env = app_environment(path.resolve(), switches, base={})
+        for name, value in env.items():
+            print(f"export {name}={shlex.quote(value)}")
+    else:
+        print(f"wrote {path} (profiling output: {output}; pass the file to acl.init, or export "
+              f"PIPELINE_ACL_JSON={path.resolve()})")
+    return 0
 
 
 def _cmd_stage(args: argparse.Namespace) -> int:
@@ -70,32 +164,52 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     if args.mode == "static" and args.layout == "legacy":
         raise UserError("--mode static is not supported with --layout legacy", "the legacy layout is launch mode only")
+    if args.sleep_ms < 0:
+        raise UserError(f"--sleep-ms must be 0 or more, not {args.sleep_ms}")
     chip = CHIP_ALIASES.get(args.chip, args.chip)
+    if chip in ("910b", "v6") and args.layout == "legacy":
+        raise UserError(f"--chip {chip} is not supported with --layout legacy",
+                        "the legacy layout (CANN 5/6 files) predates the STARS chips: use --layout current")
     prof = simulate(Path(args.out_dir), chip=chip, iterations=args.iterations, rate=args.rate, seed=args.seed,
                     slice_bytes=args.slice_bytes, aic_metrics=args.aic_metrics, mode=args.mode,
-                    layout=args.layout)
+                    layout=args.layout, model=args.model, sleep_ms=args.sleep_ms)
     print(f"wrote {prof}")
     return 0
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from pipeline.config import load_config
-    from pipeline.supervisor import run_pipeline
+    from pipeline.offline import checked_prof_dir, run_import
 
-    prof = Path(args.prof_dir).expanduser()
-    if not prof.is_dir():
-        raise UserError(f"import: {prof} is not a directory",
-                        "pass a PROF_… directory written by CANN or the simulator")
-    if not ((prof / "host").is_dir() or any(prof.glob("device_*")) or any(prof.glob("PROF_*"))
-            or (prof / "data").is_dir() or any(prof.glob("JOB*"))):
-        raise UserError(f"import: {prof} holds no host/ or device_N/ folder (nor a legacy JOB…/data/)",
-                        "pass a PROF_… (or legacy JOB…) directory written by CANN or the simulator")
-    output = Path(args.output).expanduser() if args.output else prof / "pipeline_output"
-    template = resources.files("pipeline") / "builtin_configs" / "import.yaml"
-    with resources.as_file(template) as path:
-        config = load_config(path, {"run.output": str(output.resolve()), "stages.collect.path": str(prof.resolve()),
-                                    "run.name": f"import-{os.getpid()}"})
-        return run_pipeline(config, live=False)
+    prof = checked_prof_dir(args.prof_dir, "import")
+    return run_import(prof, Path(args.output).expanduser() if args.output else None)
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from pipeline.offline import EXPORT_STAGES, checked_prof_dir, run_import
+
+    if args.format and "summary" not in args.what:
+        raise UserError("export: --format applies to the summary export", "e.g. pipeline export summary PROF_DIR "
+                        "--format json")
+    prof = checked_prof_dir(args.prof_dir, "export")
+    only = sorted({EXPORT_STAGES[what] for what in args.what})
+    return run_import(prof, Path(args.output).expanduser() if args.output else None, only=only,
+                      summary_format=args.format)
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from pipeline.show import run_show
+
+    if args.top < 1:
+        raise UserError(f"show: --top must be 1 or more, not {args.top}")
+    return run_show(args.target, top=args.top, output=Path(args.output).expanduser() if args.output else None)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from pipeline.compare import run_compare
+
+    if args.top < 1:
+        raise UserError(f"compare: --top must be 1 or more, not {args.top}")
+    return run_compare(args.run_a, args.run_b, csv_path=args.csv, top=args.top)
 
 
 def _cmd_top(args: argparse.Namespace) -> int:
@@ -114,12 +228,39 @@ def _cmd_keys(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_ctl(args: argparse.Namespace) -> int:
+    from pipeline.ctl import run_ctl
+    from pipeline.windows import Schedule
+
+    schedule = None
+    if args.ctl_command == "schedule":
+        schedule = Schedule(wait=args.wait, active=args.active, warmup=args.warmup, skip_first=args.skip_first,
+                            repeat=args.repeat)
+    return run_ctl(args.ctl_command, args.target, window_id=getattr(args, "window", None), schedule=schedule,
+                   as_json=getattr(args, "json", False), force=getattr(args, "force", False))
+
+
 def _cmd_plugins(args: argparse.Namespace) -> int:
     from pipeline.plugins import available_types
 
     for name, target in sorted(available_types().items()):
         print(f"{name:<12} {target}")
     return 0
+
+
+def _add_switch_flags(parser: argparse.ArgumentParser, with_switch: bool) -> None:
+    """acl.json's profiler switches (seed 000's `msprof.pyc collect` flags)."""
+    on_off = ("on", "off")
+    if with_switch:
+        parser.add_argument("--switch", choices=on_off, help="profiling on or off (default: on)")
+    parser.add_argument("--aic-metrics", choices=AIC_METRICS,
+                        help="AI Core metric group (default: ArithmeticUtilization, seed 000's)")
+    parser.add_argument("--aicpu", choices=on_off, help="AI CPU data (default: on)")
+    parser.add_argument("--acl-api", choices=on_off, help="AscendCL API data (default: on)")
+    parser.add_argument("--interval", type=int, help="profile every N-th inference (default: 0, every one)")
+    parser.add_argument("--msproftx", choices=on_off,
+                        help="the runtime's own msproftx switch, for acl.prof.mark … (default: off; "
+                             "pipeline.tx annotations do not need it)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,7 +277,21 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--fresh", action="store_true",
                      help="start over even if the output folder holds checkpoints of an unfinished run (default: "
                           "resume it)")
-    run.set_defaults(func=_cmd_run)
+    run.add_argument("--prof-dir", help="with -- APP: the application's profiling output, which the collectors "
+                                        "follow (default: RUN_OUTPUT/profiling)")
+    _add_switch_flags(run, with_switch=False)
+    run.set_defaults(func=_cmd_run, app=[])
+
+    acl = sub.add_parser("acl-json", help="write acl.json's profiler section (what `run -- APP` hands the app)")
+    acl.add_argument("path", nargs="?", default="acl.json", help="the file to write (default: ./acl.json); "
+                                                                 "other sections of an existing file are kept")
+    acl.add_argument("--output", default="profiling",
+                     help="where the runtime writes PROF_… (default: ./profiling, written as an absolute path)")
+    acl.add_argument("--env", action="store_true",
+                     help="also print the environment (PIPELINE_ACL_JSON, PROFILING_MODE, PROFILING_OPTIONS) "
+                          "as shell export lines, instead of the summary line")
+    _add_switch_flags(acl, with_switch=True)
+    acl.set_defaults(func=_cmd_acl_json)
 
     stage = sub.add_parser("stage", help="run one stage alone (e.g. the collector on the board)")
     stage.add_argument("stage_id")
@@ -159,8 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sim = sub.add_parser("simulate", help="write a PROF_… directory as a simulated Ascend board would")
     sim.add_argument("out_dir")
-    sim.add_argument("--chip", choices=(*CHIP_ALIASES, "mini", "cloud", "910b"), default="mini",
-                     help="mini (or 310) = Ascend 310, cloud (or 910) = Ascend 910, 910b = Ascend 910B (STARS)")
+    sim.add_argument("--chip", choices=(*CHIP_ALIASES, "mini", "cloud", "910b", "v6"), default="mini",
+                     help="mini (or 310) = Ascend 310, cloud (or 910) = Ascend 910, 910b = Ascend 910B (STARS), "
+                          "v6 = chip v6 (platform 15: 32-byte STARS log, 32-bit task ids)")
     sim.add_argument("--mode", choices=("launch", "static"), default="launch",
                      help="launch = op info reported at every launch; static = an offline model (.om) reports it "
                           "once at model load and every execution reuses its task ids")
@@ -173,12 +329,39 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--layout", choices=("current", "legacy"), default="current",
                      help="current = CANN ≥ 6.3 host reporter; legacy = CANN 5/6 AclModule/Framework/Runtime files")
     sim.add_argument("--legacy", dest="layout", action="store_const", const="legacy", help="same as --layout legacy")
+    sim.add_argument("--model", choices=SIM_MODELS, default=SIM_MODELS[0],
+                     help="workload: the face-mask SSD; _mish = its activations are Mish decomposed into "
+                          "Softplus+Tanh+Mul with TransData around them (the case-study 'before'); _fused = "
+                          "Conv2D+BN+activation fused, no TransData (the 'after')")
+    sim.add_argument("--sleep-ms", type=int, default=0,
+                     help="the app sleeps this long inside an msproftx range around the model load (seed 004)")
     sim.set_defaults(func=_cmd_simulate)
 
     imp = sub.add_parser("import", help="run the same stages over a finished PROF_… directory")
     imp.add_argument("prof_dir")
     imp.add_argument("--output", help="output folder (default: PROF_DIR/pipeline_output)")
     imp.set_defaults(func=_cmd_import)
+
+    export = sub.add_parser("export", help="run only the chosen sinks over a finished PROF_… directory")
+    export.add_argument("what", nargs="+", choices=EXPORT_KINDS, help="summary, timeline, db and/or advice")
+    export.add_argument("prof_dir")
+    export.add_argument("--output", help="output folder (default: PROF_DIR/pipeline_output)")
+    export.add_argument("--format", choices=("csv", "json"), help="summary files as csv (default) or json")
+    export.set_defaults(func=_cmd_export)
+
+    show = sub.add_parser("show", help="print a run's statistics as tables (parses a PROF_… directory first)")
+    show.add_argument("target", help="a run's output folder, or a PROF_… directory")
+    show.add_argument("--top", type=int, default=20, help="rows per table (op_summary: the longest tasks)")
+    show.add_argument("--output", help="where to parse a PROF_… directory not parsed yet "
+                                       "(default: PROF_DIR/pipeline_output)")
+    show.set_defaults(func=_cmd_show)
+
+    compare = sub.add_parser("compare", help="per op type and API: run A against run B")
+    compare.add_argument("run_a", help="output folder or PROF_… directory (before)")
+    compare.add_argument("run_b", help="output folder or PROF_… directory (after)")
+    compare.add_argument("--csv", help="also write every row as CSV to this file ('-': CSV on stdout, no table)")
+    compare.add_argument("--top", type=int, default=30, help="rows per table on the terminal")
+    compare.set_defaults(func=_cmd_compare)
 
     top = sub.add_parser("top", help="attach to a running pipeline and show live statistics")
     top.add_argument("target", help="the run's config, its output folder, or a top endpoint (ipc://… tcp://…)")
@@ -196,6 +379,29 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--name", default="pipeline", help="file name stem (default: pipeline)")
     generate.set_defaults(func=_cmd_keys)
 
+    ctl = sub.add_parser("ctl", help="open and close collection windows while the job runs (per-window statistics)")
+    ctl_sub = ctl.add_subparsers(dest="ctl_command", required=True)
+    target_help = "the run's config, its output folder, or its control.json"
+    for name, text in (("start", "open a window now"), ("stop", "close the newest open window now"),
+                       ("schedule", "open a window that keeps the active steps of a schedule"),
+                       ("status", "list the windows and what they hold")):
+        command = ctl_sub.add_parser(name, help=text)
+        command.add_argument("target", help=target_help)
+        if name != "status":
+            command.add_argument("--force", action="store_true",
+                                 help="edit the control file even when no run is going on in that folder")
+        command.set_defaults(func=_cmd_ctl)
+        if name == "stop":
+            command.add_argument("--window", type=int, help="close this window instead of the newest open one")
+        elif name == "schedule":
+            command.add_argument("--wait", type=int, required=True, help="steps skipped at the start of a cycle")
+            command.add_argument("--active", type=int, required=True, help="steps collected per cycle")
+            command.add_argument("--warmup", type=int, default=0, help="steps between wait and active (not kept)")
+            command.add_argument("--skip-first", type=int, default=0, help="steps skipped before the first cycle")
+            command.add_argument("--repeat", type=int, default=0, help="cycles (default 0: until the window closes)")
+        elif name == "status":
+            command.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
     plugins = sub.add_parser("plugins", help="list registered stage types")
     plugins.set_defaults(func=_cmd_plugins)
     return parser
@@ -205,7 +411,22 @@ def main(argv: list[str] | None = None) -> int:
     from pipeline.security import restrict_umask
 
     restrict_umask()  # outputs, sockets and keys are never readable by other users
+    argv = list(sys.argv[1:] if argv is None else argv)
+    app: list[str] | None = None
+    if "--" in argv:  # `pipeline run CONFIG [flags] -- APP ARGS…`: everything after -- is the application
+        split = argv.index("--")
+        argv, app = argv[:split], argv[split + 1:]
     args = build_parser().parse_args(argv)
+    if app is not None:
+        if args.command != "run":
+            print(f"error: only `pipeline run` takes an application after '--' (not `pipeline {args.command}`)",
+                  file=sys.stderr)
+            return 2
+        if not app:
+            print("error: run: nothing to launch after '--' (e.g. pipeline run CONFIG -- python infer.py)",
+                  file=sys.stderr)
+            return 2
+        args.app = app
     try:
         code: int = args.func(args)
         return code

@@ -23,6 +23,8 @@ import zmq
 from pipeline import checkpoint, transport
 from pipeline.config import PipelineConfig
 from pipeline.errors import UserError
+from pipeline.launch import Application, combined_exit_code
+from pipeline.metrics import ViewCollector, serve_metrics
 from pipeline.report import outputs_line, render_report, root_causes, run_problems
 from pipeline.security import stop_authenticators
 from pipeline.views import progress_line
@@ -46,8 +48,9 @@ class StageProcess:
 
 class Supervisor:
     def __init__(self, config: PipelineConfig, live: bool | None = None, run_id: str | None = None,
-                 fresh: bool = False) -> None:
+                 app: Application | None = None, fresh: bool = False) -> None:
         self.config = config
+        self.app = app  # `pipeline run CONFIG -- APP`: the profiled job, run beside the stages
         self.run_id = run_id or f"{config.run.name}-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}"
         self.live = sys.stdout.isatty() if live is None else live
         self.procs: dict[str, StageProcess] = {}
@@ -57,6 +60,8 @@ class Supervisor:
         self.started = time.monotonic()
         self.stamp = time.strftime("%Y%m%d%H%M%S")
         self.owns_socket_dir = False
+        self.exporter: ViewCollector | None = None
+        self.app_status: int | None = None
         self.zctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self.fresh = fresh
         self.control_endpoint = ""
@@ -109,6 +114,11 @@ class Supervisor:
                       file=sys.stderr)
             checkpoint.remove_all(out_dir)
             return None
+        if self.app is not None:
+            raise UserError(f"{checkpoint.checkpoint_dir(out_dir)} holds checkpoints of run {complete.run_id}, "
+                            "whose application was stopped: a new launch cannot go on with it",
+                            "start over with `pipeline run --fresh … -- APP`, or parse what the first launch "
+                            "wrote with `pipeline import`")
         if complete.graph != self._graph():
             raise UserError(f"{checkpoint.checkpoint_dir(out_dir)} holds checkpoints of run {complete.run_id}, "
                             "whose stages differ from this config's",
@@ -234,6 +244,8 @@ class Supervisor:
         run_file = self.config.output_dir / "run.json"
         data = json.loads(run_file.read_text())
         data["stage_pids"] = {sid: proc.popen.pid for sid, proc in self.procs.items()}
+        if self.app is not None:
+            data["app"] = {"command": self.app.command, "pid": self.app.pid}
         run_file.write_text(json.dumps(data, indent=2))
 
     def _stop_others(self) -> None:
@@ -251,11 +263,19 @@ class Supervisor:
         self.interrupts += 1
         if self.interrupts == 1:
             self.state = "draining"
+            if self.app is not None and self.app.poll() is None:
+                # The application gets the Ctrl-C (or SIGTERM); the collector drains once it has exited.
+                print("\ninterrupted: stopping the application, then draining (Ctrl-C again to abort)",
+                      file=sys.stderr, flush=True)
+                self.app.signal(signum)
+                return
             print("\ninterrupted: draining the pipeline (Ctrl-C again to abort)", file=sys.stderr, flush=True)
             self._signal_sources()
         else:
             self.state = "aborted"
             self._kill_all()
+            if self.app is not None:
+                self.app.kill()
 
     # -- control plane --------------------------------------------------------------------
     def _on_control(self, payload: bytes) -> None:
@@ -278,8 +298,8 @@ class Supervisor:
             proc.last_sample = (now, received, sent)
         elif kind == "final":
             proc.final = message
-        elif kind == "view":
-            self.view = message["view"]
+        elif kind == "view":  # the live sink sends statistics, the advice sink findings: keep both
+            self.view.update(message["view"])
         elif kind in ("checkpoint", "checkpoint_failed"):
             self._on_checkpoint(proc, message)
 
@@ -292,15 +312,19 @@ class Supervisor:
             proc = self.procs[sid]
             metrics = proc.metrics
             stages[sid] = {"role": proc.role, "in": metrics.get("in", 0), "out": sum(metrics.get("out", {}).values()),
+                           "out_ports": metrics.get("out", {}),
                            "rejected": metrics.get("rejected", 0), "rate_in": proc.rate_in, "rate_out": proc.rate_out,
                            "progress": metrics.get("progress", {}), "rss_mb": metrics.get("rss_mb", 0.0),
                            "status": self._status(proc), "restarts": self.restarts[sid]}
             if sid in self.checkpointed:  # what a crash would not replay
                 stages[sid]["checkpointed"] = dict(zip(("in", "out"), self.checkpointed[sid], strict=True))
-        return {"run": self.config.run.name, "run_id": self.run_id, "state": self.state,
+        view = {"run": self.config.run.name, "run_id": self.run_id, "state": self.state,
                 "elapsed_s": time.monotonic() - self.started, "stages": stages, "stats": self.view,
                 "checkpoint": {"epoch": self.epochs.complete, "recovery": self.recovery_off or "on",
                                "restarts": sum(self.restarts.values())}}
+        if self.app is not None:
+            view["app"] = {"pid": self.app.pid, "exit_status": self.app_status}
+        return view
 
     @staticmethod
     def _status(proc: StageProcess) -> str:
@@ -333,12 +357,21 @@ class Supervisor:
         publisher.setsockopt(zmq.SNDHWM, 4)
         transport.secure_bind(self.zctx, publisher, transport.top_endpoint(self.config), self.config.curve_keys())
         publisher.bind(transport.top_endpoint(self.config))
+        self.exporter = serve_metrics(self.config)
         (out_dir / "run.json").write_text(json.dumps({
             "run_id": self.run_id, "config": str(self.config.path), "pid": os.getpid(),
             "top_endpoint": transport.top_endpoint(self.config), "curve": self._curve_paths()}, indent=2))
         previous = signal.signal(signal.SIGINT, self._on_interrupt)
         signal.signal(signal.SIGTERM, self._on_interrupt)
+        if self.app is not None:
+            self.app.reset()
         self._spawn(control_ep, resume=resume)
+        if self.app is not None:
+            try:
+                self.app.start()
+            except BaseException:
+                self._kill_all()  # the stages would wait for a job that never comes
+                raise
         self._write_pids()
         display = _LiveDisplay() if self.live else None
         try:
@@ -375,13 +408,16 @@ class Supervisor:
                 last_publish = now
                 view = self.snapshot()
                 publisher.send(msgpack.packb(view, use_bin_type=True))
+                if self.exporter is not None:
+                    self.exporter.update(view)
                 if display is not None:
                     display.update(view)
             if display is None and now - last_progress >= self.config.run.progress_s:
                 last_progress = now
                 print(progress_line(self.snapshot()), flush=True)
             running = [p for p in self.procs.values() if p.popen.poll() is None]
-            if not running:
+            app_running = self._app_running()
+            if not running and not app_running:
                 self._drain_control(control)
                 return
             failed = [p for p in self.procs.values() if p.popen.poll() not in (None, 0)]
@@ -393,10 +429,25 @@ class Supervisor:
                 failure_seen_at = now
                 self.state = "failing"
                 self._stop_others()
+                if app_running:  # a profiling failure does not stop the user's job
+                    print("pipeline failed: waiting for the application to exit (Ctrl-C stops it)",
+                          file=sys.stderr, flush=True)
             if failure_seen_at is not None and now - failure_seen_at > KILL_GRACE_S:
                 self._kill_all()
             if self.state == "draining" and now - self.started > 0 and self._sources_done():
                 self._enforce_drain_timeout(now)
+
+    def _app_running(self) -> bool:
+        """Whether the launched application still runs (its exit writes the collector's end marker)."""
+        if self.app is None:
+            return False
+        status = self.app.poll()
+        if status is None:
+            return True
+        if self.app_status is None:
+            self.app_status = status
+            print(f"application exited with status {status}; draining the pipeline", flush=True)
+        return False
 
     def _sources_done(self) -> bool:
         return all(p.popen.poll() is not None for p in self.procs.values() if p.role == "source")
@@ -426,6 +477,8 @@ class Supervisor:
         report = {"run_id": self.run_id, "config": str(self.config.path), "state": self.state,
                   "wall_s": time.monotonic() - self.started, "stages": finals, "exit_codes": exit_codes,
                   "problems": problems, "recovery": self._recovery_report()}
+        if self.app is not None:
+            report["app"] = self.app.summary()
         out_dir = self.config.output_dir
         self._keep_or_clear_checkpoints(finals)
         try:
@@ -440,7 +493,11 @@ class Supervisor:
         if self.state == "aborted":
             print(self._aborted_line(), file=sys.stderr)
             return 130
-        return 1 if problems else 0
+        code = 1 if problems else 0
+        if self.app is not None and self.app_status:
+            print(f"error: the application exited with status {self.app_status}"
+                  + (" (and the pipeline reported the problems above)" if problems else ""), file=sys.stderr)
+        return combined_exit_code(code, self.app_status)
 
     def _recovery_report(self) -> dict[str, Any]:
         return {"enabled": self.recovery_off is None, "why_not": self.recovery_off,
@@ -484,8 +541,9 @@ class _LiveDisplay:
         self._live.stop()
 
 
-def run_pipeline(config: PipelineConfig, live: bool | None = None, fresh: bool = False) -> int:
-    return Supervisor(config, live=live, fresh=fresh).run()
+def run_pipeline(config: PipelineConfig, live: bool | None = None, app: Application | None = None,
+                 fresh: bool = False) -> int:
+    return Supervisor(config, live=live, app=app, fresh=fresh).run()
 
 
 def read_run_file(output_dir: Path) -> dict[str, Any]:

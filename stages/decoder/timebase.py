@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -47,6 +48,25 @@ def _mhz_to_khz(value: object) -> int:
     return max(1, round(float(str(value)) * 1000))
 
 
+DEFAULT_HOST_KHZ = 1_000_000  # CPU Frequency missing or 1000 MHz: host records carry monotonic ns as they are
+
+
+def _host_khz(info: dict) -> int:
+    """The host counter's frequency from an info.json's CPU list (kHz)."""
+    cpus = info.get("CPU") or [{}]
+    freq = cpus[0].get("Frequency") if isinstance(cpus, list) and cpus and isinstance(cpus[0], dict) else None
+    try:
+        return _mhz_to_khz(freq) if freq not in (None, "") and float(str(freq)) > 0 else DEFAULT_HOST_KHZ
+    except ValueError:
+        return DEFAULT_HOST_KHZ
+
+
+def _host_monotonic(log: dict[str, int], host_khz: int) -> int:
+    """clock_monotonic_raw of a host_start.log, corrected by its cntvct_diff (host counter ticks) as msprof does
+    (TimerBean.host_mon; C++ GetSyscntConversionParams)."""
+    return log.get("clock_monotonic_raw", 0) + log.get("cntvct_diff", 0) * 1_000_000 // host_khz
+
+
 @dataclass
 class TimeBase:
     """Everything learned from the control files of one PROF directory."""
@@ -76,12 +96,11 @@ class TimeBase:
         offset = self._offset("host/start_info")
         if offset is None:
             return None
-        info = self._json("host/info.json")
-        cpus = info.get("CPU") or [{}]
-        freq = cpus[0].get("Frequency") if isinstance(cpus, list) and cpus else None
+        khz = _host_khz(self._json("host/info.json"))
+        if khz == DEFAULT_HOST_KHZ:  # already monotonic ns (msprof time_from_host_syscnt, GetTimeFromHostCnt)
+            return Clock(local_offset=offset)
         log = _log_values(self.files["host/host_start.log"])
-        khz = _mhz_to_khz(freq) if freq not in (None, "", "0") else 1_000_000
-        return Clock(khz, log.get("cntvct", 0), log.get("clock_monotonic_raw", 0), offset)
+        return Clock(khz, log.get("cntvct", 0), _host_monotonic(log, khz), offset)
 
     def legacy_host_clock(self, device: int) -> Clock | None:
         """Clock of the legacy host records in device_N/data (AclModule, Framework, Runtime; spec §1.5).
@@ -110,7 +129,9 @@ class TimeBase:
         dev_log = _log_values(self.files[f"{folder}/dev_start.log.{device}"])
         host_log = _log_values(self.files[f"{folder}/host_start.log.{device}"])
         khz = _mhz_to_khz(info.get("hwts_frequency") or 100)
-        return Clock(khz, dev_log.get("cntvct", 0), host_log.get("clock_monotonic_raw", 0), offset)
+        info_json = self._json(f"{folder}/info.json.{device}")
+        host_khz = _host_khz(info_json if info_json.get("CPU") else self._json("host/info.json"))
+        return Clock(khz, dev_log.get("cntvct", 0), _host_monotonic(host_log, host_khz), offset)
 
     def device_info(self, device: int) -> dict:
         info = self._json(f"device_{device}/info.json.{device}")
@@ -121,3 +142,32 @@ class TimeBase:
 
     def sample(self, device: int) -> dict:
         return self._json(f"device_{device}/sample.json")
+
+    def session(self) -> dict[str, Any]:
+        """Run-level facts as msprof's exporter reads them: from the host folder's info.json, start_info and
+        end_info, else from the lowest-numbered device folder's (msprof ``Context::GetInfoByDeviceId``).
+        Times are ns (the files hold µs); ``end_ns`` is 0 until end_info is written. Empty while no such
+        file is known."""
+        folder, suffix = "host", ""
+        if not any(f"host/{name}" in self.files for name in ("info.json", "start_info")):
+            devices = sorted(int(match.group(1)) for rel in self.files if (match := _DEVICE_INFO.match(rel)))
+            if not devices:
+                return {}
+            folder, suffix = f"device_{devices[0]}", f".{devices[0]}"
+        info = self._json(f"{folder}/info.json{suffix}")
+        start = self._json(f"{folder}/start_info{suffix}").get("collectionTimeBegin")
+        end = self._json(f"{folder}/end_info{suffix}").get("collectionTimeEnd")
+        return {"pid": _int(info.get("pid")), "pid_name": str(info.get("pid_name") or ""),
+                "hostname": str(info.get("hostname") or ""), "host_uid": str(info.get("hostUid") or "0"),
+                "start_ns": _int(start) * 1000, "end_ns": _int(end) * 1000}
+
+
+_DEVICE_INFO = re.compile(r"^device_(\d+)/info\.json\.\d+$")
+
+
+def _int(value: object) -> int:
+    """A count or time as the control files write it (number or numeric string); 0 when absent or not one."""
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0

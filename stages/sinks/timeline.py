@@ -7,7 +7,8 @@ Example config::
       inputs: [aggregate.tasks]
       directory: mindstudio_profiler_output   # under the run's output folder
       timestamp: "20240101120000"             # the {ts} of file names (default: when the sink opens)
-      rotate_bytes: 209715200                 # start msprof_{ts}_1.json ... past this size
+      rotate_bytes: 209715200                 # start msprof_{ts}_1.json ... past this size;
+                                              # at close: msprof_slice_{k}_{ts}.json, k from 0
       overlap_window_s: 5.0                   # how far back host spans are checked for overlap
       fsync: false                            # fsync on every flush (close always does)
 
@@ -25,6 +26,7 @@ carries its own metadata, and no two complete events cross on one track (see :mo
 from __future__ import annotations
 
 import json
+import os
 import pickle
 from collections import OrderedDict
 from pathlib import Path
@@ -110,6 +112,7 @@ class TimelineSink(Sink):
         self._texts: dict[int, str] = {}  # symbol -> JSON string
         self._node_connections = _Bounded(FLOW_MEMORY)
         self._waiting_flow_ends = _Bounded(FLOW_MEMORY)  # connection id -> (pid, tid, ts)
+        self._flow_ended = _Bounded(FLOW_MEMORY)  # connection ids whose flow has its end
         self.counts = {"task": 0, "api": 0, "tx": 0, "flows": 0}
 
     # -- stage interface -------------------------------------------------------------------
@@ -149,6 +152,11 @@ class TimelineSink(Sink):
             self._file.sync()
             self._file.close()
             self._file = None
+        if len(self.paths) > 1:  # rotated: msprof's slice names, k from 0, once the files are final
+            final = [old.with_name(f"msprof_slice_{k}_{self.timestamp}.json") for k, old in enumerate(self.paths)]
+            for path, target in zip(self.paths, final, strict=True):
+                os.replace(path, target)
+            self.paths = final
 
     snapshot_in_child = True  # the file's end is known in memory: a forked child may pickle the tracks
 
@@ -166,7 +174,13 @@ class TimelineSink(Sink):
         restore_state(self, saved["state"])
         if not self.paths:
             return
-        for later in self.paths[-1].parent.glob(f"msprof_{self.timestamp}_*.json"):
+        directory = self.paths[-1].parent
+        for index, path in enumerate(self.paths):  # a close after the checkpoint gave them their slice names
+            final = directory / f"msprof_slice_{index}_{self.timestamp}.json"
+            if not path.exists() and final.exists():
+                os.replace(final, path)
+        for later in [*directory.glob(f"msprof_{self.timestamp}_*.json"),
+                      *directory.glob(f"msprof_slice_*_{self.timestamp}.json")]:
             if later not in self.paths:
                 later.unlink(missing_ok=True)
         if saved["end"] is not None:
@@ -264,7 +278,7 @@ class TimelineSink(Sink):
         for row in rows:
             (device_id, model_id, _iteration, stream_id, task_id, batch_id, start_ns, end_ns,
              op_name, _op_type, task_type, *_rest) = row
-            connection_id = row[14]
+            connection_id, context_id = row[14], row[23]
             pid = format_pid(app_pid, SORT_HARDWARE, device_id)
             if (pid, -1) not in self._announced:
                 self._process(out, pid, "Ascend Hardware", f"NPU {device_id}", SORT_HARDWARE)
@@ -282,13 +296,14 @@ class TimelineSink(Sink):
                 f'{{"name":{name},"pid":{pid},"tid":{stream_id},"ts":"{ts}","dur":{us(end_ns - start_ns)},'
                 f'"args":{{"Model Id":{model_id},"Task Type":{task_type_text},'
                 f'"Physic Stream Id":{stream_id},"Task Id":{task_id},"Batch Id":{batch_id},'
-                f'"Subtask Id":{UINT32_NONE},"connection_id":{conn}}},"ph":"X"}}'
+                f'"Subtask Id":{UINT32_NONE if context_id is None else context_id},"connection_id":{conn}}},"ph":"X"}}'
             )
             written += 1
-            if connection_id is not None:
+            # One flow per launch: an FFTS+ task's contexts share its connection id, the first one ends it.
+            if connection_id is not None and connection_id not in self._flow_ended.data:
                 if connection_id in self._node_connections.data:
                     out.append(self._flow_end(connection_id, pid, stream_id, ts))
-                else:
+                elif connection_id not in self._waiting_flow_ends.data:
                     self._waiting_flow_ends.put(connection_id, (pid, stream_id, ts))
         self.counts["task"] += written
 
@@ -358,6 +373,7 @@ class TimelineSink(Sink):
                 f'"pid":{pid},"tid":{tid},"ts":"{ts}"}}')
 
     def _flow_end(self, connection_id: int, pid: int, tid: int, ts: str) -> str:
+        self._flow_ended.put(connection_id)
         flow_id = connection_id << 32
         return (f'{{"name":"HostToDevice{flow_id}","ph":"f","id":"{flow_id}","ts":"{ts}",'
                 f'"cat":"HostToDevice","pid":{pid},"tid":{tid},"bp":"e"}}')

@@ -4,7 +4,6 @@ writes exactly what one sink that never stopped writes (crash recovery, docs/arc
 from __future__ import annotations
 
 import os
-import pickle
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from hypothesis import strategies as st
 from sink_batches import TIMESTAMP, Feed
 
 from pipeline.stage import Batch, Sink, StageContext
+from stages.sinks._table import Commit
 from stages.sinks.sqlite import SqliteSink
 from stages.sinks.summary import SummarySink
 from stages.sinks.timeline import TimelineSink
@@ -26,9 +26,14 @@ T0 = 1_736_413_971_000_000_000
 
 def _batches() -> list[Batch]:
     feed = Feed()
-    out = [feed.run_info()]
+    devices = {"0": {"platform": 5, "chip": "Ascend910B", "aic_frequency_mhz": 1800.0}}
+    out = [feed.run_info(devices=devices)]
     for i in range(10):
         base = T0 + i * 1_000_000
+        if i in (3, 6):  # AI Core clock changes: AICORE_FREQ rows
+            out.append(feed.batch("aicore_freq", [[0, base, 1600.0 - 100 * i]]))
+        if i == 8:  # end_info: the session's end row is written, then updated in place
+            out.append(feed.run_info(devices=devices, end_ns=T0 + 20_000_000))
         out.append(feed.batch("api", [feed.api(base + k * 1_000, base + k * 1_000 + 800, connection_id=i * 10 + k,
                                                name=f"op_{i % 3}_{k}", thread_id=100 + k % 2) for k in range(4)]))
         out.append(feed.batch("task", [
@@ -61,10 +66,12 @@ def _sink(kind: str, folder: Path, state_dir: bool) -> Sink:
 
 def _die(sink: Sink) -> None:
     """What a killed process leaves: its descriptors closed, nothing finished."""
-    if isinstance(sink, SqliteSink) and sink.db is not None:
-        sink.db.conn.close()
-    writer = getattr(sink, "op_summary", None)
-    if writer is not None:
+    if isinstance(sink, SqliteSink) and sink.conn is not None:
+        sink.conn.close()
+    writers = [getattr(sink, "op_summary", None), *getattr(sink, "tables", {}).values()]
+    for writer in writers:
+        if writer is None:
+            continue
         if writer._fd >= 0:
             os.close(writer._fd)
         if writer._json is not None:
@@ -123,10 +130,15 @@ def test_restored_sink_writes_each_batch_once(kind: str, data: st.DataObject, tm
     assert _run(kind, tmp_path_factory.mktemp(kind), checkpoint_at, crash_at) == undisturbed[kind]
 
 
+class _Killed(Exception):
+    """The process dies here."""
+
+
 @pytest.mark.parametrize("crash_in_commit", [False, True])
 def test_summary_closed_before_the_crash_keeps_its_sorted_files(
-        tmp_path: Path, crash_in_commit: bool, undisturbed: dict[str, dict[str, Any]]) -> None:
-    """A summary that sorted op_summary and then died (or whose pipeline then restarted from an earlier epoch)
+        tmp_path: Path, crash_in_commit: bool, undisturbed: dict[str, dict[str, Any]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A summary that sorted its tables and then died (or whose pipeline then restarted from an earlier epoch)
     finishes the recorded commit and ignores the batches sent to it again."""
     sink = _sink("summary", tmp_path, state_dir=True)
     sink.open()
@@ -135,12 +147,14 @@ def test_summary_closed_before_the_crash_keeps_its_sorted_files(
         if index == 20:
             saved = sink.snapshot()
         sink.write_batch(batch)
-    if crash_in_commit:  # sorted files written and the commit recorded, none renamed yet
-        commit = sink.op_summary.sorted_commit()  # type: ignore[union-attr]
-        commit_file = sink._commit_file()
-        assert commit_file is not None
-        commit_file.parent.mkdir(parents=True, exist_ok=True)
-        commit_file.write_bytes(pickle.dumps({"commit": commit, "accounting": sink.accounting()}))
+    if crash_in_commit:  # killed once the sorted files are written and the commit recorded, before any rename
+        with monkeypatch.context() as patch:
+            def die(commit: Commit) -> None:
+                raise _Killed
+
+            patch.setattr(Commit, "apply", die)
+            with pytest.raises(_Killed):
+                sink.close()
     else:
         sink.close()
     restarted = _sink("summary", tmp_path, state_dir=True)
