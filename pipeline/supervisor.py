@@ -284,7 +284,8 @@ class Supervisor:
             proc = self.procs[message["stage"]]
         except Exception:
             return  # not ours: ignore
-        if message.get("pid", proc.popen.pid) != proc.popen.pid:
+        sender = message.get("pid")
+        if sender is not None and sender != proc.popen.pid:
             return  # from a process this supervisor has since replaced
         kind = message.get("type")
         if kind == "metrics":
