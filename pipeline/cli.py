@@ -62,7 +62,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if overrides:
         config = load_config(args.config, overrides)
     live = None if args.live == "auto" else args.live == "on"
-    return run_pipeline(config, live=live, app=app)
+    return run_pipeline(config, live=live, app=app, fresh=args.fresh)
 
 
 def _prepare_launch(args: argparse.Namespace, config: PipelineConfig) -> tuple[Application, dict[str, object]]:
@@ -137,7 +137,7 @@ def _cmd_stage(args: argparse.Namespace) -> int:
     overrides = {"run.output": args.output} if args.output else {}
     config = load_config(args.config, overrides)
     return run_stage(config, args.stage_id, args.run_id or f"{config.run.name}-standalone", args.control,
-                     args.stamp, early, Path(args.heartbeat) if args.heartbeat else None)
+                     args.stamp, early, Path(args.heartbeat) if args.heartbeat else None, args.resume)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -274,6 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="show the live view (default: when stdout is a terminal)")
     run.add_argument("--no-follow", action="store_true",
                      help="collectors read what is on disk and end, instead of waiting for the job to finish")
+    run.add_argument("--fresh", action="store_true",
+                     help="start over even if the output folder holds checkpoints of an unfinished run (default: "
+                          "resume it)")
     run.add_argument("--prof-dir", help="with -- APP: the application's profiling output, which the collectors "
                                         "follow (default: RUN_OUTPUT/profiling)")
     _add_switch_flags(run, with_switch=False)
@@ -298,6 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
     stage.add_argument("--control", help="supervisor control endpoint (set by `pipeline run`)")
     stage.add_argument("--stamp", help="YYYYmmddHHMMSS of output file names (default: when the stage starts)")
     stage.add_argument("--heartbeat", help="file touched twice a second while the stage runs (container health checks)")
+    stage.add_argument("--resume", type=int, metavar="EPOCH",
+                       help="restore the stage from checkpoint EPOCH of its run (0: start over); set by `pipeline run` "
+                            "when it restarts stages after a crash")
     stage.set_defaults(func=_cmd_stage)
 
     for name, func, text in (("validate", _cmd_validate, "check a config and say what is wrong"),

@@ -2,7 +2,9 @@
 
 Header = [version, kind, producer, port, seq, record_kind, count, meta]. ``seq`` counts the
 messages one producer sent on one socket, so a receiver sees gaps; an EOS message carries
-the totals that the receiver reconciles against what it got.
+the totals that the receiver reconciles against what it got. A BARRIER message (checkpoint
+epoch in the count field, ``{"final": bool}`` as meta) separates the records of one epoch from
+the next (pipeline.checkpoint).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pipeline.stage import Batch
 VERSION = 1
 KIND_DATA = 0
 KIND_EOS = 1
+KIND_BARRIER = 2
 MAX_HEADER_BYTES = 1 << 20
 
 
@@ -33,6 +36,8 @@ class Message:
     batch: Batch | None = None
     sent_batches: int = 0
     sent_records: int = 0
+    epoch: int = 0  # a barrier's checkpoint epoch
+    final: bool = False  # the barrier sent just before end of stream
 
 
 def encode_batch(producer: str, seq: int, batch: Batch) -> list[bytes]:
@@ -43,6 +48,12 @@ def encode_batch(producer: str, seq: int, batch: Batch) -> list[bytes]:
 
 def encode_eos(producer: str, port: str, seq: int, batches: int, records: int) -> list[bytes]:
     header = msgpack.packb([VERSION, KIND_EOS, producer, port, seq, "eos", records, {"batches": batches}],
+                           use_bin_type=True)
+    return [header, b""]
+
+
+def encode_barrier(producer: str, port: str, seq: int, epoch: int, final: bool) -> list[bytes]:
+    header = msgpack.packb([VERSION, KIND_BARRIER, producer, port, seq, "barrier", epoch, {"final": final}],
                            use_bin_type=True)
     return [header, b""]
 
@@ -70,6 +81,10 @@ def decode(frames: list[bytes]) -> Message:
         if not isinstance(batches, int):
             raise WireError("EOS without batch count")
         return Message(KIND_EOS, producer, port, seq, sent_batches=batches, sent_records=count)
+    if kind == KIND_BARRIER:
+        if count < 1 or not isinstance(meta.get("final"), bool):
+            raise WireError("barrier without an epoch or its final flag")
+        return Message(KIND_BARRIER, producer, port, seq, epoch=count, final=meta["final"])
     if kind != KIND_DATA:
         raise WireError(f"unknown message kind {kind!r}")
     meta_typed: dict[str, Any] = meta

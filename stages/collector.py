@@ -56,7 +56,13 @@ class ProfTree:
 
 
 class CollectorStage(Source):
-    """Follows ``path`` (a PROF_… directory, or a folder where one will appear)."""
+    """Follows ``path`` (a PROF_… directory, or a folder where one will appear).
+
+    Checkpoints: after each stream of a pass everything read has been shipped, so its state there (file
+    offsets, the bytes of a record not yet whole) is where a restarted collector goes on reading.
+    """
+
+    checkpoints = True
 
     class Config(StageConfig):
         path: str = Field("board", description="PROF_… directory, or a folder in which one appears")
@@ -123,7 +129,8 @@ class CollectorStage(Source):
 
     # -- the loop -------------------------------------------------------------------------
     def batches(self) -> Iterator[Batch | None]:
-        yield from self._find_root()
+        if self.tree is None:  # else restored from a checkpoint
+            yield from self._find_root()
         assert self.tree is not None
         while True:
             finished = self._job_finished()  # looked at before reading, so no byte is missed
@@ -149,12 +156,13 @@ class CollectorStage(Source):
         """The launched application has exited (its end marker is there): what is on disk is all there will be."""
         return self.config.end_marker is not None and self.ctx.resolve(self.config.end_marker).exists()
 
-    def _pass(self, final: bool) -> Iterator[Batch]:
+    def _pass(self, final: bool) -> Iterator[Batch | None]:
         assert self.tree is not None
         yield from self._control_files()
         self._discover_streams()
         for state in list(self.tree.streams.values()):
             yield from self._read_stream(state, final)
+            yield None  # all read so far is shipped: a safe point for a checkpoint, also while sends are slow
 
     # -- control files --------------------------------------------------------------------
     def _control_files(self) -> Iterator[Batch]:

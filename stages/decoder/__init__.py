@@ -100,8 +100,8 @@ class DecoderStage(Transform):
             return False
         if f"device_{device}/sample.json" in self.timebase.files or self.finishing:
             return True
-        first_seen = self.clock_known_at.setdefault(device, time.monotonic())
-        return time.monotonic() - first_seen > SAMPLE_WAIT_S
+        first_seen = self.clock_known_at.setdefault(device, self.clock())
+        return self.clock() - first_seen > SAMPLE_WAIT_S
 
     def _release(self) -> Iterator[Batch]:
         waiting, self.pending = self.pending, []
