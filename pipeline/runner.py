@@ -190,12 +190,12 @@ class StageRunner:
         try:
             message = wire.decode(frames)
         except wire.WireError as exc:
-            self.wire_rejected[f"malformed message: {exc}"] += 1
+            self._wire_reject(f"malformed message: {exc.reason}", str(exc))
             return None
         key = (message.producer, message.port)
         tally = self.inputs.get(key)
         if tally is None:
-            self.wire_rejected[f"message from unexpected producer {message.producer}.{message.port}"] += 1
+            self._wire_reject("message from an unexpected producer", f"{message.producer}.{message.port}"[:120])
             return None
         if message.seq != tally.last_seq + 1:
             tally.gaps += 1
@@ -207,6 +207,12 @@ class StageRunner:
         tally.batches += 1
         tally.records += message.batch.count
         return message.batch
+
+    def _wire_reject(self, reason: str, detail: str) -> None:
+        """A message dropped: counted under a fixed reason, the first of each reason logged with its detail."""
+        self.wire_rejected[reason] += 1
+        if self.wire_rejected[reason] == 1:
+            self.log.warning("message rejected", reason=reason, detail=detail)
 
     def _inputs_done(self) -> bool:
         return all(t.eos_batches is not None for t in self.inputs.values())
