@@ -1,7 +1,7 @@
 """Coverage-guided fuzzing with atheris (optional: `pip install atheris`; it ships wheels for CPython ≤ 3.11
 on Linux x86-64), for a fixed number of runs per target, beside the hypothesis fuzzers in tests/fuzz.
 
-    python bench/fuzz_atheris.py [--runs 20000] [--target framing|decoder|wire|all]
+    python bench/fuzz_atheris.py [--runs 20000] [--seed 1] [--target framing|decoder|wire|all]
 
 Targets, each fed the bytes atheris generates:
 - framing: the first byte picks a stream kind; the rest arrives in two reads, then a final one. Every byte
@@ -87,7 +87,7 @@ def fuzz_decoder(data: bytes) -> None:
         return
     kind_name = KINDS[data[0] % len(KINDS)]
     ctx = StageContext(stage_id="decode", run_id="atheris", output_dir=FOLDER)
-    decoder = DecoderStage(DecoderStage.Config(), ctx)
+    decoder = DecoderStage(DecoderStage.Config.model_validate({}), ctx)
     for path, text in CONTROL.items():
         list(decoder.process(Batch("control", 0, {"path": path, "text": text})))
     for framed in _framed_in_reads(kind_name, data[2:], data[1] * len(data[2:]) // 256):
@@ -115,14 +115,15 @@ TARGETS = {"framing": fuzz_framing, "decoder": fuzz_decoder, "wire": fuzz_wire}
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20_000, help="inputs per target (default 20000)")
+    parser.add_argument("--seed", type=int, default=1, help="libFuzzer seed: the same inputs every run (0: random)")
     parser.add_argument("--target", choices=(*TARGETS, "all"), default="all")
     args = parser.parse_args()
     names = list(TARGETS) if args.target == "all" else [args.target]
     for name in names:
         # atheris.Fuzz() ends the process when its runs are done: each target runs in a child of its own,
         # whose libFuzzer log ("Done N runs …") says how many inputs it tried.
-        child = subprocess.run([sys.executable, __file__, "--child", name, str(args.runs)], stderr=subprocess.PIPE,
-                               text=True)
+        child = subprocess.run([sys.executable, __file__, "--child", name, str(args.runs), str(args.seed)],
+                               stderr=subprocess.PIPE, text=True)
         done = re.search(r"^Done (\d+) runs", child.stderr, flags=re.MULTILINE)
         print(f"fuzz: atheris {name} tried {done.group(1) if done else '?'} inputs", flush=True)
         if child.returncode != 0:
@@ -132,13 +133,13 @@ def main() -> int:
     return 0
 
 
-def child(name: str, runs: int) -> None:
-    atheris.Setup([sys.argv[0], f"-runs={runs}", "-max_len=4096"], TARGETS[name])
+def child(name: str, runs: int, seed: int) -> None:
+    atheris.Setup([sys.argv[0], f"-runs={runs}", f"-seed={seed}", "-max_len=4096"], TARGETS[name])
     atheris.Fuzz()
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--child":
-        child(sys.argv[2], int(sys.argv[3]))
+    if len(sys.argv) == 5 and sys.argv[1] == "--child":
+        child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     else:
         sys.exit(main())

@@ -4,14 +4,17 @@
                          [--output DIR] [--csv FILE]
 
 Every ``--every`` seconds it reads each stage's VmRSS (/proc/PID/status, PIDs from the run's run.json)
-and prints a row: elapsed time, records the simulator wrote, records the collector shipped, the
-backlog between them, and the RSS of every stage. After ``--duration`` it stops the run as Ctrl-C
+and prints a row: elapsed time, records the simulator wrote (its truth file, refreshed once per
+simulated second, so it trails), records the collector shipped (the run's metrics endpoint), the
+collector's rate over the last interval, and the RSS of every stage. After ``--duration`` it stops the run as Ctrl-C
 does (the simulator finishes its directory, the stages drain) and prints, per stage, RSS after the
 warm-up, the mean of the first and last quarter of the samples after warm-up, the largest, the slope
 in MB per minute, and a verdict: flat when the last quarter's mean is within max(5 MB, 5 %) of the
 first quarter's (design §7.4: no stage's memory grows with the length of the run). It also prints
-the rate achieved (records the collector shipped per second) against the rate asked for, and the
-machine's load average, since a busy machine cannot keep up and then the backlog grows.
+the rate achieved against the rate asked for (from the run report: records the simulator wrote
+and the collector shipped), and the machine's load average: on a busy machine the stages fall
+behind, records queue between them (ZeroMQ's high-water marks bound that), and RSS rises with the
+queues, not with the length of the run.
 
 The run's output folder (default: a new temporary folder) holds the outputs, the config and
 soak.log (the run's own output); ``--csv`` writes the samples.
@@ -44,7 +47,7 @@ def config_text(output: Path, rate: str, chip: str, metrics_port: int | None) ->
     metrics = f", metrics_port: {metrics_port}" if metrics_port else ""
     return f"""# written by bench/soak.py
 version: 1
-run: {{name: soak-{os.getpid()}, output: "{output}", progress_s: 30{metrics}}}
+run: {{name: soak-{os.getpid()}, output: "{output}", progress_s: 30, drain_timeout_s: 900{metrics}}}
 stages:
   board: {{type: simulator, chip: {chip}, iterations: 0, rate: "{rate}", seed: 0, output: board}}
   collect: {{type: collector, path: board, follow: true}}
@@ -138,7 +141,7 @@ def slope_mb_per_min(points: list[tuple[float, float]]) -> float:
 
 
 def verdicts(samples: list[Sample], stages: list[str], warmup_s: float) -> list[dict[str, object]]:
-    rows = []
+    rows: list[dict[str, object]] = []
     for stage in stages:
         points = [(s.elapsed_s, s.rss_mb[stage]) for s in samples if s.elapsed_s >= warmup_s and stage in s.rss_mb]
         if len(points) < 4:
@@ -157,10 +160,20 @@ def verdicts(samples: list[Sample], stages: list[str], warmup_s: float) -> list[
     return rows
 
 
-def print_row(sample: Sample, stages: list[str]) -> None:
-    backlog = sample.written - sample.collected if sample.collected else 0
+def print_row(sample: Sample, previous: Sample | None, stages: list[str]) -> None:
+    span = sample.elapsed_s - previous.elapsed_s if previous else 0.0
+    rate = (sample.collected - previous.collected) / span if previous and span > 0 else 0.0
     cells = "".join(f"{sample.rss_mb.get(stage, float('nan')):>10.1f}" for stage in stages)
-    print(f"{sample.elapsed_s:>7.0f} {sample.written:>12,} {sample.collected:>12,} {backlog:>10,}{cells}", flush=True)
+    print(f"{sample.elapsed_s:>7.0f} {sample.written:>12,} {sample.collected:>12,} {rate:>10,.0f}{cells}", flush=True)
+
+
+def _finals(report: Path) -> dict[str, dict]:
+    """Each stage's final figures from the run report (empty if there is none)."""
+    try:
+        stages: dict[str, dict] = json.loads(report.read_text()).get("stages", {})
+    except (OSError, ValueError):
+        return {}
+    return stages
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=output)
         pids = stage_pids(output)
         stages = [s for s in STAGES if s in pids] + sorted(set(pids) - set(STAGES))
-        print(f"{'t (s)':>7} {'written':>12} {'collected':>12} {'backlog':>10}" +
+        print(f"{'t (s)':>7} {'written':>12} {'collected':>12} {'rec/s':>10}" +
               "".join(f"{stage[:9]:>10}" for stage in stages) + "   (RSS in MB)")
         samples: list[Sample] = []
         started = time.monotonic()
@@ -198,8 +211,8 @@ def main(argv: list[str] | None = None) -> int:
             if now >= next_sample:
                 sample = Sample(now - started, records_written(output), records_collected(port),
                                 {stage: mb for stage, pid in pids.items() if (mb := rss_mb(pid)) is not None})
+                print_row(sample, samples[-1] if samples else None, stages)
                 samples.append(sample)
-                print_row(sample, stages)
                 next_sample += args.every
             time.sleep(min(0.2, max(0.0, next_sample - time.monotonic())))
         elapsed = time.monotonic() - started
@@ -213,10 +226,12 @@ def main(argv: list[str] | None = None) -> int:
         drained_s = time.monotonic() - started - elapsed
 
     load_after = os.getloadavg()
-    written, collected = (samples[-1].written, samples[-1].collected) if samples else (0, 0)
+    finals = _finals(output / "run_report.json")
+    written = int((finals.get("board") or {}).get("accounting", {}).get("records_written", 0))
+    collected = int((finals.get("collect") or {}).get("accounting", {}).get("records_collected", 0))
     print(f"\nsoak: ran {elapsed:.0f} s; the simulator wrote {written:,} records ({written / max(elapsed, 1):,.0f}/s, "
-          f"asked {args.rate}/s); the collector shipped {collected:,} ({collected / max(elapsed, 1):,.0f}/s); "
-          f"drain after stop {drained_s:.0f} s; `pipeline run` exit code {code}")
+          f"asked {args.rate}/s); the collector shipped {collected:,}; the stages drained in {drained_s:.0f} s "
+          f"after the stop; `pipeline run` exit code {code}")
     print(f"soak: load average at the end {load_after[0]:.1f} {load_after[1]:.1f} {load_after[2]:.1f}")
     print(f"\n{'stage':<10} {'warm-up':>8} {'1st qtr':>8} {'last qtr':>8} {'max':>8} {'MB/min':>8}  verdict")
     rows = verdicts(samples, stages, args.warmup)
@@ -227,12 +242,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{row['verdict']}")
         else:
             print(f"{row['stage']:<10} {row['verdict']}")
-    report = output / "run_report.json"
-    if report.exists():
-        finals = json.loads(report.read_text()).get("stages", {})
-        peaks = {sid: (stage or {}).get("peak_rss_mb") for sid, stage in finals.items()}
-        print("soak: peak RSS per stage from the run report (MB): " +
-              ", ".join(f"{sid} {mb:.0f}" for sid, mb in peaks.items() if isinstance(mb, (int, float))))
+    peaks = {sid: (stage or {}).get("peak_rss_mb") for sid, stage in finals.items()}
+    print("soak: peak RSS per stage over the whole run, drain included (run report, MB): " +
+          ", ".join(f"{sid} {mb:.0f}" for sid, mb in peaks.items() if isinstance(mb, (int, float))))
     if args.csv:
         with open(args.csv, "w", newline="") as handle:
             writer = csv.writer(handle)

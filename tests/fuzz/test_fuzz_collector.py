@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 from chain import make_ctx
-from conftest import budget
+from fuzz_budget import budget
 from fuzz_streams import SAFE
 from hypothesis import given
 from hypothesis import strategies as st
@@ -251,7 +251,7 @@ def _one_pass(gen: Iterator[Batch | None], shipped: list[Batch]) -> None:
 
 @budget()
 @given(ops=st.lists(OPS, max_size=25))
-def test_collector_survives_a_misbehaving_tree(tried: Callable[[], Any], ops: list[tuple[str, Any]]) -> None:
+def test_collector_survives_a_misbehaving_tree(tried: Callable[..., Any], ops: list[tuple[str, Any]]) -> None:
     with tempfile.TemporaryDirectory() as folder, tried():
         board = Board(Path(folder))
         collector = CollectorStage(CollectorStage.Config(path=str(board.prof), poll_ms=1, wait_s=5),

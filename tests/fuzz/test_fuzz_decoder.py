@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from chain import make_ctx
-from conftest import budget
+from fuzz_budget import budget
 from fuzz_streams import DATA, KINDS, damage, feed, raw_batch, records, recoverable
 from hypothesis import given
 from hypothesis import strategies as st
@@ -101,7 +101,7 @@ def _run(kind: StreamKind, device: int | None, stream: str, data: bytes, cuts: l
 
 @budget()
 @given(data=st.data(), which=st.sampled_from(GOLDEN), cuts=CUTS)
-def test_damaged_golden_streams_decode_or_reject_every_record(tried: Callable[[], Any], data: st.DataObject,
+def test_damaged_golden_streams_decode_or_reject_every_record(tried: Callable[..., Any], data: st.DataObject,
                                                              which: tuple[str, int], cuts: list[int]) -> None:
     scenario, index = which
     controls, streams = golden(scenario)
@@ -123,7 +123,7 @@ def test_damaged_golden_streams_decode_or_reject_every_record(tried: Callable[[]
 
 @budget()
 @given(data=st.data(), name=st.sampled_from(SYNTHETIC), cuts=CUTS)
-def test_damaged_streams_of_every_other_kind_decode_or_reject(tried: Callable[[], Any], data: st.DataObject,
+def test_damaged_streams_of_every_other_kind_decode_or_reject(tried: Callable[..., Any], data: st.DataObject,
                                                               name: str, cuts: list[int]) -> None:
     kind = KINDS[name]
     recs = data.draw(records(kind))
@@ -162,7 +162,7 @@ def forged_meta(draw: st.DrawFn) -> dict[str, Any]:
 @given(meta=forged_meta(), count=st.integers(0, 2**20), body=st.binary(max_size=1024),
        valid_body=st.booleans(), batch_kind=st.sampled_from(["raw", "raw", "control", "other"]),
        control=st.dictionaries(st.sampled_from(["path", "text"]), WIRE_VALUES, max_size=2))
-def test_forged_chunks_are_rejected_not_fatal(tried: Callable[[], Any], meta: dict[str, Any], count: int,
+def test_forged_chunks_are_rejected_not_fatal(tried: Callable[..., Any], meta: dict[str, Any], count: int,
                                               body: bytes, valid_body: bool, batch_kind: str,
                                               control: dict[str, Any]) -> None:
     """Chunks with any meta a msgpack header can carry, any count and any body."""
@@ -236,7 +236,7 @@ def odd_control(draw: st.DrawFn, controls: tuple[Batch, ...]) -> tuple[Batch, ..
 
 @budget()
 @given(data=st.data(), scenario=st.sampled_from(SCENARIOS))
-def test_control_files_with_odd_values_never_crash(tried: Callable[[], Any], data: st.DataObject,
+def test_control_files_with_odd_values_never_crash(tried: Callable[..., Any], data: st.DataObject,
                                                     scenario: str) -> None:
     controls, streams = golden(scenario)
     changed = data.draw(odd_control(controls))

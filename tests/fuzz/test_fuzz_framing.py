@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from conftest import budget
+from fuzz_budget import budget
 from fuzz_streams import (
     ANCHORED,
     KINDS,
@@ -40,7 +40,7 @@ def _carry_bound(name: str) -> int:
 
 @budget(scale=2)
 @given(name=st.sampled_from(sorted(KINDS)), data=st.binary(max_size=4096), cuts=CUTS)
-def test_random_bytes_are_records_or_garbage(tried: Callable[[], Any], name: str, data: bytes,
+def test_random_bytes_are_records_or_garbage(tried: Callable[..., Any], name: str, data: bytes,
                                              cuts: list[int]) -> None:
     kind = KINDS[name]
     with tried():
@@ -60,7 +60,7 @@ def test_random_bytes_are_records_or_garbage(tried: Callable[[], Any], name: str
 
 @budget()
 @given(data=st.data(), name=st.sampled_from(ANCHORED + TLV), cuts=CUTS)
-def test_damaged_anchored_stream_keeps_the_untouched_records(tried: Callable[[], Any], data: st.DataObject,
+def test_damaged_anchored_stream_keeps_the_untouched_records(tried: Callable[..., Any], data: st.DataObject,
                                                                name: str, cuts: list[int]) -> None:
     """Bit flips, cut records, junk, absurd TLV length fields and a truncated end: each record the damage
     did not touch, one record length past the damage, is framed as it was written."""
@@ -80,7 +80,7 @@ def test_damaged_anchored_stream_keeps_the_untouched_records(tried: Callable[[],
 
 @budget()
 @given(data=st.data(), name=st.sampled_from(UNANCHORED), cuts=CUTS)
-def test_bit_flips_in_a_stream_without_magic_keep_every_record(tried: Callable[[], Any], data: st.DataObject,
+def test_bit_flips_in_a_stream_without_magic_keep_every_record(tried: Callable[..., Any], data: st.DataObject,
                                                                name: str, cuts: list[int]) -> None:
     """Without magic bytes a stream is cut by length only: flipped bits never move a record boundary."""
     kind = KINDS[name]
@@ -93,7 +93,7 @@ def test_bit_flips_in_a_stream_without_magic_keep_every_record(tried: Callable[[
 
 @budget()
 @given(data=st.data(), name=st.sampled_from(TEXT), cuts=CUTS)
-def test_damaged_text_stream_gives_its_lines(tried: Callable[[], Any], data: st.DataObject, name: str,
+def test_damaged_text_stream_gives_its_lines(tried: Callable[..., Any], data: st.DataObject, name: str,
                                             cuts: list[int]) -> None:
     kind = KINDS[name]
     lines = data.draw(records(kind))
@@ -107,7 +107,7 @@ def test_damaged_text_stream_gives_its_lines(tried: Callable[[], Any], data: st.
 
 @budget()
 @given(data=st.data(), name=st.sampled_from(NUL_TEXT), cuts=CUTS)
-def test_damaged_mixed_binary_and_text_stream_never_fails(tried: Callable[[], Any], data: st.DataObject,
+def test_damaged_mixed_binary_and_text_stream_never_fails(tried: Callable[..., Any], data: st.DataObject,
                                                           name: str, cuts: list[int]) -> None:
     """DATA_PREPROCESS.AICPU: binary records or NUL-separated lines; each call is homogeneous."""
     kind = KINDS[name]
@@ -125,7 +125,7 @@ def test_damaged_mixed_binary_and_text_stream_never_fails(tried: Callable[[], An
 
 @budget()
 @given(name=st.sampled_from(TEXT + NUL_TEXT), size=st.integers(1, 6000), cuts=CUTS)
-def test_a_text_line_without_end_is_not_held_forever(tried: Callable[[], Any], name: str, size: int,
+def test_a_text_line_without_end_is_not_held_forever(tried: Callable[..., Any], name: str, size: int,
                                                      cuts: list[int]) -> None:
     """A text file that never writes a newline (or NUL) must not make the collector buffer all of it."""
     kind = KINDS[name]

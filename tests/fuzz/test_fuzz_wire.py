@@ -10,7 +10,7 @@ from typing import Any
 
 import msgpack
 import structlog
-from conftest import budget
+from fuzz_budget import budget
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -59,14 +59,14 @@ def _decode_or_refuse(frames: list[bytes]) -> wire.Message | None:
 
 @budget()
 @given(frames=st.lists(st.binary(max_size=200), max_size=4))
-def test_random_frames_are_refused_or_well_formed(tried: Callable[[], Any], frames: list[bytes]) -> None:
+def test_random_frames_are_refused_or_well_formed(tried: Callable[..., Any], frames: list[bytes]) -> None:
     with tried():
         _decode_or_refuse(frames)
 
 
 @budget(scale=2)
 @given(header=headers(), body=st.binary(max_size=64))
-def test_random_headers_are_refused_or_well_formed(tried: Callable[[], Any], header: list[Any], body: bytes) -> None:
+def test_random_headers_are_refused_or_well_formed(tried: Callable[..., Any], header: list[Any], body: bytes) -> None:
     with tried():
         _decode_or_refuse([msgpack.packb(header, use_bin_type=True), body])
 
@@ -75,7 +75,7 @@ def test_random_headers_are_refused_or_well_formed(tried: Callable[[], Any], hea
 @given(meta=st.dictionaries(st.text(max_size=8), st.integers(0, 2**32) | st.text(max_size=8), max_size=3),
        count=st.integers(0, 2**32), seq=st.integers(0, 2**32), body=st.binary(max_size=64),
        flips=st.lists(st.integers(0, 10_000), min_size=1, max_size=4))
-def test_bit_flips_of_real_headers_are_refused_or_well_formed(tried: Callable[[], Any], meta: dict[str, Any],
+def test_bit_flips_of_real_headers_are_refused_or_well_formed(tried: Callable[..., Any], meta: dict[str, Any],
                                                               count: int, seq: int, body: bytes,
                                                               flips: list[int]) -> None:
     frames = wire.encode_batch("collect", seq, Batch("raw", count, meta, body))
@@ -97,7 +97,7 @@ def _runner(tmp: Path) -> StageRunner:
 @budget(scale=0.25)
 @given(messages=st.lists(st.one_of(headers().map(lambda h: [msgpack.packb(h, use_bin_type=True), b""]),
                                    st.lists(st.binary(max_size=40), max_size=3)), min_size=1, max_size=40))
-def test_a_stage_counts_and_logs_what_it_refuses(tried: Callable[[], Any], tmp_path_factory: Any,
+def test_a_stage_counts_and_logs_what_it_refuses(tried: Callable[..., Any], tmp_path_factory: Any,
                                                  messages: list[list[bytes]]) -> None:
     runner = _runner(tmp_path_factory.mktemp("wire"))
     try:
