@@ -104,6 +104,12 @@ class CheckedTimeBase(TimeBase):
     def device_clock(self, device: int) -> Clock | None:
         return _checked(lambda: super(CheckedTimeBase, self).device_clock(device))
 
+    def session(self) -> dict[str, Any]:
+        """Run-level facts with every number in what a message carries (0 when a file's value is not)."""
+        low, high = _INT64
+        return {key: value if not isinstance(value, int) or low <= value <= high else 0
+                for key, value in super().session().items()}
+
     def device_info(self, device: int) -> dict:
         try:
             return super().device_info(device)

@@ -11,6 +11,7 @@ from chain import make_ctx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline import wire
 from pipeline.stage import Batch
 from stages.decoder import DecoderStage, records
 from stages.decoder.timebase import Clock
@@ -314,6 +315,7 @@ def test_control_messages_without_a_usable_path_are_counted(tmp_path) -> None:  
      '{"platform_version": "x", "DeviceInfo": [{"hwts_frequency": "abc", "ai_core_num": "y"}]}'),
     ("device_0/info.json.0", '{"platform_version": "1", "DeviceInfo": [7]}'),
     ("device_0/sample.json", '{"ai_core_profiling_events": "0xZZ,0x8"}'),
+    ("host/info.json", '{"pid": "99999999999999999999999", "CPU": [{"Frequency": "1000.000000"}]}'),
 ])
 def test_control_values_that_are_not_numbers_never_stop_the_decoder(tmp_path, path: str,  # type: ignore[no-untyped-def]
                                                                     text: str) -> None:
@@ -329,3 +331,4 @@ def test_control_values_that_are_not_numbers_never_stop_the_decoder(tmp_path, pa
     assert figures["decoded"] + figures["rejected"] == figures["records_in"] == 2
     facts = [b.meta["facts"] for b in out if b.kind == "device_info"]
     assert all(isinstance(f["platform"], int) and all(0 <= e < 2**32 for e in f["pmu_events"]) for f in facts)
+    assert all(wire.decode(wire.encode_batch("decode", 0, b)).batch == b for b in out)  # all can be sent
