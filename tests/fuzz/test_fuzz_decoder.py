@@ -191,7 +191,7 @@ ODD_VALUES = st.one_of(
     st.dictionaries(st.text(max_size=3), st.integers(), max_size=2), st.text(max_size=12))
 
 
-# Keys whose values the decoder turns into numbers: picked half the time
+# Keys whose values the decoder turns into numbers: picked three times in four
 NUMERIC_KEYS = {"pid", "platform_version", "hwts_frequency", "aic_frequency", "ai_core_num", "aiv_num", "Frequency",
                 "collectionTimeBegin", "collectionTimeEnd", "clockMonotonicRaw", "ai_core_profiling_events",
                 "aiv_profiling_events", "l2CacheTaskProfilingEvents", "DeviceInfo", "CPU"}
@@ -228,7 +228,7 @@ def odd_control(draw: st.DrawFn, controls: tuple[Batch, ...]) -> tuple[Batch, ..
     if how == "value" and document is not None:
         places = _keys(document)
         numeric = [place for place in places if place and place[-1] in NUMERIC_KEYS]
-        place = draw(st.sampled_from(numeric if numeric and draw(st.booleans()) else places))
+        place = draw(st.sampled_from(numeric if numeric and draw(st.integers(0, 3)) else places))
         text = json.dumps(_set(document, place, draw(ODD_VALUES)))
     elif how == "log" or (how == "value" and document is None):
         number = draw(st.sampled_from(["-1", "0", "99999999999999999999999999999", "-99999999999999999999999"]))
@@ -242,7 +242,7 @@ def odd_control(draw: st.DrawFn, controls: tuple[Batch, ...]) -> tuple[Batch, ..
     return controls[:index] + (changed,) + controls[index + 1:]
 
 
-@budget()
+@budget(scale=3)
 @given(data=st.data(), scenario=st.sampled_from(SCENARIOS))
 def test_control_files_with_odd_values_never_crash(tried: Callable[..., Any], data: st.DataObject,
                                                     scenario: str) -> None:
