@@ -160,12 +160,17 @@ CHIP_ALIASES = {"310": "mini", "910": "cloud"}  # the chips' own names for the s
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    from stages.simulator.run import records_per_second
     from stages.simulator.writer import simulate
 
     if args.mode == "static" and args.layout == "legacy":
         raise UserError("--mode static is not supported with --layout legacy", "the legacy layout is launch mode only")
     if args.sleep_ms < 0:
         raise UserError(f"--sleep-ms must be 0 or more, not {args.sleep_ms}")
+    try:
+        records_per_second(args.rate)
+    except ValueError as exc:
+        raise UserError(f"--rate: {exc}") from None
     chip = CHIP_ALIASES.get(args.chip, args.chip)
     if chip in ("910b", "v6") and args.layout == "legacy":
         raise UserError(f"--chip {chip} is not supported with --layout legacy",
@@ -321,7 +326,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="launch = op info reported at every launch; static = an offline model (.om) reports it "
                           "once at model load and every execution reuses its task ids")
     sim.add_argument("--iterations", type=int, default=200, help="images to infer (one aclmdlExecute each)")
-    sim.add_argument("--rate", choices=("realtime", "max"), default="max")
+    sim.add_argument("--rate", default="max",
+                     help="realtime (paced to simulated time), max (as fast as possible), or records per second "
+                          "(100k, 2.5M, 50000)")
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--slice-bytes", type=int, default=2 * 1024 * 1024, help="rotate slices at this size")
     sim.add_argument("--aic-metrics", default="PipeUtilization", choices=AIC_METRICS,

@@ -232,11 +232,11 @@ class StageRunner:
         try:
             message = wire.decode(frames)
         except wire.WireError as exc:
-            self.wire_rejected[f"malformed message: {exc}"] += 1
+            self._wire_reject(f"malformed message: {exc.reason}", str(exc))
             return
         key = (message.producer, message.port)
         if key not in self.inputs:
-            self.wire_rejected[f"message from unexpected producer {message.producer}.{message.port}"] += 1
+            self._wire_reject("message from an unexpected producer", f"{message.producer}.{message.port}"[:120])
             return
         self._arrived.append((key, message))
 
@@ -263,6 +263,12 @@ class StageRunner:
                 tally.records += message.batch.count
                 return message.batch
         return None
+
+    def _wire_reject(self, reason: str, detail: str) -> None:
+        """A message dropped: counted under a fixed reason, the first of each reason logged with its detail."""
+        self.wire_rejected[reason] += 1
+        if self.wire_rejected[reason] == 1:
+            self.log.warning("message rejected", reason=reason, detail=detail)
 
     def _inputs_done(self) -> bool:
         return all(t.eos_batches is not None for t in self.inputs.values())
