@@ -102,7 +102,10 @@ def test_a_stage_counts_and_logs_what_it_refuses(tried: Callable[..., Any], tmp_
     runner = _runner(tmp_path_factory.mktemp("wire"))
     try:
         with tried(len(messages)), structlog.testing.capture_logs() as logs:  # an input: one message
-            accepted = [runner._handle(frames) for frames in messages]
+            accepted = []
+            for frames in messages:
+                runner._receive(frames)
+                accepted.append(runner._next_batch())
     finally:
         runner.zctx.term()
     refused = sum(runner.wire_rejected.values())
