@@ -7,7 +7,8 @@ at every moment. ``Task Wait Time(us)`` is computed per device from the previous
 At close the rows are sorted by (Device_id, start) with an external merge sort (bounded
 memory: ``chunk_rows`` rows at a time), the wait time is recomputed over the sorted order, and
 every output file is replaced atomically (temp file + ``os.replace``); more than ``max_rows``
-rows become ``op_summary_slice_{k}_{ts}``, k from 0, as msprof names them.
+rows become ``op_summary_slice_{k}_{ts}``, k from 0, as msprof names them. Crash recovery works as
+for the other tables (:mod:`._table`: checkpoint, resume, a commit of the sorted files).
 """
 
 from __future__ import annotations
@@ -17,15 +18,21 @@ import os
 from collections.abc import Iterable, Iterator
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 from stages.sinks._format import NA, us, us_to_ns
 from stages.sinks._jsonarray import JsonArrayFile
 from stages.sinks._table import (
     MERGE_FAN_IN,
     AtomicText,
+    Commit,
+    commit_of,
     csv_cell,
+    cut_back,
+    live_end,
     merge_runs,
     remove,
+    remove_unlisted,
     slice_name,
     write_all,
     write_atomic,
@@ -194,9 +201,14 @@ class OpSummaryWriter:
 
     def finish(self) -> list[Path]:
         """Sort, recompute wait times, replace the live files; returns the final files."""
+        self.sorted_commit().apply()
+        return self.files
+
+    def sorted_commit(self) -> Commit:
+        """Sort and recompute wait times into temp files; applying the commit replaces the live files."""
         self._close_current()
         if not self.rows:
-            return []
+            return Commit()
         runs, tail = self._sorted_runs()
         try:
             while len(runs) > MERGE_FAN_IN:
@@ -205,13 +217,30 @@ class OpSummaryWriter:
                 for group in groups:
                     remove(group)
             merged = merge_runs(runs, KEY_FIELDS) if runs else iter(tail)
-            final = self._write_sorted(merged)
+            written = self._write_sorted(merged)
         finally:
             remove(runs)
-        for stale in set(self.files) - set(final):
-            stale.unlink(missing_ok=True)
-        self.files = final
-        return final
+        commit = commit_of(written, self.files)
+        self.files = [path for _, path in written]
+        return commit
+
+    # -- crash recovery ---------------------------------------------------------------------
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The writer's state and where the current file ends."""
+        state = {key: value for key, value in vars(self).items() if key not in ("_fd", "_json")}
+        return {"state": state, "end": live_end(self._fd, self._json)}
+
+    @classmethod
+    def resume(cls, saved: dict[str, Any]) -> OpSummaryWriter:
+        """The writer at its checkpoint: files begun later removed, the current one cut back to its end then."""
+        writer = cls.__new__(cls)
+        vars(writer).update(saved["state"])
+        remove_unlisted(writer.directory.glob(f"op_summary_*{writer.timestamp}.{writer.codec.suffix}"), writer.files)
+        header = writer.codec.header_text() if isinstance(writer.codec, CsvCodec) else None
+        writer._fd, writer._json = cut_back(writer.files, saved["end"], header, writer._rows_in_file,
+                                            writer.max_rows)
+        return writer
 
     # -- internals --------------------------------------------------------------------------
 
@@ -255,11 +284,11 @@ class OpSummaryWriter:
         self._runs_made += 1
         return write_run(self.directory / f".op_summary_{self.timestamp}.run{self._runs_made}", rows)
 
-    def _write_sorted(self, rows: Iterator[Row]) -> list[Path]:
-        """Stream sorted rows into the final files, ``max_rows`` per file, each replaced atomically."""
+    def _write_sorted(self, rows: Iterator[Row]) -> list[tuple[Path, Path]]:
+        """Stream sorted rows into temp files, ``max_rows`` per file: (temp, final name) of each."""
         sliced = self.rows > self.max_rows
         is_csv = isinstance(self.codec, CsvCodec)
-        final: list[Path] = []
+        final: list[tuple[Path, Path]] = []
         out: AtomicText | None = None
         previous: tuple[int, int, int] | None = None  # device, start, duration
         count = 0
@@ -275,10 +304,10 @@ class OpSummaryWriter:
             out.write(f"{text}\n" if is_csv else f"{',' if count else ''}{text}\n")
             count += 1
             if count >= self.max_rows:
-                final.append(out.commit("" if is_csv else "]"))
+                final.append(out.close("" if is_csv else "]"))
                 out = None
         if out is not None:
-            final.append(out.commit("" if is_csv else "]"))
+            final.append(out.close("" if is_csv else "]"))
         return final
 
 

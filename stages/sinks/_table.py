@@ -8,6 +8,11 @@ files, sorted by key and sliced at ``max_rows`` rows as msprof names them, repla
 atomically.
 
 The helpers below (cell quoting, atomic files, run files) are shared with op_summary's writer.
+
+Crash recovery: :meth:`SortedTable.checkpoint` records where the live files end, :meth:`SortedTable.resume`
+cuts them back there (:func:`cut_back`). The sorted files are all written under temp names before any
+replaces a live file (a :class:`Commit`), so a sink that records the commit first can finish it after a
+crash instead of sorting files that are half replaced.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ import json
 import os
 import re
 from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 from stages.sinks._format import NA
 from stages.sinks._jsonarray import JsonArrayFile
@@ -71,10 +78,83 @@ class AtomicText:
         self.write = self._out.write
 
     def commit(self, ending: str) -> Path:
+        os.replace(*self.close(ending))
+        return self.path
+
+    def close(self, ending: str) -> tuple[Path, Path]:
+        """Complete the temp file and leave it there: (temp, final name), for a :class:`Commit`."""
         self._out.write(ending)
         self._out.close()
-        os.replace(self.temp, self.path)
-        return self.path
+        return self.temp, self.path
+
+
+@dataclass
+class Commit:
+    """Sorted files under temp names and the live files they replace; applying it twice is harmless."""
+
+    renames: list[tuple[str, str]] = field(default_factory=list)  # (temp, final)
+    stale: list[str] = field(default_factory=list)  # live files no sorted file replaces, spilled runs
+
+    def apply(self) -> None:
+        for temp, final in self.renames:
+            if os.path.exists(temp):
+                os.replace(temp, final)
+        for path in self.stale:
+            Path(path).unlink(missing_ok=True)
+
+    def __add__(self, other: Commit) -> Commit:
+        return Commit(self.renames + other.renames, self.stale + other.stale)
+
+
+def commit_of(written: list[tuple[Path, Path]], live: list[Path], spilled: Iterable[Path] = ()) -> Commit:
+    final = {path for _, path in written}
+    return Commit([(str(temp), str(path)) for temp, path in written],
+                  [str(old) for old in live if old not in final] + [str(run) for run in spilled])
+
+
+def remove_unlisted(found: Iterable[Path], keep: Collection[Path]) -> None:
+    """Files a table began after its checkpoint."""
+    for path in found:
+        if path not in keep:
+            path.unlink(missing_ok=True)
+
+
+def cut_back(files: list[Path], end: int | tuple[int, int] | None, header: str | None, rows_in_file: int,
+             max_rows: int) -> tuple[int, JsonArrayFile | None]:
+    """A live table's files as they were at a checkpoint, the current one reopened: (fd, JSON file).
+
+    ``header`` is the CSV header line then (None: JSON arrays, cut to ``end`` = (size, count) and closed
+    again). A CSV file is truncated to ``end``; when columns were added since (every file rewritten with
+    ``N/A`` cells appended), each file is cut back to its rows then and those cells dropped."""
+    if end is None or not files:
+        return -1, None
+    current = files[-1]
+    if header is None:
+        assert isinstance(end, tuple)
+        return -1, JsonArrayFile.reopen(current, *end)
+    with open(current, encoding="utf-8", newline="\n") as live:
+        on_disk = live.readline()
+    if on_disk == header:
+        assert isinstance(end, int)
+        os.truncate(current, end)
+    else:
+        pad = ",N/A" * (on_disk.count(",") - header.count(","))
+        for index, path in enumerate(files):
+            keep = rows_in_file if index == len(files) - 1 else max_rows
+            lines: list[str] = []
+            for line in _csv_lines(path):
+                if len(lines) == keep:
+                    break
+                lines.append((line[: -len(pad)] if pad and line.endswith(pad) else line) + "\n")
+            write_atomic(path, chain([header], lines))
+    return os.open(current, os.O_WRONLY | os.O_APPEND), None
+
+
+def live_end(fd: int, json_file: JsonArrayFile | None) -> int | tuple[int, int] | None:
+    """Where the current live file ends (a checkpoint's position)."""
+    if json_file is not None:
+        return json_file.size, json_file.count
+    return os.fstat(fd).st_size if fd >= 0 else None
 
 
 def write_run(path: Path, rows: Iterable[RunRow]) -> Path:
@@ -160,34 +240,53 @@ class SortedTable:
 
     def finish(self) -> list[Path]:
         """Sort, replace the live files with the final ones; returns them."""
+        self.sorted_commit().apply()
+        return self.files
+
+    def sorted_commit(self) -> Commit:
+        """Sort into temp files; applying the commit replaces the live files and removes the spilled runs
+        (kept until then: a restart from a checkpoint needs them)."""
         self._close_current()
         if not self.rows:
-            return []
+            return Commit()
         fields = self.key_fields + 1  # the key, then the row's width
+        spilled, made = list(self._runs), []
         try:
-            if self._runs:
-                if self._chunk:
-                    self._spill()
-                runs = self._runs
+            if spilled:
+                runs = spilled + ([write_run(self._run_path(), sorted(self._chunk))] if self._chunk else [])
+                made += runs[len(spilled):]
                 while len(runs) > MERGE_FAN_IN:
                     groups = [runs[i : i + MERGE_FAN_IN] for i in range(0, len(runs), MERGE_FAN_IN)]
                     runs = [write_run(self._run_path(), merge_runs(group, fields)) for group in groups]
-                    for group in groups:
-                        remove(group)
-                self._runs = runs
+                    made += runs
                 ordered: Iterable[RunRow] = merge_runs(runs, fields)
             else:
-                self._chunk.sort()
-                ordered = self._chunk
-            final = self._write_sorted(ordered)
+                ordered = sorted(self._chunk)
+            written = self._write_sorted(ordered)
         finally:
-            remove(self._runs)
-            self._runs = []
-            self._chunk = []
-        for stale in set(self.files) - set(final):
-            stale.unlink(missing_ok=True)
-        self.files = final
-        return final
+            remove(made)
+        commit = commit_of(written, self.files, spilled)
+        self.files = [path for _, path in written]
+        self._runs, self._chunk = [], []
+        return commit
+
+    # -- crash recovery ---------------------------------------------------------------------
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The table's state (rows not yet spilled, the runs spilled) and where the current file ends."""
+        state = {key: value for key, value in vars(self).items() if key not in ("_fd", "_json")}
+        return {"state": state, "end": live_end(self._fd, self._json)}
+
+    @classmethod
+    def resume(cls, saved: dict[str, Any]) -> SortedTable:
+        """The table at its checkpoint: files and runs begun later removed, the current file cut back."""
+        table = cls.__new__(cls)
+        vars(table).update(saved["state"])
+        remove_unlisted(table.directory.glob(f"{table.module}_*{table.timestamp}.{table.suffix}"), table.files)
+        remove_unlisted(table.directory.glob(f".{table.module}_{table.timestamp}.run*"), table._runs)
+        table._fd, table._json = cut_back(table.files, saved["end"], table._header_text() if table.csv else None,
+                                          table._rows_in_file, table.max_rows)
+        return table
 
     # -- internals --------------------------------------------------------------------------
 
@@ -254,10 +353,10 @@ class SortedTable:
         row = json.loads(line)
         return json.dumps({name: row.get(name, NA) for name in self.header}, ensure_ascii=False)
 
-    def _write_sorted(self, rows: Iterable[RunRow]) -> list[Path]:
+    def _write_sorted(self, rows: Iterable[RunRow]) -> list[tuple[Path, Path]]:
         sliced = self.rows > self.max_rows
         width = len(self.header)
-        final: list[Path] = []
+        final: list[tuple[Path, Path]] = []
         out: AtomicText | None = None
         count = 0
         for *_key, row_width, line in rows:
@@ -270,10 +369,10 @@ class SortedTable:
             out.write(f"{line}\n" if self.csv else f"{',' if count else ''}{line}\n")
             count += 1
             if count >= self.max_rows:
-                final.append(out.commit("" if self.csv else "]"))
+                final.append(out.close("" if self.csv else "]"))
                 out = None
         if out is not None:
-            final.append(out.commit("" if self.csv else "]"))
+            final.append(out.close("" if self.csv else "]"))
         return final
 
 

@@ -6,10 +6,12 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from chain import make_ctx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline import wire
 from pipeline.stage import Batch
 from stages.decoder import DecoderStage, records
 from stages.decoder.counter import RollingCounters
@@ -320,3 +322,56 @@ def test_session_facts_from_the_first_device_without_a_host_folder(tmp_path) -> 
     _session_facts(decoder, "device_1/info.json.1", '{"pid": "8", "hostname": "edge"}')
     [facts] = _session_facts(decoder, "device_1/start_info.1", '{"collectionTimeBegin": "1000"}')
     assert (facts["pid"], facts["hostname"], facts["host_uid"], facts["start_ns"]) == (8, "edge", "0", 1_000_000)
+
+
+@pytest.mark.parametrize(("meta", "count", "body", "reason"), [
+    ({"stream": "s", "device": 0}, 1, b"\0" * 64, "raw chunk of an unknown kind"),
+    ({"kind": ["hwts"], "device": 0}, 1, b"\0" * 64, "raw chunk of an unknown kind"),
+    ({"kind": "hwts", "device": "x"}, 1, b"\0" * 64, "hwts: malformed chunk (device id is not a number from 0 to "
+                                                      "65535)"),
+    ({"kind": "hwts", "device": 70000}, 1, b"\0" * 64, "hwts: malformed chunk (device id is not a number from 0 to "
+                                                       "65535)"),
+    ({"kind": "api_event", "device": None}, 3, b"ZZ" + b"\1" * 38, "api_event: malformed chunk (its bytes are not "
+                                                                   "its count of 40-byte records)"),
+    ({"kind": "mini_ts_track", "device": 0}, 1, b"\x00\x03\x00\x00" + b"\0" * 28,  # a TLV size of 0: looped forever
+     "mini_ts_track: malformed chunk (its bytes are not its count of whole records)"),
+])
+def test_chunks_no_collector_sends_are_rejected_whole(tmp_path, meta, count, body, reason) -> None:  # type: ignore[no-untyped-def]
+    decoder = _decoder(tmp_path)
+    assert list(decoder.process(Batch("raw", count, meta, body))) == []
+    assert decoder.ctx.rejected == {reason: count}
+    assert decoder.check() == []
+
+
+def test_control_messages_without_a_usable_path_are_counted(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    decoder = _decoder(tmp_path)
+    for meta in ({"text": "x"}, {"path": None, "text": "x"}, {"path": ["a"], "text": "x"},
+                 {"path": "../etc/passwd", "text": "x"}, {"path": "device_abc/info.json.0", "text": "{}"}):
+        assert list(decoder.process(Batch("control", 0, meta))) == []
+    assert decoder.ctx.rejected == {"control message without a path and a text": 3,
+                                    "control message for a file outside host/ and device_N/": 2}
+
+
+@pytest.mark.parametrize(("path", "text"), [
+    ("device_0/dev_start.log.0", "clock_monotonic_raw: 1\ncntvct: 99999999999999999999999999999\n"),
+    ("device_0/info.json.0",
+     '{"platform_version": "x", "DeviceInfo": [{"hwts_frequency": "abc", "ai_core_num": "y"}]}'),
+    ("device_0/info.json.0", '{"platform_version": "1", "DeviceInfo": [7]}'),
+    ("device_0/sample.json", '{"ai_core_profiling_events": "0xZZ,0x8"}'),
+    ("host/info.json", '{"pid": "99999999999999999999999", "CPU": [{"Frequency": "1000.000000"}]}'),
+])
+def test_control_values_that_are_not_numbers_never_stop_the_decoder(tmp_path, path: str,  # type: ignore[no-untyped-def]
+                                                                    text: str) -> None:
+    decoder = DecoderStage(DecoderStage.Config(), make_ctx("decode", tmp_path))
+    out = []
+    for rel, original in CONTROL.items():
+        out += decoder.process(Batch("control", 0, {"path": rel, "text": text if rel == path else original}))
+    arr = np.zeros(2, raw.HWTS_LOG)
+    arr["marker"] = raw.HWTS_MARKER
+    out += decoder.process(_raw("hwts", arr.tobytes(), 64, device=0))
+    out += decoder.finish()
+    figures = decoder.accounting()
+    assert figures["decoded"] + figures["rejected"] == figures["records_in"] == 2
+    facts = [b.meta["facts"] for b in out if b.kind == "device_info"]
+    assert all(isinstance(f["platform"], int) and all(0 <= e < 2**32 for e in f["pmu_events"]) for f in facts)
+    assert all(wire.decode(wire.encode_batch("decode", 0, b)).batch == b for b in out)  # all can be sent
