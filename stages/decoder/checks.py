@@ -93,16 +93,17 @@ def _checked(derive: Callable[[], Clock | None]) -> Clock | None:
 
 
 class CheckedTimeBase(TimeBase):
-    """The time base, with a clock that control files make unusable reported as unknown."""
+    """The time base, with a clock that control files make unusable reported as unknown. The checks run
+    where a clock is worked out, so once per control file learned (TimeBase keeps the result)."""
 
-    def host_clock(self) -> Clock | None:
-        return _checked(super().host_clock)
+    def _host_clock(self) -> Clock | None:
+        return _checked(lambda: super(CheckedTimeBase, self)._host_clock())
 
-    def legacy_host_clock(self, device: int) -> Clock | None:
-        return _checked(lambda: super(CheckedTimeBase, self).legacy_host_clock(device))
+    def _legacy_host_clock(self, device: int) -> Clock | None:
+        return _checked(lambda: super(CheckedTimeBase, self)._legacy_host_clock(device))
 
-    def device_clock(self, device: int) -> Clock | None:
-        return _checked(lambda: super(CheckedTimeBase, self).device_clock(device))
+    def _device_clock(self, device: int) -> Clock | None:
+        return _checked(lambda: super(CheckedTimeBase, self)._device_clock(device))
 
     def session(self) -> dict[str, Any]:
         """Run-level facts with every number in what a message carries (0 when a file's value is not)."""

@@ -85,19 +85,18 @@ STATE_START, STATE_END = 2, 3
 
 # Output arrays are packed, so their fields are unaligned: numpy writes into them fast from contiguous
 # memory but slowly from another strided field or a broadcast constant. Hence blank() and copy_fields().
-_BLANKS: dict[tuple[np.dtype, int | None], bytes] = {}
+_DEVICE_COLUMNS: dict[int, np.ndarray] = {}
 
 
 def blank(dtype: np.dtype, n: int, device: int | None = None) -> np.ndarray:
-    """``n`` zeroed records (``device_id`` set when given), copied from cached bytes."""
-    size = n * dtype.itemsize
-    template = _BLANKS.get((dtype, device))
-    if template is None or len(template) < size:
-        zeros = np.zeros(max(n, 1024), dtype)
-        if device is not None:
-            zeros["device_id"] = device
-        template = _BLANKS[dtype, device] = zeros.tobytes()
-    return np.frombuffer(bytearray(memoryview(template)[:size]), dtype)
+    """``n`` zeroed records, ``device_id`` set when given (from a cached contiguous column)."""
+    out = np.zeros(n, dtype)
+    if device is not None:
+        column = _DEVICE_COLUMNS.get(device)
+        if column is None or len(column) < n:
+            column = _DEVICE_COLUMNS[device] = np.full(max(n, 1024), device, np.uint16)
+        out["device_id"] = column[:n]
+    return out
 
 
 def copy_fields(out: np.ndarray, arr: np.ndarray, names: tuple[str, ...]) -> None:
