@@ -2,6 +2,7 @@
 
     python bench/soak.py [--duration 600] [--rate 100k] [--chip cloud] [--every 5] [--warmup 60]
                          [--output DIR] [--csv FILE]
+    python bench/soak.py --judge FILE.csv --warmup 300   # the verdicts of an earlier run, another warm-up
 
 Every ``--every`` seconds it reads each stage's VmRSS (/proc/PID/status, PIDs from the run's run.json)
 and prints a row: elapsed time, records the simulator wrote (its truth file, refreshed once per
@@ -167,6 +168,30 @@ def print_row(sample: Sample, previous: Sample | None, stages: list[str]) -> Non
     print(f"{sample.elapsed_s:>7.0f} {sample.written:>12,} {sample.collected:>12,} {rate:>10,.0f}{cells}", flush=True)
 
 
+def print_verdicts(rows: list[dict[str, object]]) -> None:
+    print(f"\n{'stage':<10} {'warm-up':>8} {'1st qtr':>8} {'last qtr':>8} {'max':>8} {'MB/min':>8}  verdict")
+    for row in rows:
+        if "first_quarter_mb" in row:
+            print(f"{row['stage']:<10} {row['after_warmup_mb']:>8.1f} {row['first_quarter_mb']:>8.1f} "
+                  f"{row['last_quarter_mb']:>8.1f} {row['max_mb']:>8.1f} {row['slope_mb_per_min']:>+8.2f}  "
+                  f"{row['verdict']}")
+        else:
+            print(f"{row['stage']:<10} {row['verdict']}")
+
+
+def judge(path: Path, warmup_s: float) -> int:
+    """The verdicts of samples written by --csv, with another warm-up."""
+    with open(path, newline="") as handle:
+        rows = list(csv.reader(handle))
+    stages = rows[0][3:]
+    samples = [Sample(float(r[0]), int(r[1]), int(r[2]), {s: float(v) for s, v in zip(stages, r[3:], strict=True)})
+               for r in rows[1:]]
+    verdict_rows = verdicts(samples, stages, warmup_s)
+    print(f"soak: {len(samples)} samples from {path}, warm-up {warmup_s:.0f} s")
+    print_verdicts(verdict_rows)
+    return 0 if all(str(row["verdict"]).startswith("flat") for row in verdict_rows) else 1
+
+
 def _finals(report: Path) -> dict[str, dict]:
     """Each stage's final figures from the run report (empty if there is none)."""
     try:
@@ -185,7 +210,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=60, help="seconds left out of the verdict (default 60)")
     parser.add_argument("--output", help="run output folder (default: a new temporary folder)")
     parser.add_argument("--csv", help="write the samples to this CSV file")
+    parser.add_argument("--judge", metavar="CSV", help="no run: judge the samples of an earlier --csv with --warmup")
     args = parser.parse_args(argv)
+    if args.judge:
+        return judge(Path(args.judge), args.warmup)
 
     output = Path(args.output or tempfile.mkdtemp(prefix="soak-")).resolve()
     output.mkdir(parents=True, exist_ok=True)
@@ -233,15 +261,8 @@ def main(argv: list[str] | None = None) -> int:
           f"asked {args.rate}/s); the collector shipped {collected:,}; the stages drained in {drained_s:.0f} s "
           f"after the stop; `pipeline run` exit code {code}")
     print(f"soak: load average at the end {load_after[0]:.1f} {load_after[1]:.1f} {load_after[2]:.1f}")
-    print(f"\n{'stage':<10} {'warm-up':>8} {'1st qtr':>8} {'last qtr':>8} {'max':>8} {'MB/min':>8}  verdict")
     rows = verdicts(samples, stages, args.warmup)
-    for row in rows:
-        if "first_quarter_mb" in row:
-            print(f"{row['stage']:<10} {row['after_warmup_mb']:>8.1f} {row['first_quarter_mb']:>8.1f} "
-                  f"{row['last_quarter_mb']:>8.1f} {row['max_mb']:>8.1f} {row['slope_mb_per_min']:>+8.2f}  "
-                  f"{row['verdict']}")
-        else:
-            print(f"{row['stage']:<10} {row['verdict']}")
+    print_verdicts(rows)
     peaks = {sid: (stage or {}).get("peak_rss_mb") for sid, stage in finals.items()}
     print("soak: peak RSS per stage over the whole run, drain included (run report, MB): " +
           ", ".join(f"{sid} {mb:.0f}" for sid, mb in peaks.items() if isinstance(mb, (int, float))))
