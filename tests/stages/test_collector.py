@@ -186,11 +186,7 @@ def test_a_slice_made_a_symlink_while_followed_is_not_read(tmp_path: Path) -> No
     assert [b.body for b in rest] == [_api(1, first=50)]
 
 
-@pytest.mark.parametrize("change", [
-    pytest.param("shrink", marks=pytest.mark.xfail(
-        reason="open bug: since the crash-recovery merge a slice that shrank and grew again is read once more",
-        strict=False)),
-    "replace"])
+@pytest.mark.parametrize("change", ["shrink", "replace"])
 def test_a_slice_that_shrinks_or_is_replaced_is_counted_and_left(tmp_path: Path, change: str) -> None:
     data = tmp_path / "PROF_1" / "host" / "data"
     data.mkdir(parents=True)
@@ -205,14 +201,19 @@ def test_a_slice_that_shrinks_or_is_replaced_is_counted_and_left(tmp_path: Path,
     else:
         (data / "new").write_bytes(_api(4) + _api(2, first=20))  # a copy with more: must not be shipped again
         (data / "new").replace(slice0)
-    assert _step(gen, until_raw=False) == []
+    reason = "shrank while being read" if change == "shrink" else "was replaced while being read"
+    # The collector looks (a whole pass: it also pauses after each stream) before the slice grows again; a slice
+    # that shrinks and grows back past the offset read between two looks cannot be told from one that grew.
+    for _ in range(20):
+        assert _step(gen, until_raw=False) == []
+        if any(reason in r for r in collector.ctx.rejected):
+            break
     with open(slice0, "ab") as handle:
         handle.write(_api(6, first=30))
     (data / "unaging.api_event.data.slice_1").write_bytes(_api(1, first=50))
     (tmp_path / "PROF_1" / "host" / "end_info").write_text("{}")
     rest = _raw(list(gen))
     assert [b.body for b in rest] == [_api(1, first=50)]  # the next slice only: nothing twice
-    reason = "shrank while being read" if change == "shrink" else "was replaced while being read"
     assert [(r, n) for r, n in collector.ctx.rejected.items() if reason in r] == [
         (f"api_event: a slice {reason}{'' if change == 'shrink' else ' (another file under its name)'}; "
          "the rest of it is not read", 1)]
