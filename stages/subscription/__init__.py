@@ -35,9 +35,10 @@ from stages.formats import op_desc
 from stages.schema import SymbolTable
 from stages.subscription import records
 from stages.subscription.framing import OpDescFramer
-from stages.subscription.resolver import Resolver
+from stages.subscription.resolver import OpNames, Resolver
 
 READ_BYTES = 256 << 10
+MAX_NAME_IDS = 1 << 16  # distinct (type, name, core) triples whose symbol ids are at hand
 MAX_UNSIZED_BYTES = 16 << 20  # bytes held while no record size is known; beyond this they are rejected
 BAD_SIGNATURE = "ProfOpDesc with a bad signature (CRC-32C)"
 SHORT_READ = "short read: a partial ProfOpDesc at the end of the stream"
@@ -76,6 +77,7 @@ class SubscriptionStage(Source):
         self.resolver = Resolver(resolver, ctx.reject)
         self.framer = OpDescFramer(config.op_desc_size)
         self.symbols = SymbolTable()
+        self.name_ids: dict[OpNames, tuple[int, int, int]] = {}
         self.waiting: deque[Waiting] = deque()
         self._stop = False
         self.fd: int | None = None
@@ -209,8 +211,7 @@ class SubscriptionStage(Source):
                     self.ctx.reject(NO_NAME, 1, head.records[head.position].tobytes())
                 else:
                     keep.append(head.position)
-                    intern = self.symbols.intern
-                    texts.append((intern(names.op_type), intern(names.op_name), intern(names.core_type)))
+                    texts.append(self._symbol_ids(names))
                 head.position += 1
             if keep:
                 yield self._batch(head.records[keep], texts)
@@ -218,6 +219,15 @@ class SubscriptionStage(Source):
                 return  # waiting for a name
             if head.position == len(head.indexes):
                 self.waiting.popleft()
+
+    def _symbol_ids(self, names: OpNames) -> tuple[int, int, int]:
+        ids = self.name_ids.get(names)
+        if ids is None:
+            if len(self.name_ids) >= MAX_NAME_IDS:
+                self.name_ids.clear()
+            intern = self.symbols.intern
+            ids = self.name_ids[names] = (intern(names.op_type), intern(names.op_name), intern(names.core_type))
+        return ids
 
     def _batch(self, recs: np.ndarray, texts: list[tuple[int, int, int]]) -> Batch:
         out = np.zeros(len(recs), records.SUBSCRIBED_OP)

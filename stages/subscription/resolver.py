@@ -24,6 +24,7 @@ from pathlib import Path
 MAX_LINE_BYTES = 64 << 10
 MAX_ENTRIES = 1 << 20  # names waiting for their record; the oldest go first beyond this (counted)
 READ_BYTES = 256 << 10
+_DECODER = json.JSONDecoder()
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class Resolver:
         self.fd: int | None = None
         self.partial = b""
         self.names: dict[int, OpNames] = {}
+        self.distinct: dict[tuple[str, str, str], OpNames] = {}  # one object per op, so users can cache by it
         self.op_desc_size: int | None = None
         self.evicted = 0
         self.lines = 0
@@ -95,7 +97,7 @@ class Resolver:
     def _parse(self, line: bytes) -> None:
         self.lines += 1
         try:
-            entry = json.loads(line)
+            entry = _DECODER.decode(line.decode())
         except (ValueError, UnicodeDecodeError):
             self._problem("resolver line that is not JSON")
             return
@@ -115,7 +117,13 @@ class Resolver:
         if len(self.names) >= MAX_ENTRIES:
             del self.names[next(iter(self.names))]
             self.evicted += 1
-        self.names[index] = OpNames(op_type, op_name, core)
+        key = (op_type, op_name, core)
+        names = self.distinct.get(key)
+        if names is None:
+            if len(self.distinct) >= MAX_ENTRIES:
+                self.distinct.clear()
+            names = self.distinct[key] = OpNames(op_type, op_name, core)
+        self.names[index] = names
 
     def _problem(self, reason: str) -> None:
         self.reject(reason, 1)
