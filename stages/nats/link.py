@@ -48,11 +48,14 @@ class NatsLink:
             return None
 
         try:
-            return await nats.connect(servers=self.servers, connect_timeout=timeout_s, max_reconnect_attempts=0,
-                                      allow_reconnect=False, error_cb=quiet)
+            return await asyncio.wait_for(
+                nats.connect(servers=self.servers, connect_timeout=timeout_s, allow_reconnect=False, error_cb=quiet),
+                timeout_s)
         except Exception as exc:
-            raise UserError(f"stage '{self.stage_id}': cannot reach NATS at {', '.join(self.servers)}: "
-                            f"{type(exc).__name__} {exc}".rstrip(), START_HINT) from None
+            why = f"no answer within {timeout_s:g} s" if isinstance(exc, asyncio.TimeoutError) else \
+                f"{type(exc).__name__} {exc}".rstrip()
+            raise UserError(f"stage '{self.stage_id}': cannot reach NATS at {', '.join(self.servers)}: {why}",
+                            START_HINT) from None
 
     def call(self, coroutine: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
         """Run one coroutine on the link's loop and return its result (its exception is raised here)."""
