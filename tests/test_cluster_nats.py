@@ -123,8 +123,12 @@ def test_three_boards_merge_through_jetstream_across_a_merge_crash(nats_url: str
               for host, seed in BOARDS.items()}
     try:
         # the merge has combined some parts while every board still runs: kill it outright, then restart it
-        _wait_for(lambda: any((merge_out / "mindstudio_profiler_output").glob("op_statistic_*.csv")), 120,
-                  "the merge's first op_statistic")
+        def merged_some() -> bool:
+            if merge.poll() is not None:
+                pytest.fail(f"the merge ended early: {merge.communicate()[0][-3000:]}")
+            return any((merge_out / "mindstudio_profiler_output").glob("op_statistic_*.csv"))
+
+        _wait_for(merged_some, 120, "the merge's first op_statistic")
         assert all(board.poll() is None for board in boards.values()), "a board ended before the crash"
         os.killpg(merge.pid, signal.SIGKILL)
         assert merge.wait(30) == -signal.SIGKILL

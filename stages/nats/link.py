@@ -71,7 +71,10 @@ class NatsLink:
             try:
                 await self.js.stream_info(name)
             except NotFoundError:
-                await self.js.add_stream(StreamConfig(name=name, subjects=subjects, max_age=max_age_s or None))
+                try:
+                    await self.js.add_stream(StreamConfig(name=name, subjects=subjects, max_age=max_age_s or None))
+                except Exception:  # another stage created it meanwhile: fine if it is there now
+                    await self.js.stream_info(name)
 
         try:
             self.call(ensure())
