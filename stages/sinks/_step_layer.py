@@ -9,9 +9,11 @@ a thread per model, tid = 70000 + model id, named ``Step Trace(Model ID:{m})``. 
   start ``s`` named n at BP end + Data Aug Bound / 2 (a missing bound counts 0, as msprof stores it);
 * ``Reduce_n_k`` (cat "Reduce") per all-reduce pair, args ``Reduce Start k`` / ``Reduce End k`` as integer ns.
 
-Times in args are µs strings (``N/A`` when missing), durations µs numbers. Perfetto keys a flow on (id, cat,
-name), so ``s`` n and ``t`` n pair up although every flow of a track shares msprof's id; a step that no start precedes
-(the track's first iteration, or a start placed after it) is left out: Perfetto counts it as an import error.
+Times in args are µs strings (``N/A`` when missing), durations µs numbers. msprof gives every flow of a track
+one id, "Data_aug Bound {pid}_{tid}"; Perfetto rejects it twice (flow_invalid_id: not an integer;
+flow_duplicate_id: a start while the last flow of that id is open), so ours is an odd integer per start/step
+pair (HostToDevice ids are multiples of 2^32). A step that no start precedes (the track's first iteration, or a
+start placed after it) is left out: Perfetto counts that as an import error too.
 """
 
 from __future__ import annotations
@@ -43,9 +45,9 @@ def _complete(name: str, cat: str, pid: int, tid: int, span: tuple[int, int], ar
             f'"ph":"X","cat":"{cat}","args":{{{args}}}}}')
 
 
-def _flow(ph: str, name: str, pid: int, tid: int, ts: int, args: str) -> str:
+def _flow(ph: str, name: str, pid: int, tid: int, flow_id: int, ts: int, args: str) -> str:
     return (f'{{"name":"{name}","pid":{pid},"tid":{tid},"ph":"{ph}","cat":"Data_aug Bound",'
-            f'"id":"Data_aug Bound {pid}_{tid}","ts":"{us(ts)}","args":{{{args}}}}}')
+            f'"id":"{flow_id}","ts":"{us(ts)}","args":{{{args}}}}}')
 
 
 class StepTrack:
@@ -94,7 +96,8 @@ class StepLayer:
 
     def __init__(self) -> None:
         self.tracks: dict[tuple[int, int], StepTrack] = {}
-        self.flow_started: dict[tuple[int, int], tuple[int, int]] = {}  # (pid, tid) → last ``s``: iteration, ts
+        # (pid, tid) → the last ``s``: iteration, ts, flow id
+        self.flow_started: dict[tuple[int, int], tuple[int, int, int]] = {}
         self.slices = 0
         self.flow_starts = 0
         self.flow_steps = 0
@@ -124,13 +127,15 @@ class StepLayer:
                 f'{head},"BP End":{_at(bp)},"Iteration End":{_at(end)},"Iteration Refresh(us)":{us(refresh or 0)}')
             started = self.flow_started.get((pid, tid))
             if started is not None and started[0] == iteration - 1 and started[1] <= fp:
-                out.append(_flow("t", f"Data_aug Bound {iteration - 1}", pid, tid, fp, head))
+                out.append(_flow("t", f"Data_aug Bound {iteration - 1}", pid, tid, started[2], fp, head))
                 self.flow_steps += 1
             bound = data_aug or 0
             at = bp + bound // 2
-            out.append(_flow("s", f"Data_aug Bound {iteration}", pid, tid, at, f'"Data_aug Bound(us)":{us(bound)}'))
-            self.flow_started[(pid, tid)] = (iteration, at)
             self.flow_starts += 1
+            flow_id = 2 * self.flow_starts - 1
+            out.append(_flow("s", f"Data_aug Bound {iteration}", pid, tid, flow_id, at,
+                             f'"Data_aug Bound(us)":{us(bound)}'))
+            self.flow_started[(pid, tid)] = (iteration, at, flow_id)
         for k, (start, stop) in enumerate(reduces):
             if stop is not None:
                 add(REDUCE, f"Reduce_{iteration}_{k}", "Reduce", start, stop,
