@@ -52,7 +52,7 @@ from stages.sinks._format import (
     us,
 )
 from stages.sinks._jsonarray import JsonArrayFile
-from stages.sinks._step_layer import StepLayer, step_thread_name, step_tid
+from stages.sinks._step_layer import StepLayer, StepTrack, step_thread_name, step_tid
 from stages.sinks._tracks import HostTrack, SerialTrack
 
 HOST_DEVICE_ID = 31
@@ -192,9 +192,9 @@ class TimelineSink(Sink):
             self._file = JsonArrayFile.reopen(self.paths[-1], *saved["end"])
 
     def accounting(self) -> dict[str, int]:
-        tracks = [*self._serial.values(), *self._nested.values(), *self._steps.tracks.values()]
-        adjusted = sum(t.adjusted for t in tracks)
-        dropped = sum(t.dropped for t in [*self._nested.values(), *self._steps.tracks.values()])
+        trimmed: list[HostTrack | StepTrack] = [*self._nested.values(), *self._steps.tracks.values()]
+        adjusted = sum(t.adjusted for t in self._serial.values()) + sum(t.adjusted for t in trimmed)
+        dropped = sum(t.dropped for t in trimmed)
         return {
             "tasks_written": self.counts["task"],
             "apis_written": self.counts["api"],
