@@ -38,21 +38,24 @@ class Clock:
             return None
         return np.array(scale, np.int64), np.array(shift, np.int64), scale == 1
 
-    def to_local_ns(self, ticks: np.ndarray) -> np.ndarray:
+    def to_local_ns(self, ticks: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Local ns of device or host ticks; written into ``out`` (an int64 array or field) when given."""
         counts = ticks.view(_INT64) if ticks.dtype == _UINT64 else ticks.astype(_INT64)
         fast = self._multiply_add
         if fast is not None:
             scale, shift, unit = fast
             if unit:
-                shifted: np.ndarray = counts + shift
-                return shifted
-            ns: np.ndarray = counts * scale
+                return np.add(counts, shift, out=out)
+            ns: np.ndarray = np.multiply(counts, scale, out=out)
             ns += shift
             return ns
         delta = counts - np.int64(self.cnt0)
         whole, rest = np.divmod(delta, self.freq_khz)
         result: np.ndarray = whole * 1_000_000 + (rest * 1_000_000) // self.freq_khz + np.int64(
             self.mono0 + self.local_offset)
+        if out is not None:
+            out[...] = result
+            return out
         return result
 
     def duration_ns(self, ticks: int) -> int:

@@ -94,7 +94,7 @@ def _decode_tag(tag: int, body: bytes, device: int, clock: Clock, chip_v6: bool)
     rows = np.frombuffer(body, dtype=layout, count=len(body) // raw.TS_TRACK_SIZE)
     out = np.empty(len(rows), records.DTYPES[kind])  # every field is written below
     out["device_id"] = device
-    out["ts_ns"] = clock.to_local_ns(rows["timestamp"])
+    clock.to_local_ns(rows["timestamp"], out=out["ts_ns"])
     for name in fields:  # straight from the strided source: no contiguous copy first
         out[name] = rows[name]
     if tag == raw.TS_TAG_BLOCK_NUM:
