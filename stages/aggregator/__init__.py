@@ -27,7 +27,8 @@ from stages.aggregator.contexts import (
 )
 from stages.aggregator.extras import AICPU_COLUMNS, L2_COLUMNS, DeviceExtras, extra_columns, l2_configured
 from stages.aggregator.join import FlipLog, HostIndex, Interval
-from stages.aggregator.metrics import pmu_columns, pmu_values
+from stages.aggregator.metrics import pmu_columns
+from stages.aggregator.pmu_batch import pmu_batch
 from stages.aggregator.stars import StarsPmu, is_stars
 from stages.aggregator.static import Binding, StaticModels
 from stages.aggregator.stats import StatsBook
@@ -61,6 +62,7 @@ UNUSED_KINDS = {
 }
 MODEL_WINDOW_TYPES = (raw.MODEL_EXECUTE_TYPE, raw.MODEL_LOAD_TYPE)
 FFTS_TASK_SPAN = "FFTS+ task spans (their contexts make the rows, as in msprof)"
+PMU_AT = schema.TASK_COLUMNS.index("pmu")
 UNRESOLVED_STREAM = -1  # a chip-v6 task log names its task by a 32-bit id only: the host task_track has the stream
 
 
@@ -73,6 +75,20 @@ class DeviceTask:
     start: int
     end: int
     arrived: float
+
+
+@dataclass
+class PmuJob:
+    """A task row's AI Core PMU inputs, computed in a batch before the row is sent (pmu_batch.py)."""
+
+    device: int
+    cycles: int
+    counters: Any
+    block: int
+    duration: int
+    clock: float | None
+    extra: list[float | None]
+    row: list[Any] | None = None
 
 
 @dataclass
@@ -118,6 +134,7 @@ class AggregatorStage(Transform):
         self.launched_streams: dict[tuple[int, int], int] = {}
         self.registered_streams: dict[tuple[int, int], int] = {}
         self.rows: dict[str, list[list[Any]]] = {"api": [], "tx": [], "task": []}
+        self.pmu_jobs: list[PmuJob] = []  # task rows whose PMU values are still to be computed
         self.stats = StatsBook()
         self.last_snapshot = 0.0
         self.records_in = 0
@@ -493,6 +510,7 @@ class AggregatorStage(Transform):
         events = list(facts.get("pmu_events", []))
         metric, platform = str(facts.get("metric", "")), int(facts.get("platform", 1))
         pmu: list[float | None] = []
+        job: PmuJob | None = None
         stars = self._stars_pmu(device.device)
         if stars is not None:
             if pmu_record is not None and "overflow" not in (pmu_record.dtype.names or ()):
@@ -500,24 +518,25 @@ class AggregatorStage(Transform):
             pmu = stars.values(pmu_record, info["block_dim"], device.end - device.start,
                                self.extras.clock_mhz(device.device, platform, device.end))
         elif events:
-            if pmu_record is not None:
+            if pmu_record is not None:  # computed with the other tasks of its batch (_fill_pmu)
                 block = int(pmu_record["block"]) or info["block_dim"]
                 at = int(pmu_record["ts_ns"]) or device.end
-                pmu = pmu_values(events, int(pmu_record["total_cycle"]), [int(v) for v in pmu_record["pmu"]],
-                                 block, int(facts.get("ai_core_num", 1)), float(facts.get("aic_frequency_mhz", 0)),
-                                 metric=metric, platform=platform, duration_ns=device.end - device.start,
-                                 time_mhz=self.extras.clock_mhz(device.device, platform, at))
+                job = PmuJob(device.device, int(pmu_record["total_cycle"]), pmu_record["pmu"], block,
+                             device.end - device.start, self.extras.clock_mhz(device.device, platform, at), extra)
             else:
                 pmu = [None] * len(pmu_columns(events, metric, platform))
-        pmu += extra
         intern = self.symbols.intern
-        self.rows["task"].append([
+        row = [
             device.device, info["model_id"], info["iteration"], device.stream, device.task, device.batch,
             device.start, device.end, intern(info["op_name"]), intern(info["op_type"]), intern(info["task_type"]),
             intern(info["op_state"]), info["block_dim"], info["mix_block_dim"], info["connection_id"],
             info["thread_id"], intern(info["input_shapes"]), intern(info["input_dtypes"]),
             intern(info["input_formats"]), intern(info["output_shapes"]), intern(info["output_dtypes"]),
-            intern(info["output_formats"]), pmu, context])
+            intern(info["output_formats"]), pmu + extra, context]
+        if job is not None:
+            job.row = row
+            self.pmu_jobs.append(job)
+        self.rows["task"].append(row)
         self.stats.add_op(device.device, info["op_type"], info["task_type"], device.end - device.start)
         self.tasks_out += 1
 
@@ -531,6 +550,8 @@ class AggregatorStage(Transform):
 
     def _flush_rows(self, force: bool) -> Iterator[Batch]:
         limit = self.config.max_batch_rows or self.ctx.batch_records
+        if self.pmu_jobs and (force or len(self.rows["task"]) >= limit):
+            self._fill_pmu()
         for kind, rows in self.rows.items():
             while rows and (force or len(rows) >= limit):
                 chunk, self.rows[kind] = rows[:limit], rows[limit:]
@@ -539,6 +560,25 @@ class AggregatorStage(Transform):
                 if kind == "task":
                     meta["pmu_columns"] = self._pmu_columns()
                 yield pack_rows(kind, chunk, "tasks", meta)
+
+    def _fill_pmu(self) -> None:
+        """The PMU values of the task rows waiting for them, device by device in one batch each."""
+        by_device: dict[int, list[PmuJob]] = {}
+        for job in self.pmu_jobs:
+            by_device.setdefault(job.device, []).append(job)
+        self.pmu_jobs = []
+        for device, jobs in by_device.items():
+            facts = self.devices.get(device, {})
+            values = pmu_batch(
+                list(facts.get("pmu_events", [])), np.array([job.cycles for job in jobs], np.uint64),
+                np.array([job.counters for job in jobs], np.uint64), np.array([job.block for job in jobs]),
+                int(facts.get("ai_core_num", 1)), float(facts.get("aic_frequency_mhz", 0)),
+                metric=str(facts.get("metric", "")), platform=int(facts.get("platform", 1)),
+                duration_ns=np.array([job.duration for job in jobs], np.int64),
+                time_mhz=np.array([np.nan if job.clock is None else job.clock for job in jobs], np.float64))
+            for job, pmu in zip(jobs, values, strict=True):
+                assert job.row is not None
+                job.row[PMU_AT] = pmu + job.extra
 
     def _pmu_columns(self) -> list[str]:
         """Names of a task row's ``pmu`` values (the first device's layout): the PMU columns (aic_/aiv_ sides
