@@ -61,6 +61,7 @@ UNUSED_KINDS = {
     "ge_host_sched": "legacy Framework.dynamic_op_execute records (host scheduling)",
 }
 MODEL_WINDOW_TYPES = (raw.MODEL_EXECUTE_TYPE, raw.MODEL_LOAD_TYPE)
+NAMED_LEVELS = frozenset(level for level in raw.LEVEL_NAMES if level != raw.LEVEL_HCCL)  # named by type_info
 FFTS_TASK_SPAN = "FFTS+ task spans (their contexts make the rows, as in msprof)"
 PMU_AT = schema.TASK_COLUMNS.index("pmu")
 UNRESOLVED_STREAM = -1  # a chip-v6 task log names its task by a 32-bit id only: the host task_track has the stream
@@ -75,6 +76,31 @@ class DeviceTask:
     start: int
     end: int
     arrived: float
+
+
+@dataclass
+class ApiChunk:
+    """One batch of API records as Python lists (columns), resolved from ``cursor`` on in arrival order."""
+
+    levels: list[int]
+    types: list[int]
+    items: list[int]
+    starts: list[int]
+    ends: list[int]
+    threads: list[int]
+    names: list[str] | None  # legacy records name themselves
+    first_connection: int
+    arrived: float
+    cursor: int = 0
+
+    @classmethod
+    def of(cls, arr: np.ndarray, first_connection: int, arrived: float) -> ApiChunk:
+        names = None
+        if arr.dtype == host_records.NAMED_API:
+            names = [bytes(text).split(b"\0", 1)[0].decode("utf-8", errors="replace") or "N/A"
+                     for text in arr["name"].tolist()]
+        return cls(arr["level"].tolist(), arr["type"].tolist(), arr["item_id"].tolist(), arr["start_ns"].tolist(),
+                   arr["end_ns"].tolist(), arr["thread_id"].tolist(), names, first_connection, arrived)
 
 
 @dataclass
@@ -119,7 +145,7 @@ class AggregatorStage(Transform):
         self.log_streams: set[str] = set()  # streams that carry task start/end logs
         self.watermarks: dict[str, int] = {}
         self.connection_ids = 0
-        self.pending_apis: deque[tuple[Any, int, float]] = deque()
+        self.pending_apis: deque[ApiChunk] = deque()
         self.pending_host: deque[HostTask] = deque()
         self.pending_device: deque[DeviceTask] = deque()
         self.starts: dict[tuple[int, int, int], deque[int]] = {}
@@ -169,12 +195,13 @@ class AggregatorStage(Transform):
         if len(arr) and "ts_ns" in (arr.dtype.names or ()):
             self.watermarks[stream] = max(self.watermarks.get(stream, 0), int(arr["ts_ns"].max()))
         if kind in ("api", "named_api"):  # named_api: a legacy API record, name inline (spec §1.5)
-            for record in arr:
-                self.connection_ids += 1
-                if record["level"] == raw.LEVEL_NODE:
-                    self.host.add_node_api(int(record["thread_id"]), Interval(
-                        int(record["start_ns"]), int(record["end_ns"]), int(record["item_id"]), self.connection_ids))
-                self.pending_apis.append((record, self.connection_ids, now))
+            chunk = ApiChunk.of(arr, self.connection_ids + 1, now)
+            self.connection_ids += len(arr)
+            for i in np.flatnonzero(arr["level"] == raw.LEVEL_NODE).tolist():
+                self.host.add_node_api(chunk.threads[i], Interval(chunk.starts[i], chunk.ends[i], chunk.items[i],
+                                                                  chunk.first_connection + i))
+            if len(arr):
+                self.pending_apis.append(chunk)
         elif kind == "event":
             for record in arr[(arr["level"] == raw.LEVEL_MODEL) & np.isin(arr["type"], MODEL_WINDOW_TYPES)]:
                 model, request, ts = int(record["item_id"]), int(record["request_id"]), int(record["ts_ns"])
@@ -265,25 +292,45 @@ class AggregatorStage(Transform):
         yield from self._flush_rows(force=False)
 
     def _resolve_apis(self, now: float) -> None:
+        """API rows in arrival order, each once its name is known (or its wait ran out); statistics per batch."""
+        durations: dict[tuple[str, str], list[int]] = {}
+        intern, rows, types, hashes = self.symbols.intern, self.rows["api"], self.types, self.hashes
         while self.pending_apis:
-            record, connection_id, arrived = self.pending_apis[0]
-            level, type_id = int(record["level"]), int(record["type"])
-            name: str | None
-            if record.dtype == host_records.NAMED_API:
-                name = bytes(record["name"]).split(b"\0", 1)[0].decode("utf-8", errors="replace") or "N/A"
-            elif level in raw.LEVEL_NAMES and level != raw.LEVEL_HCCL:
-                name = self._type_name(level, type_id)
-            else:
-                name = self.hashes.get(int(record["item_id"]))
-            if name is None and not self._expired(arrived, now):
-                return
+            chunk = self.pending_apis[0]
+            expired = self._expired(chunk.arrived, now)
+            i, n = chunk.cursor, len(chunk.levels)
+            while i < n:
+                level, type_id, item = chunk.levels[i], chunk.types[i], chunk.items[i]
+                name: str | None
+                if chunk.names is not None:
+                    name = chunk.names[i]
+                elif level in NAMED_LEVELS:
+                    name = types.get((level, type_id))
+                else:
+                    name = hashes.get(item)
+                if name is None:
+                    if not expired:
+                        break
+                    name = str(item if level not in raw.LEVEL_NAMES else type_id)
+                elif not name:
+                    name = str(item if level not in raw.LEVEL_NAMES else type_id)
+                struct_type = raw.ACL_API_CLASS.get(type_id >> 16, "") if level == raw.LEVEL_ACL else ""
+                start, end = chunk.starts[i], chunk.ends[i]
+                level_name = raw.LEVEL_NAMES.get(level) or str(level)
+                found = durations.get((level_name, name))
+                if found is None:
+                    durations[(level_name, name)] = [end - start]
+                else:
+                    found.append(end - start)
+                rows.append([start, end, level, intern(struct_type), intern(name), chunk.threads[i],
+                             chunk.first_connection + i, item])
+                i += 1
+            chunk.cursor = i
+            if i < n:
+                break
             self.pending_apis.popleft()
-            name = name or str(int(record["item_id"]) if level not in raw.LEVEL_NAMES else type_id)
-            struct_type = raw.ACL_API_CLASS.get(type_id >> 16, "") if level == raw.LEVEL_ACL else ""
-            start, end = int(record["start_ns"]), int(record["end_ns"])
-            self.stats.add_api(raw.LEVEL_NAMES.get(level, str(level)), name, end - start)
-            self.rows["api"].append([start, end, level, self.symbols.intern(struct_type), self.symbols.intern(name),
-                                     int(record["thread_id"]), connection_id, int(record["item_id"])])
+        for (level_name, name), spans in durations.items():
+            self.stats.add_apis(level_name, name, spans)
 
     def _resolve_host(self, now: float) -> None:
         while self.pending_host:
