@@ -119,9 +119,10 @@ class PmuJob:
 
 @dataclass
 class HostTask:
-    record: Any
+    record: Any  # a task_track as a dict (see _dicts), or a legacy RT_TRACK record
     arrived: float
     resolved: dict[str, Any] | None = None
+    legacy: bool = False
 
 
 class AggregatorStage(Transform):
@@ -209,16 +210,19 @@ class AggregatorStage(Transform):
                 if int(record["type"]) == raw.MODEL_EXECUTE_TYPE:
                     self.static.host_runs.toggle(model, ts, request)
         elif kind == "node_basic":
-            for record in arr:
-                self.host.add_node_basic(int(record["thread_id"]), int(record["ts_ns"]), record)
+            for record in _dicts(arr):
+                self.host.add_node_basic(record["thread_id"], record["ts_ns"], record)
         elif kind == "tensor":
-            for record in arr:
-                self.host.add_tensor(int(record["thread_id"]), int(record["ts_ns"]), record)
+            for record, texts_key in zip(_dicts(arr), _tensor_keys(arr), strict=True):
+                record["texts_key"] = texts_key
+                self.host.add_tensor(record["thread_id"], record["ts_ns"], record)
         elif kind == "context_id":
-            for record in arr:
-                self.host.add_context(int(record["thread_id"]), int(record["ts_ns"]), record)
-        elif kind in ("task_track", "rt_track"):
-            self.pending_host.extend(HostTask(record, now) for record in arr)
+            for record in _dicts(arr):
+                self.host.add_context(record["thread_id"], record["ts_ns"], record)
+        elif kind == "task_track":
+            self.pending_host.extend(HostTask(record, now) for record in _dicts(arr))
+        elif kind == "rt_track":
+            self.pending_host.extend(HostTask(record, now, legacy=True) for record in arr)
         elif kind == "ge_task":
             self.legacy.add_tasks(arr)
         elif kind == "ge_tensor":
@@ -333,10 +337,12 @@ class AggregatorStage(Transform):
             self.stats.add_apis(level_name, name, spans)
 
     def _resolve_host(self, now: float) -> None:
+        tensor_low = self._low_mark("tensor_info")
+        context_low = self._low_mark("context_id_info")
         while self.pending_host:
             task = self.pending_host[0]
             record = task.record
-            if record.dtype == host_records.RT_TRACK:  # legacy runtime track: GE describes it by its ids
+            if task.legacy:  # legacy runtime track: GE describes it by its ids
                 context = self.legacy.context(record, self.hashes, self._expired(task.arrived, now))
                 if context is None:
                     return
@@ -348,7 +354,7 @@ class AggregatorStage(Transform):
                 node_api = self.host.node_api(thread, ts)
                 type_name = self._type_name(raw.LEVEL_RUNTIME, int(record["task_type"]))
                 complete = int(record["device_id"]) in self.devices and \
-                    self._host_context_complete(thread, ts, node_api, type_name)
+                    self._host_context_complete(thread, ts, node_api, type_name, tensor_low, context_low)
                 if not complete and not self._expired(task.arrived, now):
                     return
                 task.resolved = self._describe(record, node_api, type_name)
@@ -377,7 +383,12 @@ class AggregatorStage(Transform):
             return device, stream, (batch << 16) | task, 0
         return device, stream, task, batch
 
-    def _host_context_complete(self, thread: int, ts: int, node_api: Interval | None, type_name: str | None) -> bool:
+    def _low_mark(self, stream_kind: str) -> float:
+        """The oldest watermark of the streams of a kind (tensor_info …); infinite when there are none."""
+        return min((mark for stream, mark in self.watermarks.items() if stream_kind in stream), default=float("inf"))
+
+    def _host_context_complete(self, thread: int, ts: int, node_api: Interval | None, type_name: str | None,
+                               tensor_low: float, context_low: float) -> bool:
         """Everything that describes a task at ``ts`` has arrived: its Node API, its node_basic_info with
         both names in hash_dic, when a tensor_info stream exists its records up to ``ts`` and, for an FFTS+ or
         MIX launch, its context_id_info or else that stream's records up to ``ts`` (other launches take the
@@ -389,12 +400,12 @@ class AggregatorStage(Transform):
         node = self.host.node_info(thread, ts, node_api.start)
         if node is None or int(node["op_name"]) not in self.hashes or int(node["op_type"]) not in self.hashes:
             return False  # names come from hash_dic, which the runtime may flush later than the records
-        if not all(mark >= ts for stream, mark in self.watermarks.items() if "tensor_info" in stream):
+        if tensor_low < ts:
             return False
         if type_name not in FFTS_LAUNCH_TYPES or self.host.context_info(thread, ts, int(node["op_name"]),
                                                                         node_api.start) is not None:
             return True
-        return all(mark >= ts for stream, mark in self.watermarks.items() if "context_id_info" in stream)
+        return context_low >= ts
 
     def _describe(self, record: Any, node_api: Interval | None, type_name: str | None) -> dict[str, Any] | None:
         if type_name == "FLIP_TASK":
@@ -733,7 +744,8 @@ def _task_columns(facts: dict[str, Any]) -> list[str]:
 def _replay(host: HostTask, model: int, iteration: int) -> HostTask:
     """One execution of a task registered at model load."""
     assert host.resolved is not None
-    return HostTask(host.record, host.arrived, {**host.resolved, "model_id": model, "iteration": iteration})
+    return HostTask(host.record, host.arrived, {**host.resolved, "model_id": model, "iteration": iteration},
+                    host.legacy)
 
 
 def _take(table: dict[Any, deque[Any]], key: Any) -> Any:
@@ -751,7 +763,36 @@ def _chip_name(platform: Any) -> str:
     return {0: "Ascend310", 1: "Ascend910", 4: "Ascend310P", 5: "Ascend910B"}.get(platform, f"platform {platform}")
 
 
+def _dicts(arr: np.ndarray) -> list[dict[str, Any]]:
+    """Records as dicts of Python values: what the join looks up field by field, many times per record."""
+    names = arr.dtype.names or ()
+    return [dict(zip(names, values, strict=True)) for values in arr.tolist()]
+
+
+def _tensor_keys(arr: np.ndarray) -> list[tuple[int, bytes]]:
+    """What a tensor_info's texts depend on: its tensor count and slot bytes (the same op, the same key)."""
+    slots = np.ascontiguousarray(arr["tensors"]).reshape(len(arr), -1)
+    raw_slots = [row.tobytes() for row in slots.view(np.dtype((np.void, slots.shape[1] * slots.itemsize))).ravel()]
+    return list(zip(arr["tensor_num"].tolist(), raw_slots, strict=True))
+
+
+TEXTS_CACHE_LIMIT = 4096
+_texts_cache: dict[tuple[int, bytes], dict[str, str]] = {}
+
+
 def _tensor_texts(tensor: Any) -> dict[str, str]:
+    key = tensor.get("texts_key") if isinstance(tensor, dict) else None
+    if key is not None:
+        cached = _texts_cache.get(key)
+        if cached is None:
+            if len(_texts_cache) >= TEXTS_CACHE_LIMIT:
+                _texts_cache.clear()
+            cached = _texts_cache[key] = _tensor_texts_of(tensor)
+        return cached
+    return _tensor_texts_of(tensor)
+
+
+def _tensor_texts_of(tensor: Any) -> dict[str, str]:
     texts = {f"{side}_{what}": "N/A" for side in ("input", "output") for what in ("shapes", "dtypes", "formats")}
     if tensor is None:
         return texts
