@@ -61,6 +61,7 @@ UNUSED_KINDS = {
     "ge_host_sched": "legacy Framework.dynamic_op_execute records (host scheduling)",
 }
 MODEL_WINDOW_TYPES = (raw.MODEL_EXECUTE_TYPE, raw.MODEL_LOAD_TYPE)
+PMU_TASK_TYPES = frozenset({"AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV"})
 NAMED_LEVELS = frozenset(level for level in raw.LEVEL_NAMES if level != raw.LEVEL_HCCL)  # named by type_info
 FFTS_TASK_SPAN = "FFTS+ task spans (their contexts make the rows, as in msprof)"
 PMU_AT = schema.TASK_COLUMNS.index("pmu")
@@ -76,6 +77,13 @@ class DeviceTask:
     start: int
     end: int
     arrived: float
+
+
+@dataclass(frozen=True)
+class DeviceFlags:
+    v6: bool  # chip v6: 32-bit task ids
+    l2: bool  # L2 cache task counters to join
+    aicpu: bool  # AI CPU kernel times to join
 
 
 @dataclass
@@ -170,6 +178,7 @@ class AggregatorStage(Transform):
         self.unused: Counter[str] = Counter()  # decoded records this release does not turn into output
         self.extras = DeviceExtras(self.unused)
         self.stars_pmu: dict[int, StarsPmu] = {}
+        self.flags: dict[int, tuple[dict[str, Any] | None, DeviceFlags]] = {}  # device → (its facts, their flags)
 
     # -- intake ---------------------------------------------------------------------------
     def process(self, batch: Batch) -> Iterable[Batch]:
@@ -213,11 +222,11 @@ class AggregatorStage(Transform):
             for record in _dicts(arr):
                 self.host.add_node_basic(record["thread_id"], record["ts_ns"], record)
         elif kind == "tensor":
-            for record, texts_key in zip(_dicts(arr), _tensor_keys(arr), strict=True):
+            for record, texts_key in zip(_dicts(arr, ("tensors",)), _tensor_keys(arr), strict=True):
                 record["texts_key"] = texts_key
                 self.host.add_tensor(record["thread_id"], record["ts_ns"], record)
         elif kind == "context_id":
-            for record in _dicts(arr):
+            for record in _dicts(arr, ("ctx_ids",)):
                 self.host.add_context(record["thread_id"], record["ts_ns"], record)
         elif kind == "task_track":
             self.pending_host.extend(HostTask(record, now) for record in _dicts(arr))
@@ -235,10 +244,15 @@ class AggregatorStage(Transform):
         elif kind == "subtask_log":
             self.contexts.add(arr)
         elif kind in ("pmu", "context_pmu"):
-            contexts = arr["context_id"] if kind == "context_pmu" else np.full(len(arr), INVALID_CONTEXT)
-            for record, context in zip(arr, contexts.tolist(), strict=True):
-                key = (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]), context)
-                self.pmu.setdefault(key, deque()).append(record)
+            pmu = self.pmu
+            for record in _dicts(arr):
+                key = (record["device_id"], record["stream_id"], record["task_id"],
+                       record.get("context_id", INVALID_CONTEXT))
+                found = pmu.get(key)
+                if found is None:
+                    pmu[key] = deque((record,))
+                else:
+                    found.append(record)
         elif kind == "step":
             self.unused[UNUSED_KINDS[kind]] += len(arr)
             self.static.add_step_trace(arr)
@@ -257,21 +271,31 @@ class AggregatorStage(Transform):
 
     def _pair_logs(self, arr: np.ndarray, now: float) -> None:
         """Start/end logs → device tasks; chip-v6 logs (unique task ids) get their stream at join time."""
-        unique = "unique_task_id" in (arr.dtype.names or ())
-        for record in arr:
-            key = (int(record["device_id"]), UNRESOLVED_STREAM, int(record["unique_task_id"])) if unique else \
-                (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]))
-            state = int(record["state"])
+        devices, states, times = arr["device_id"].tolist(), arr["state"].tolist(), arr["ts_ns"].tolist()
+        if "unique_task_id" in (arr.dtype.names or ()):
+            keys = [(device, UNRESOLVED_STREAM, task) for device, task in zip(devices, arr["unique_task_id"].tolist(),
+                                                                              strict=True)]
+        else:
+            keys = list(zip(devices, arr["stream_id"].tolist(), arr["task_id"].tolist(), strict=True))
+        starts, pending = self.starts, self.pending_device
+        other_states = 0
+        for key, state, ts in zip(keys, states, times, strict=True):
             if state == records.STATE_START:
-                self.starts.setdefault(key, deque()).append(int(record["ts_ns"]))
+                waiting = starts.get(key)
+                if waiting is None:
+                    starts[key] = deque((ts,))
+                else:
+                    waiting.append(ts)
             elif state != records.STATE_END:
-                self.unused["task log states other than start/end (310 AI Core start/done, waiting)"] += 1
+                other_states += 1
             else:
-                start = _take(self.starts, key)
+                start = _take(starts, key)
                 if start is None:
                     self.ctx.reject("task end log without a start", 1)
                     continue
-                self.pending_device.append(DeviceTask(*key, 0, start, int(record["ts_ns"]), now))
+                pending.append(DeviceTask(key[0], key[1], key[2], 0, start, ts, now))
+        if other_states:
+            self.unused["task log states other than start/end (310 AI Core start/done, waiting)"] += other_states
 
     def _tx_rows(self, arr: np.ndarray) -> None:
         for r in arr:
@@ -372,7 +396,19 @@ class AggregatorStage(Transform):
                 self._meet(key, host=task)
 
     def _chip_v6(self, device: int) -> bool:
-        return int(self.devices.get(device, {}).get("platform", 1)) in raw.STARS_V6_PLATFORMS
+        return self._flags(device).v6
+
+    def _flags(self, device: int) -> DeviceFlags:
+        """What a device's facts switch on, worked out once per device_info."""
+        facts = self.devices.get(device)
+        cached = self.flags.get(device)
+        if cached is not None and cached[0] is facts:
+            return cached[1]
+        known = facts or {}
+        flags = DeviceFlags(int(known.get("platform", 1)) in raw.STARS_V6_PLATFORMS, l2_configured(known),
+                            bool(known.get("aicpu_trace")))
+        self.flags[device] = (facts, flags)
+        return flags
 
     def _host_key(self, record: Any) -> tuple[int, int, int, int]:
         """(device, stream, task, batch) of a task_track; on chip v6 the task id is batchId << 16 | taskId, batch 0
@@ -542,10 +578,11 @@ class AggregatorStage(Transform):
             task_key = (device.device, device.stream, device.task)
             pmu_key = (*task_key, INVALID_CONTEXT if context is None else context)
             facts = self.devices.get(device.device, {})
-            wants_pmu = host.resolved["task_type"] in ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV") and \
-                context is not None and not self._chip_v6(device.device)  # v6 PMU: a layout not decoded
-            wants_l2 = wants_pmu and l2_configured(facts)
-            wants_aicpu = host.resolved["task_type"] == "AI_CPU" and bool(facts.get("aicpu_trace"))
+            flags = self._flags(device.device)
+            wants_pmu = host.resolved["task_type"] in PMU_TASK_TYPES and \
+                context is not None and not flags.v6  # v6 PMU: a layout not decoded
+            wants_l2 = wants_pmu and flags.l2
+            wants_aicpu = host.resolved["task_type"] == "AI_CPU" and flags.aicpu
             missing = (wants_pmu and not self.pmu.get(pmu_key) or wants_l2 and not self.extras.l2_ready(task_key)
                        or wants_aicpu and not self.extras.aicpu_ready(device.device, device.end))
             if missing and not self._expired(arrived, now):
@@ -555,10 +592,10 @@ class AggregatorStage(Transform):
             self.awaiting_pmu.popleft()
             pmu_record = _take(self.pmu, pmu_key) if wants_pmu else None
             extra: list[float | None] = []
-            if facts.get("aicpu_trace"):
+            if flags.aicpu:
                 extra += self.extras.take_aicpu(task_key, device.start, device.end) if wants_aicpu \
                     else [None] * len(AICPU_COLUMNS)
-            if l2_configured(facts):
+            if flags.l2:
                 extra += self.extras.take_l2(task_key, facts) if wants_l2 else [None] * len(L2_COLUMNS)
             self._emit_task(host.resolved, device, pmu_record, extra, pmu_key[3])
 
@@ -571,7 +608,7 @@ class AggregatorStage(Transform):
         job: PmuJob | None = None
         stars = self._stars_pmu(device.device)
         if stars is not None:
-            if pmu_record is not None and "overflow" not in (pmu_record.dtype.names or ()):
+            if pmu_record is not None and "overflow" not in pmu_record:
                 pmu_record = None  # an HWTS-class PMU record on a STARS chip: not a ContextPmu
             pmu = stars.values(pmu_record, info["block_dim"], device.end - device.start,
                                self.extras.clock_mhz(device.device, platform, device.end))
@@ -763,10 +800,15 @@ def _chip_name(platform: Any) -> str:
     return {0: "Ascend310", 1: "Ascend910", 4: "Ascend310P", 5: "Ascend910B"}.get(platform, f"platform {platform}")
 
 
-def _dicts(arr: np.ndarray) -> list[dict[str, Any]]:
-    """Records as dicts of Python values: what the join looks up field by field, many times per record."""
-    names = arr.dtype.names or ()
-    return [dict(zip(names, values, strict=True)) for values in arr.tolist()]
+def _dicts(arr: np.ndarray, arrays: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Records as dicts of Python values: what the join looks up field by field, many times per record.
+    ``arrays``: large array fields, kept as numpy rows (most records never read them)."""
+    names = [name for name in arr.dtype.names or () if name not in arrays]
+    out = [dict(zip(names, values, strict=True)) for values in arr[names].tolist()]
+    for name in arrays:
+        for record, row in zip(out, arr[name], strict=True):
+            record[name] = row
+    return out
 
 
 def _tensor_keys(arr: np.ndarray) -> list[tuple[int, bytes]]:

@@ -70,17 +70,26 @@ class DeviceExtras:
         if text.any():
             self.unused["AI CPU text records (DATA_PREPROCESS.AICPU text form: no stream/task id to join)"] += \
                 int(text.sum())
-        for record in arr[~text]:
-            device = int(record["device_id"])
-            key = (device, int(record["stream_id"]), int(record["task_id"]))
+        binary = arr[~text]
+        names = binary.dtype.names or ()
+        for values in binary.tolist():
+            record = dict(zip(names, values, strict=True))
+            device = record["device_id"]
+            key = (device, record["stream_id"], record["task_id"])
             self.aicpu.setdefault(key, deque()).append(record)
-            self.aicpu_seen[device] = max(self.aicpu_seen.get(device, 0), int(record["end_ns"]))
+            self.aicpu_seen[device] = max(self.aicpu_seen.get(device, 0), record["end_ns"])
 
     def add_l2(self, arr: np.ndarray) -> None:
-        for record in arr:
-            key = (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]))
-            self.l2.setdefault(key, deque()).append(record)
-            self.l2_seen.add(key[0])
+        """Each record's event counts (a list), queued under its task."""
+        l2 = self.l2
+        for key, events in zip(zip(arr["device_id"].tolist(), arr["stream_id"].tolist(), arr["task_id"].tolist(),
+                                   strict=True), arr["events"].tolist(), strict=True):
+            found = l2.get(key)
+            if found is None:
+                l2[key] = deque((events,))
+                self.l2_seen.add(key[0])
+            else:
+                found.append(events)
 
     def add_freq(self, arr: np.ndarray, platform_of: dict[int, int]) -> None:
         for record in arr:
@@ -133,12 +142,12 @@ class DeviceExtras:
         waiting = self.l2.get(key)
         if not waiting:
             return [None, None]
-        record = waiting.popleft()
+        counts = waiting.popleft()
         if not waiting:
             del self.l2[key]
         platform = int(facts.get("platform", 1))
         request_events, hit_events, victim_events = L2_EVENTS[platform]
-        by_event = dict(zip(facts.get("l2_events") or [], (int(v) for v in record["events"]), strict=False))
+        by_event = dict(zip(facts.get("l2_events") or [], counts, strict=False))
 
         def total(events: tuple[int, ...]) -> int:
             return sum(by_event[abs(e)] * (-1 if e < 0 else 1) for e in events)
