@@ -37,6 +37,7 @@ from stages.formats import ge_enums, raw
 from stages.schema import SymbolTable, pack_rows, unpack_rows
 
 MAX_PENDING = 200_000
+PRUNE_EVERY_S = 0.5
 # Decoded kinds this release keeps out of its outputs: counted (AggregatorStage.accounting) with the reason the
 # report gives, never rejected.
 UNUSED_KINDS = {
@@ -172,6 +173,8 @@ class AggregatorStage(Transform):
         self.pmu_jobs: list[PmuJob] = []  # task rows whose PMU values are still to be computed
         self.stats = StatsBook()
         self.last_snapshot = 0.0
+        self.last_prune = float("-inf")
+        self.records_at_prune = -1
         self.records_in = 0
         self.tasks_out = 0
         self.finishing = False
@@ -722,7 +725,10 @@ class AggregatorStage(Transform):
             self.contexts.prune_before(device_low)
 
     def tick(self, now: float) -> Iterable[Batch]:
-        self._prune()
+        # pruning scans every waiting task: while records stream in, at most every PRUNE_EVERY_S
+        if self.records_in == self.records_at_prune or now - self.last_prune >= PRUNE_EVERY_S:
+            self._prune()
+            self.last_prune, self.records_at_prune = now, self.records_in
         out = list(self._advance(now))
         out.extend(self._flush_rows(force=True))
         if self.stats.changed and now - self.last_snapshot >= self.config.snapshot_every_s:
