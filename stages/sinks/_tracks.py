@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
+from itertools import compress
 
 
 def viewer_ns(ns: int) -> int:
@@ -90,25 +91,20 @@ class _Span:
         self.parent: _Span | None = None
 
 
-def _order(span: _Span) -> tuple[int, int]:
-    # outer before inner when starts are equal
-    return (span.start, -span.end)
-
-
-def _start(span: _Span) -> int:
-    return span.start
-
-
 class NestedTrack:
-    """A laminar family of spans sorted by (start, -end); each span knows its innermost container."""
+    """A laminar family of spans sorted by (start, -end); each span knows its innermost container.
+    ``_keys`` and ``_starts`` mirror ``_spans`` (their sort keys, their starts) so bisection runs in C."""
 
-    __slots__ = ("window_ns", "adjusted", "dropped", "_spans", "_floor", "_max_start", "_prune_at")
+    __slots__ = ("window_ns", "adjusted", "dropped", "_spans", "_keys", "_starts", "_floor", "_max_start",
+                 "_prune_at")
 
     def __init__(self, window_ns: int) -> None:
         self.window_ns = window_ns
         self.adjusted = 0
         self.dropped = 0
         self._spans: list[_Span] = []
+        self._keys: list[tuple[int, int]] = []
+        self._starts: list[int] = []
         self._floor = -1  # latest end among forgotten spans
         self._max_start = -1
         self._prune_at = 4096
@@ -160,7 +156,7 @@ class NestedTrack:
         if spans[-1].start < point:
             index = len(spans) - 1
         else:
-            index = bisect_left(spans, point, key=_start) - 1
+            index = bisect_left(self._starts, point) - 1
             if index < 0:
                 return None
         span: _Span | None = spans[index]
@@ -169,12 +165,12 @@ class NestedTrack:
         return span
 
     def _insert(self, new: _Span) -> None:
-        spans = self._spans
-        key = _order(new)
-        if not spans or _order(spans[-1]) <= key:
+        spans, keys = self._spans, self._keys
+        key = (new.start, -new.end)
+        if not spans or keys[-1] <= key:
             pos = len(spans)
         else:
-            pos = bisect_right(spans, key, key=_order)
+            pos = bisect_right(keys, key)
         parent = spans[pos - 1] if pos else None
         while parent is not None and not (parent.start <= new.start and parent.end >= new.end):
             parent = parent.parent
@@ -187,8 +183,12 @@ class NestedTrack:
             index += 1
         if pos == len(spans):
             spans.append(new)
+            keys.append(key)
+            self._starts.append(new.start)
         else:
             spans.insert(pos, new)
+            keys.insert(pos, key)
+            self._starts.insert(pos, new.start)
         if new.start > self._max_start:
             self._max_start = new.start
         if len(spans) >= self._prune_at:
@@ -196,14 +196,14 @@ class NestedTrack:
 
     def _prune(self) -> None:
         horizon = self._max_start - self.window_ns
-        kept: list[_Span] = []
-        for span in self._spans:
-            if span.end > horizon:
-                kept.append(span)
-            elif span.end > self._floor:
+        keep = [span.end > horizon for span in self._spans]
+        for span, kept in zip(self._spans, keep, strict=True):
+            if not kept and span.end > self._floor:
                 self._floor = span.end
-        self._spans = kept
-        self._prune_at = max(4096, 2 * len(kept))
+        self._spans = list(compress(self._spans, keep))
+        self._keys = list(compress(self._keys, keep))
+        self._starts = list(compress(self._starts, keep))
+        self._prune_at = max(4096, 2 * len(self._spans))
 
 
 class HostTrack:
