@@ -416,8 +416,8 @@ class AggregatorStage(Transform):
     def _host_key(self, record: Any) -> tuple[int, int, int, int]:
         """(device, stream, task, batch) of a task_track; on chip v6 the task id is batchId << 16 | taskId, batch 0
         (msprof TaskTrackChip6Bean)."""
-        device, stream, task, batch = (int(record[name]) for name in ("device_id", "stream_id", "task_id",
-                                                                         "batch_id"))
+        device, stream = int(record["device_id"]), int(record["stream_id"])
+        task, batch = int(record["task_id"]), int(record["batch_id"])
         if self._chip_v6(device):
             return device, stream, (batch << 16) | task, 0
         return device, stream, task, batch
