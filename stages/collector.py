@@ -26,6 +26,7 @@ from stages import framing
 from stages.formats.files import StreamKind, device_stream_kind, host_stream_kind
 from stages.formats.legacy import SLICE_SEP, split_slice_name
 
+MIN_BUDGET_BYTES = 16 << 10  # the least a pass reads of a stream that has bytes left
 CONTROL_PREFIXES = ("info.json", "sample.json", "start_info", "end_info", "host_start.log", "dev_start.log")
 
 
@@ -42,8 +43,29 @@ class StreamState:
     records: int = 0
     sep: str = SLICE_SEP  # between base and slice index: `.slice_`, or `.` in legacy "infer" names
 
+    closed_sizes: dict[int, int] = field(default_factory=dict)  # slice index → size, once a later slice exists
+
     def slice_path(self, index: int | None = None) -> Path:
         return self.folder / f"{self.base}{self.sep}{self.slice_index if index is None else index}"
+
+
+def _unread_bytes(state: StreamState) -> int:
+    """Bytes on disk not read yet, over the current slice and every later one."""
+    total, index = -state.offset, state.slice_index
+    while True:
+        size = state.closed_sizes.get(index)
+        if size is None:
+            try:
+                size = state.slice_path(index).stat().st_size
+            except OSError:
+                break
+            if state.slice_path(index + 1).exists():
+                state.closed_sizes[index] = size  # a closed slice no longer grows
+        total += size
+        index += 1
+    for done in [i for i in state.closed_sizes if i < state.slice_index]:
+        del state.closed_sizes[done]
+    return max(total, 0)
 
 
 @dataclass
@@ -66,7 +88,8 @@ class CollectorStage(Source):
         chunk_bytes: int | None = Field(None, ge=4096, le=64 << 20,
                                         description="bytes per message (default: run.batch)")
         read_quantum_bytes: int = Field(256 << 10, ge=4096,
-                                        description="bytes read per stream per pass, so streams advance together")
+                                        description="bytes a pass reads per stream on average (shared by what "
+                                                    "each has unread), so streams advance together in time")
 
     def __init__(self, config: Any, ctx: Any) -> None:
         super().__init__(config, ctx)
@@ -139,8 +162,21 @@ class CollectorStage(Source):
         assert self.tree is not None
         yield from self._control_files()
         self._discover_streams()
-        for state in list(self.tree.streams.values()):
-            yield from self._read_stream(state, final)
+        states = list(self.tree.streams.values())
+        for state, budget in zip(states, self._budgets(states), strict=True):
+            yield from self._read_stream(state, final, budget)
+
+    def _budgets(self, states: list[StreamState]) -> list[int]:
+        """Bytes to read per stream this pass: each stream advances by the same share of what it has unread,
+        so streams stay together in time (a stream of large records, such as tensor_info, is not left behind
+        by one of small records; the join would hold everything in between). A pass reads
+        ``read_quantum_bytes`` per stream in all."""
+        unread = [_unread_bytes(state) for state in states]
+        total = sum(unread)
+        quantum = self.config.read_quantum_bytes
+        if total <= quantum * len(states):
+            return [max(left, quantum) for left in unread]  # everything there is, in one pass
+        return [max(MIN_BUDGET_BYTES, quantum * len(states) * left // total) for left in unread]
 
     # -- control files --------------------------------------------------------------------
     def _control_files(self) -> Iterator[Batch]:
@@ -215,8 +251,7 @@ class CollectorStage(Source):
                     continue
                 self.tree.streams[key] = StreamState(base, kind, device, data, sep=sep)
 
-    def _read_stream(self, state: StreamState, final: bool) -> Iterator[Batch]:
-        budget = self.config.read_quantum_bytes
+    def _read_stream(self, state: StreamState, final: bool, budget: int) -> Iterator[Batch]:
         while budget > 0:
             path = state.slice_path()
             if not path.exists():

@@ -113,6 +113,7 @@ class TimelineSink(Sink):
         self._texts: dict[int, str] = {}  # symbol -> JSON string
         self._node_connections = _Bounded(FLOW_MEMORY)
         self._waiting_flow_ends = _Bounded(FLOW_MEMORY)  # connection id -> (pid, tid, ts)
+        self._ended_flows = _Bounded(FLOW_MEMORY)  # connection ids whose flow has its end (or one waiting)
         self.counts = {"task": 0, "api": 0, "tx": 0, "flows": 0}
 
     # -- stage interface -------------------------------------------------------------------
@@ -271,7 +272,10 @@ class TimelineSink(Sink):
                 f'"Subtask Id":{UINT32_NONE if context_id is None else context_id},"connection_id":{conn}}},"ph":"X"}}'
             )
             written += 1
-            if connection_id is not None:
+            if connection_id is not None and connection_id not in self._ended_flows.data:
+                # one flow per Node API: it ends at the first device row of its launch (an FFTS+ task's
+                # contexts share the launch's connection id), whichever arrives first
+                self._ended_flows.put(connection_id)
                 if connection_id in self._node_connections.data:
                     out.append(self._flow_end(connection_id, pid, stream_id, ts))
                 else:
