@@ -24,7 +24,7 @@ placed, and count what they changed.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from itertools import compress
 
 
@@ -93,17 +93,15 @@ class _Span:
 
 class NestedTrack:
     """A laminar family of spans sorted by (start, -end); each span knows its innermost container.
-    ``_keys`` and ``_starts`` mirror ``_spans`` (their sort keys, their starts) so bisection runs in C."""
+    ``_starts`` mirrors ``_spans`` (their starts) so bisection runs in C."""
 
-    __slots__ = ("window_ns", "adjusted", "dropped", "_spans", "_keys", "_starts", "_floor", "_max_start",
-                 "_prune_at")
+    __slots__ = ("window_ns", "adjusted", "dropped", "_spans", "_starts", "_floor", "_max_start", "_prune_at")
 
     def __init__(self, window_ns: int) -> None:
         self.window_ns = window_ns
         self.adjusted = 0
         self.dropped = 0
         self._spans: list[_Span] = []
-        self._keys: list[tuple[int, int]] = []
         self._starts: list[int] = []
         self._floor = -1  # latest end among forgotten spans
         self._max_start = -1
@@ -165,12 +163,13 @@ class NestedTrack:
         return span
 
     def _insert(self, new: _Span) -> None:
-        spans, keys = self._spans, self._keys
-        key = (new.start, -new.end)
-        if not spans or keys[-1] <= key:
+        spans, starts = self._spans, self._starts
+        if not spans or starts[-1] < new.start or starts[-1] == new.start and spans[-1].end >= new.end:
             pos = len(spans)
-        else:
-            pos = bisect_right(keys, key)
+        else:  # after every span that starts earlier, or as early and ends no earlier (outer before inner)
+            pos = bisect_left(starts, new.start)
+            while pos < len(spans) and spans[pos].start == new.start and spans[pos].end >= new.end:
+                pos += 1
         parent = spans[pos - 1] if pos else None
         while parent is not None and not (parent.start <= new.start and parent.end >= new.end):
             parent = parent.parent
@@ -183,12 +182,10 @@ class NestedTrack:
             index += 1
         if pos == len(spans):
             spans.append(new)
-            keys.append(key)
-            self._starts.append(new.start)
+            starts.append(new.start)
         else:
             spans.insert(pos, new)
-            keys.insert(pos, key)
-            self._starts.insert(pos, new.start)
+            starts.insert(pos, new.start)
         if new.start > self._max_start:
             self._max_start = new.start
         if len(spans) >= self._prune_at:
@@ -201,7 +198,6 @@ class NestedTrack:
             if not kept and span.end > self._floor:
                 self._floor = span.end
         self._spans = list(compress(self._spans, keep))
-        self._keys = list(compress(self._keys, keep))
         self._starts = list(compress(self._starts, keep))
         self._prune_at = max(4096, 2 * len(self._spans))
 
