@@ -18,6 +18,7 @@ the CSV files, times in µs, plain text).
 from __future__ import annotations
 
 import sqlite3
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -68,13 +69,33 @@ TABLES: dict[str, dict[str, str]] = {
     "API_STATISTIC": {"deviceId": _TEXT, "level": _TEXT, "apiName": _TEXT, "timeUs": _REAL, "count": _INT,
                       "avgUs": _REAL, "minUs": _REAL, "maxUs": _REAL, "variance": _REAL},
 }
+ROWS_PER_STATEMENT = 500  # rows of one multi-row INSERT (fewer when SQLite allows fewer parameters)
 PRIMARY_KEYS = {"STRING_IDS": "id", "COMPUTE_TASK_INFO": "globalTaskId", "CANN_API": "connectionId",
                 "ENUM_API_TYPE": "id", "ENUM_MSTX_EVENT_TYPE": "id"}
 
 
-def _insert_sql(table: str, verb: str = "INSERT") -> str:
+def _insert_sql(table: str, verb: str = "INSERT", rows: int = 1) -> str:
     columns = TABLES[table]
-    return f"{verb} INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    values = f"({', '.join('?' * len(columns))})"
+    return f"{verb} INTO {table} ({', '.join(columns)}) VALUES {', '.join([values] * rows)}"
+
+
+def _insert_rows(conn: sqlite3.Connection, table: str, rows: list[tuple[Any, ...]], verb: str = "INSERT") -> int:
+    """Insert ``rows`` many to a statement (one step per statement, not per row); returns rows inserted."""
+    if not rows:
+        return 0
+    width = len(TABLES[table])
+    per_statement = max(1, min(ROWS_PER_STATEMENT, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width))
+    whole = len(rows) - len(rows) % per_statement
+    inserted = 0
+    if whole:
+        sql = _insert_sql(table, verb, per_statement)
+        for first in range(0, whole, per_statement):
+            params = list(chain.from_iterable(rows[first:first + per_statement]))
+            inserted += conn.execute(sql, params).rowcount
+    if whole < len(rows):
+        inserted += conn.executemany(_insert_sql(table, verb), rows[whole:]).rowcount
+    return inserted
 
 
 class SqliteSink(Sink):
@@ -218,9 +239,9 @@ class SqliteSink(Sink):
                     if value is not None:
                         pmu_rows.append((global_id, name_id, value))
             global_id += 1
-        conn.executemany(_insert_sql("TASK"), tasks)
-        conn.executemany(_insert_sql("COMPUTE_TASK_INFO"), compute)
-        conn.executemany(_insert_sql("TASK_PMU_INFO"), pmu_rows)
+        _insert_rows(conn, "TASK", tasks)
+        _insert_rows(conn, "COMPUTE_TASK_INFO", compute)
+        _insert_rows(conn, "TASK_PMU_INFO", pmu_rows)
         self._next_task_id = global_id
         self.counts["task_rows"] += len(tasks)
         self.counts["compute_task_rows"] += len(compute)
@@ -234,7 +255,7 @@ class SqliteSink(Sink):
                 self._orphan_connection_id += 1
                 connection_id = self._orphan_connection_id
             values.append((start, end, level_code(level), (pid << 32) | thread_id, connection_id, self._sym(name)))
-        inserted = conn.executemany(_insert_sql("CANN_API", "INSERT OR IGNORE"), values).rowcount
+        inserted = _insert_rows(conn, "CANN_API", values, "INSERT OR IGNORE")
         self.counts["api_rows"] += inserted
         self.counts["api_duplicate_connection_ids"] += len(values) - inserted
 
