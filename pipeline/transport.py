@@ -17,9 +17,6 @@ IPC_PATH_LIMIT = 107
 LINGER_MS = 30_000
 SEND_POLL_MS = 200
 MAX_MESSAGE_BYTES = 256 << 20  # a peer sending a larger frame is disconnected by ZeroMQ, before it is read
-# Messages queued per data socket, at each end. Enough to keep a hop busy; few enough that a slow consumer's queue
-# (up to 2 × this × run.batch.max_bytes, typically 100–400 KB a message) does not dominate its stage's memory.
-DATA_HWM = 32
 
 
 def socket_root() -> Path:
@@ -79,7 +76,7 @@ def secure_connect(sock: zmq.Socket[bytes], endpoint: str, curve: CurveKeys | No
         connect_as_client(sock, curve)
 
 
-def make_pull(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = DATA_HWM,
+def make_pull(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = 256,
               curve: CurveKeys | None = None) -> zmq.Socket[bytes]:
     sock = ctx.socket(zmq.PULL)
     sock.setsockopt(zmq.RCVHWM, hwm)
@@ -94,7 +91,7 @@ def make_pull(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = DAT
     return sock
 
 
-def make_push(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = DATA_HWM,
+def make_push(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = 256,
               curve: CurveKeys | None = None) -> zmq.Socket[bytes]:
     sock = ctx.socket(zmq.PUSH)
     secure_connect(sock, endpoint, curve)
