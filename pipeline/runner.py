@@ -316,9 +316,14 @@ class StageRunner:
         self.control.send(final, must_arrive=True)
         self.log.info("stage finished", ok=final["ok"], records_in=final["in"], records_out=final["out"],
                       rejected=final["rejected"], problems=final["problems"])
+        # A supervised stage that ended well waits until its consumers have every queued message: a consumer
+        # stuck behind a slow sink for longer than any fixed linger would otherwise lose the tail and wait for
+        # an end-of-stream that never comes. A stuck consumer cannot keep it forever: after a failure the
+        # supervisor kills what is still running.
+        linger = -1 if final["ok"] and self.control.sock is not None else transport.LINGER_MS
         for sockets in self.outputs.values():
             for _, sock in sockets:
-                sock.close(linger=transport.LINGER_MS)
+                sock.close(linger=linger)
         if self.control.sock is not None:
             self.control.sock.close(linger=5000)
         stop_authenticators()
