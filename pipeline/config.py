@@ -51,6 +51,8 @@ class RunSettings(BaseModel):
     metrics_port: int | None = Field(None, ge=1, le=65535)  # Prometheus text endpoint of the run (pipeline.metrics)
     metrics_host: str = "127.0.0.1"
     insecure_tcp: bool = False  # allow tcp endpoints without CURVE (anyone who reaches the port can feed or read)
+    checkpoint_s: float = Field(2.0, ge=0)  # seconds between checkpoint epochs (crash recovery); 0 = off
+    max_restarts: int = Field(3, ge=0)  # restarts after crashes, per stage and run, before the run fails
 
 
 @dataclass

@@ -344,7 +344,7 @@ def summaries(prof: Path, out: Path) -> tuple[Tables, dict[str, Any], list[Batch
         sink.write_batch(batch)
     sink.close()
     tables: Tables = {}
-    for module in ("op_summary", "op_statistic", "api_statistic"):
+    for module in ("op_summary", "op_statistic", "api_statistic", "task_time", "step_trace"):
         with open(out / "mindstudio_profiler_output" / f"{module}_20240101000000.csv", newline="") as handle:
             tables[module] = list(csv.DictReader(handle))
     return tables, figures, emitted
@@ -374,6 +374,53 @@ def test_op_summary_rows_equal_the_hand_worked_ones(chip: str, outputs: dict) ->
 def test_op_statistic_rows_equal_the_hand_worked_ones(chip: str, outputs: dict) -> None:
     tables = outputs[chip][0]
     assert [list(r.values()) for r in tables["op_statistic"]] == EXPECTED[chip][2]
+
+
+KERNELS = {CONV: "te_conv2d_1a2b", RELU: "te_relu_3c4d", NMS: "N/A"}  # make_golden's kernels; NMS reports none
+ITERATION_TASKS = (("10", "11", "20"), ("14", "15", "21"))
+KEYPOINT_TICKS = 1000  # make_golden's model start / end keypoints: this many ticks before / after the tasks
+
+
+def _ns(us: str) -> int:
+    whole, _, frac = us.partition(".")
+    return int(whole) * 1000 + int(frac)
+
+
+def _us(ns: int) -> str:
+    return f"{ns // 1000}.{ns % 1000:03d}"
+
+
+@pytest.mark.parametrize("chip", CHIPS)
+def test_task_time_rows_follow_the_hand_worked_tasks(chip: str, outputs: dict) -> None:
+    """One row per device task: the runtime's kernel name (the op name in legacy data, which has none),
+    start / stop with msprof's TAB, duration = stop − start; by start."""
+    tasks = sorted(EXPECTED[chip][1], key=lambda r: _ns(r["Task Start Time(us)"]))
+    expected = []
+    for task in tasks:
+        start, duration = _ns(task["Task Start Time(us)"]), _ns(task["Task Duration(us)"])
+        kernel = task["Op Name"] if chip == "legacy" else KERNELS[task["Op Name"]]
+        expected.append({"Device_id": "0", "kernel_name": kernel, "kernel_type": task["Task Type"],
+                         "stream_id": task["Stream ID"], "task_id": task["Task ID"], "task_time(us)": _us(duration),
+                         "task_start(us)": _us(start) + "\t", "task_stop(us)": _us(start + duration) + "\t"})
+    assert outputs[chip][0]["task_time"] == expected
+
+
+@pytest.mark.parametrize("chip", CHIPS)
+def test_step_trace_rows_from_the_keypoints(chip: str, outputs: dict) -> None:
+    """Model start 1000 ticks before an iteration's first task, model end 1000 ticks after its last: iteration time
+    = (last end − first start) + 2000 ticks; no FP / BP keypoints, so those columns are N/A."""
+    tick_ns = 20 if chip == "910b" else 10  # hwts 50 MHz on the 910B, 100 MHz elsewhere
+    by_task = {r["Task ID"]: r for r in EXPECTED[chip][1]}
+    expected = []
+    for iteration, ids in enumerate(ITERATION_TASKS, start=1):
+        first = min(_ns(by_task[i]["Task Start Time(us)"]) for i in ids)
+        last = max(_ns(by_task[i]["Task Start Time(us)"]) + _ns(by_task[i]["Task Duration(us)"]) for i in ids)
+        begin, end = first - KEYPOINT_TICKS * tick_ns, last + KEYPOINT_TICKS * tick_ns
+        expected.append({"Device_id": "0", "Iteration ID": str(iteration), "FP Start(us)": NA, "BP End(us)": NA,
+                         "Iteration End(us)": _us(end) + "\t", "Iteration Time(us)": _us(end - begin),
+                         "FP to BP Time(us)": NA, "Iteration Refresh(us)": NA, "Data Aug Bound(us)": NA,
+                         "Model ID": "3"})
+    assert outputs[chip][0]["step_trace"] == expected
 
 
 @pytest.mark.parametrize("chip", CHIPS)
@@ -441,7 +488,8 @@ HOST_KINDS = {"unaging.api_event.data": "api_event", "unaging.compact.node_basic
               "aging.compact.node_basic_info": "node_basic_info", "unaging.compact.task_track": "task_track",
               "unaging.additional.tensor_info": "tensor_info", "aging.additional.tensor_info": "tensor_info",
               "unaging.additional.hash_dic": "hash_dic", "unaging.additional.type_info_dic": "type_info_dic"}
-CHIP_NAMES = {"mini": "Ascend310", "cloud": "Ascend910", "910b": "Ascend910B", "legacy": "Ascend910"}
+# NPU_INFO's chip names (msprof's exporter: platform_version 0 Ascend310, 1 Ascend910A, 5 Ascend910B)
+CHIP_NAMES = {"mini": "Ascend310", "cloud": "Ascend910A", "910b": "Ascend910B", "legacy": "Ascend910A"}
 
 
 def stream_kinds(prof: Path, out: Path) -> dict[str, str]:
@@ -457,7 +505,8 @@ def stream_kinds(prof: Path, out: Path) -> dict[str, str]:
 def test_the_directory_alone_selects_chip_and_formats(chip: str, outputs: dict, tmp_path: Path) -> None:
     expected = dict(STREAM_KINDS[chip], **({} if chip == "legacy" else HOST_KINDS))
     assert stream_kinds(golden_dir(chip), tmp_path) == expected
-    info = next(b for b in chain.run_chain(golden_dir(chip), tmp_path / "chain")[0] if b.kind == "run_info")
+    # run_info is sent again as facts come in (the host's control files, then each device's): the last is whole
+    info = [b for b in chain.run_chain(golden_dir(chip), tmp_path / "chain")[0] if b.kind == "run_info"][-1]
     (run_info,) = unpack_rows(info)[0]
     assert run_info["devices"]["0"]["chip"] == CHIP_NAMES[chip]
 

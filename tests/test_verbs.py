@@ -146,7 +146,7 @@ def test_export_runs_only_the_chosen_sinks(case: dict[str, Any], tmp_path: Path)
     result = run_cli("export", "summary", str(run.prof), "--output", str(summary), "--format", "json")
     assert result.returncode == 0, result.stderr[-3000:]
     files = sorted(p.name.split("_2")[0] for p in (summary / "mindstudio_profiler_output").iterdir())
-    assert files == ["api_statistic", "op_statistic", "op_summary"]
+    assert files == ["api_statistic", "msprof_tx", "op_statistic", "op_summary", "step_trace", "task_time"]
     assert not list(summary.glob("msprof_*.db")) and not (summary / "advice.json").exists()
     stages = json.loads((summary / "run_report.json").read_text())["stages"]
     assert set(stages) == {"collect", "decode", "aggregate", "summary"}

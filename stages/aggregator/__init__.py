@@ -1,7 +1,7 @@
 """The aggregator: joins host and device records into enriched tasks, keeps live statistics.
 
-Out ``tasks``: run_info, api, tx and task rows (stages/schema.py). Out ``stats``: full
-op_statistic / api_statistic snapshots every ``snapshot_every_s`` and a final one.
+Out ``tasks``: run_info, api, tx, task, step_trace, aicpu and l2_cache rows (stages/schema.py). Out
+``stats``: full op_statistic / api_statistic snapshots every ``snapshot_every_s`` and a final one.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from stages.aggregator.pmu_batch import pmu_batch
 from stages.aggregator.stars import StarsPmu, is_stars
 from stages.aggregator.static import Binding, StaticModels
 from stages.aggregator.stats import StatsBook
+from stages.aggregator.steps import StepTraceBook
 from stages.decoder import host_records, records
 from stages.formats import ge_enums, raw
 from stages.schema import SymbolTable, pack_rows, unpack_rows
@@ -41,7 +42,6 @@ PRUNE_EVERY_S = 0.5
 # Decoded kinds this release keeps out of its outputs: counted (AggregatorStage.accounting) with the reason the
 # report gives, never rejected.
 UNUSED_KINDS = {
-    "step": "step trace records (not in this release's outputs)",
     "ts_memcpy": "ts_track TS memcpy records (tag 11, not in this release's outputs)",
     "ts_task_type": "ts_track task type records (tag 12, not in this release's outputs)",
     "ts_block_num": "ts_track block num records (tag 15, not in this release's outputs)",
@@ -64,6 +64,7 @@ UNUSED_KINDS = {
 MODEL_WINDOW_TYPES = (raw.MODEL_EXECUTE_TYPE, raw.MODEL_LOAD_TYPE)
 PMU_TASK_TYPES = frozenset({"AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV"})
 NAMED_LEVELS = frozenset(level for level in raw.LEVEL_NAMES if level != raw.LEVEL_HCCL)  # named by type_info
+ROW_KINDS = ("api", "tx", "task", "step_trace", "aicpu", "l2_cache", "aicore_freq")  # row batches of ``tasks``
 FFTS_TASK_SPAN = "FFTS+ task spans (their contexts make the rows, as in msprof)"
 PMU_AT = schema.TASK_COLUMNS.index("pmu")
 UNRESOLVED_STREAM = -1  # a chip-v6 task log names its task by a 32-bit id only: the host task_track has the stream
@@ -136,6 +137,7 @@ class HostTask:
 
 class AggregatorStage(Transform):
     outputs = ("tasks", "stats")
+    snapshot_in_child = True  # its state is all in memory: checkpoints are pickled by a forked child
 
     class Config(StageConfig):
         snapshot_every_s: float = Field(1.0, gt=0, description="seconds between statistics snapshots")
@@ -148,6 +150,7 @@ class AggregatorStage(Transform):
         self.hashes: dict[int, str] = {}
         self.types: dict[tuple[int, int], str] = {}
         self.devices: dict[int, dict[str, Any]] = {}
+        self.session: dict[str, Any] = {}  # the decoder's session_info facts (pid, host, start/end)
         self.host = HostIndex()
         self.legacy = legacy.LegacyIndex()
         self.flips = FlipLog()
@@ -169,7 +172,7 @@ class AggregatorStage(Transform):
         # chip v6: the stream of a 32-bit task id, from host task_tracks (launched: used once; registered: kept)
         self.launched_streams: dict[tuple[int, int], int] = {}
         self.registered_streams: dict[tuple[int, int], int] = {}
-        self.rows: dict[str, list[list[Any]]] = {"api": [], "tx": [], "task": []}
+        self.rows: dict[str, list[list[Any]]] = {kind: [] for kind in ROW_KINDS}
         self.pmu_jobs: list[PmuJob] = []  # task rows whose PMU values are still to be computed
         self.stats = StatsBook()
         self.last_snapshot = 0.0
@@ -182,15 +185,19 @@ class AggregatorStage(Transform):
         self.extras = DeviceExtras(self.unused)
         self.stars_pmu: dict[int, StarsPmu] = {}
         self.flags: dict[int, tuple[dict[str, Any] | None, DeviceFlags]] = {}  # device → (its facts, their flags)
+        self.steps = StepTraceBook()
 
     # -- intake ---------------------------------------------------------------------------
     def process(self, batch: Batch) -> Iterable[Batch]:
         self.records_in += batch.count
-        now = time.monotonic()
+        now = self.clock()
         kind = batch.kind
         if kind == "device_info":
             facts = batch.meta["facts"]
             self.devices[int(facts["device"])] = facts
+            return [self._run_info()]
+        if kind == "session_info":
+            self.session = dict(batch.meta["facts"])
             return [self._run_info()]
         if kind == "hash":
             self.hashes.update((int(h), text) for h, text in unpack_rows(batch))
@@ -257,8 +264,8 @@ class AggregatorStage(Transform):
                 else:
                     found.append(record)
         elif kind == "step":
-            self.unused[UNUSED_KINDS[kind]] += len(arr)
             self.static.add_step_trace(arr)
+            self.rows["step_trace"].extend(self.steps.add(arr))
         elif kind in UNUSED_KINDS:
             self.unused[UNUSED_KINDS[kind]] += len(arr)
         elif kind == "aicpu":
@@ -267,6 +274,7 @@ class AggregatorStage(Transform):
             self.extras.add_l2(arr)
         elif kind == "freq":
             self.extras.add_freq(arr, {d: int(f.get("platform", 1)) for d, f in self.devices.items()})
+            self._freq_rows(arr)
         elif kind == "flip":
             for record in arr:
                 self.flips.add(int(record["device_id"]), int(record["stream_id"]), int(record["ts_ns"]),
@@ -308,6 +316,16 @@ class AggregatorStage(Transform):
                                     int(r["payload_type"]), int(r["payload"]), int(r["message_type"]),
                                     self.symbols.intern(message), int(r["domain"]), int(r["mark_id"])])
 
+    def _freq_rows(self, arr: np.ndarray) -> None:
+        """AI Core frequency change points for the sinks (msprof's AICORE_FREQ), where msprof exports them."""
+        for record in arr:
+            device = int(record["device_id"])
+            if int(self.devices.get(device, {}).get("platform", -1)) in schema.AICORE_FREQ_PLATFORMS:
+                count = int(record["count"])
+                for at, mhz in zip(record["points_ns"][:count].tolist(), record["freq_mhz"][:count].tolist(),
+                                   strict=True):
+                    self.rows["aicore_freq"].append([device, int(at), int(mhz)])
+
     # -- resolution -------------------------------------------------------------------------
     def _expired(self, arrived: float, now: float) -> bool:
         return self.finishing or now - arrived > self.config.hold_s
@@ -320,7 +338,20 @@ class AggregatorStage(Transform):
         self._resolve_host(now)
         self._resolve_device(now)
         self._resolve_pmu(now)
+        self._take_extra_rows()
         yield from self._flush_rows(force=False)
+
+    def _take_extra_rows(self) -> None:
+        """The aicpu and l2_cache rows the joins produced, names interned (schema.AICPU_COLUMNS, L2_CACHE_COLUMNS)."""
+        aicpu, l2 = self.extras.rows["aicpu"], self.extras.rows["l2_cache"]
+        for row in aicpu:
+            row[2] = self.symbols.intern(row[2])
+        for row in l2:
+            row[5] = self.symbols.intern(row[5])
+        self.rows["aicpu"].extend(aicpu)
+        self.rows["l2_cache"].extend(l2)
+        aicpu.clear()
+        l2.clear()
 
     def _resolve_apis(self, now: float) -> None:
         """API rows in arrival order, each once its name is known (or its wait ran out); statistics per batch."""
@@ -381,7 +412,8 @@ class AggregatorStage(Transform):
                 node_api = self.host.node_api(thread, ts)
                 type_name = self._type_name(raw.LEVEL_RUNTIME, int(record["task_type"]))
                 complete = int(record["device_id"]) in self.devices and \
-                    self._host_context_complete(thread, ts, node_api, type_name, tensor_low, context_low)
+                    self._host_context_complete(thread, ts, node_api, type_name, int(record["kernel_name"]),
+                                                tensor_low, context_low)
                 if not complete and not self._expired(task.arrived, now):
                     return
                 task.resolved = self._describe(record, node_api, type_name)
@@ -427,9 +459,10 @@ class AggregatorStage(Transform):
         return min((mark for stream, mark in self.watermarks.items() if stream_kind in stream), default=float("inf"))
 
     def _host_context_complete(self, thread: int, ts: int, node_api: Interval | None, type_name: str | None,
-                               tensor_low: float, context_low: float) -> bool:
+                               kernel: int, tensor_low: float, context_low: float) -> bool:
         """Everything that describes a task at ``ts`` has arrived: its Node API, its node_basic_info with
-        both names in hash_dic, when a tensor_info stream exists its records up to ``ts`` and, for an FFTS+ or
+        both names (and the kernel name) in hash_dic, when a tensor_info stream exists its records up to ``ts``
+        and, for an FFTS+ or
         MIX launch, its context_id_info or else that stream's records up to ``ts`` (other launches take the
         context ids already in: waiting for a sparse stream would hold every task back)."""
         if type_name == "FLIP_TASK":
@@ -437,14 +470,25 @@ class AggregatorStage(Transform):
         if node_api is None or type_name is None:
             return False
         node = self.host.node_info(thread, ts, node_api.start)
-        if node is None or int(node["op_name"]) not in self.hashes or int(node["op_type"]) not in self.hashes:
+        if node is None or int(node["op_name"]) not in self.hashes or int(node["op_type"]) not in self.hashes \
+                or kernel and kernel not in self.hashes:
             return False  # names come from hash_dic, which the runtime may flush later than the records
-        if tensor_low < ts:
+        if not self._tensors_complete(thread, ts, int(node["op_name"]), node_api.start, tensor_low):
             return False
         if type_name not in FFTS_LAUNCH_TYPES or self.host.context_info(thread, ts, int(node["op_name"]),
                                                                         node_api.start) is not None:
             return True
         return context_low >= ts
+
+    def _tensors_complete(self, thread: int, ts: int, op_name: int, since: int, tensor_low: float) -> bool:
+        """Every tensor record up to ``ts`` is in (``tensor_low``: the oldest tensor_info watermark); of the op's
+        own, stamped ``ts``, once one holds fewer than five tensors (more than five come in several records)."""
+        if tensor_low < ts:
+            return False
+        if tensor_low > ts:
+            return True
+        tensors = self.host.tensor_info(thread, ts, op_name, since)
+        return tensors is None or int(tensors[-1]["tensor_num"]) < raw.TENSOR_SLOTS
 
     def _describe(self, record: Any, node_api: Interval | None, type_name: str | None) -> dict[str, Any] | None:
         if type_name == "FLIP_TASK":
@@ -460,15 +504,20 @@ class AggregatorStage(Transform):
                 else "INVALID"
             block = int(node["block_num"])
             op_state = {0: "static", 1: "dynamic"}.get(int(node["op_state"]), "N/A")
+            hf32 = "YES" if int(node["op_flag"]) else "NO"  # GE's op flag: the op may compute in HF32
         else:
             op_type, core, block, op_state = type_name or "N/A", type_name or "N/A", int(record["num_blocks"]), "N/A"
+            hf32 = "N/A"
         tensor = self.host.tensor_info(thread, ts, op_hash, since) if node is not None else None
         contexts: list[int] = []
         if node is not None and type_name in CONTEXT_TASK_TYPES and not self._chip_v6(int(record["device_id"])):
             found = self.host.context_info(thread, ts, op_hash, since)
             contexts = context_ids(found) if found is not None else []
         model = self.host.model_run(thread, ts)
-        described = {"op_name": op_name, "op_type": op_type, "task_type": core, "op_state": op_state,
+        kernel = int(record["kernel_name"])
+        described = {"op_name": op_name, "op_type": op_type, "task_type": core, "runtime_task_type": type_name or core,
+                     "op_state": op_state, "hf32_eligible": hf32,
+                     "kernel_name": self.hashes.get(kernel, "N/A") if kernel else "N/A",
                      "contexts": contexts, "block_dim": block & 0xFFFF,
                      "mix_block_dim": (block & 0xFFFF) * (block >> 16),
                      "connection_id": node_api.connection_id if node_api else 0, "thread_id": thread,
@@ -551,7 +600,7 @@ class AggregatorStage(Transform):
 
     def _matched(self, host: HostTask, device: DeviceTask) -> None:
         """A joined task waits for its PMU; an FFTS+ task is split into its contexts first (contexts.py)."""
-        arrived = time.monotonic()
+        arrived = self.clock()
         assert host.resolved is not None
         contexts = host.resolved.get("contexts") or []
         if not contexts:
@@ -595,11 +644,12 @@ class AggregatorStage(Transform):
             self.awaiting_pmu.popleft()
             pmu_record = _take(self.pmu, pmu_key) if wants_pmu else None
             extra: list[float | None] = []
+            op_name = host.resolved["op_name"]
             if flags.aicpu:
-                extra += self.extras.take_aicpu(task_key, device.start, device.end) if wants_aicpu \
+                extra += self.extras.take_aicpu(task_key, device.start, device.end, op_name) if wants_aicpu \
                     else [None] * len(AICPU_COLUMNS)
             if flags.l2:
-                extra += self.extras.take_l2(task_key, facts) if wants_l2 else [None] * len(L2_COLUMNS)
+                extra += self.extras.take_l2(task_key, facts, op_name) if wants_l2 else [None] * len(L2_COLUMNS)
             self._emit_task(host.resolved, device, pmu_record, extra, pmu_key[3])
 
     def _emit_task(self, info: dict[str, Any], device: DeviceTask, pmu_record: Any,
@@ -608,13 +658,14 @@ class AggregatorStage(Transform):
         events = list(facts.get("pmu_events", []))
         metric, platform = str(facts.get("metric", "")), int(facts.get("platform", 1))
         pmu: list[float | None] = []
-        job: PmuJob | None = None
+        job: PmuJob | None = None  # the values are worked out later, with the other rows of the batch
+        hidden: list[float | None] = []  # after the extras: see meta["hidden_pmu_columns"]
         stars = self._stars_pmu(device.device)
         if stars is not None:
             if pmu_record is not None and "overflow" not in pmu_record:
                 pmu_record = None  # an HWTS-class PMU record on a STARS chip: not a ContextPmu
-            pmu = stars.values(pmu_record, info["block_dim"], device.end - device.start,
-                               self.extras.clock_mhz(device.device, platform, device.end))
+            pmu, hidden = stars.split_values(pmu_record, info["block_dim"], device.end - device.start,
+                                             self.extras.clock_mhz(device.device, platform, device.end))
         elif events:
             if pmu_record is not None:  # computed with the other tasks of its batch (_fill_pmu)
                 block = int(pmu_record["block"]) or info["block_dim"]
@@ -623,6 +674,7 @@ class AggregatorStage(Transform):
                              device.end - device.start, self.extras.clock_mhz(device.device, platform, at), extra)
             else:
                 pmu = [None] * len(pmu_columns(events, metric, platform))
+        pmu += extra + hidden
         intern = self.symbols.intern
         row = [
             device.device, info["model_id"], info["iteration"], device.stream, device.task, device.batch,
@@ -630,7 +682,8 @@ class AggregatorStage(Transform):
             intern(info["op_state"]), info["block_dim"], info["mix_block_dim"], info["connection_id"],
             info["thread_id"], intern(info["input_shapes"]), intern(info["input_dtypes"]),
             intern(info["input_formats"]), intern(info["output_shapes"]), intern(info["output_dtypes"]),
-            intern(info["output_formats"]), pmu + extra, context]
+            intern(info["output_formats"]), pmu, context, intern(info.get("kernel_name", "")),
+            intern(info.get("runtime_task_type") or info["task_type"]), intern(info.get("hf32_eligible", "N/A"))]
         if job is not None:
             job.row = row
             self.pmu_jobs.append(job)
@@ -640,10 +693,17 @@ class AggregatorStage(Transform):
 
     # -- output ---------------------------------------------------------------------------
     def _run_info(self) -> Batch:
+        """The run's facts: the host's (session_info), else the first device's; ``end_ns`` 0 while running."""
         first = next(iter(self.devices.values()), {})
-        info = {"pid": first.get("pid", 0), "hostname": first.get("hostname", ""),
-                "devices": {str(d): {"platform": f.get("platform"), "chip": _chip_name(f.get("platform"))}
-                            for d, f in self.devices.items()}, "start_ns": 0, "end_ns": 0}
+        session = self.session
+        info = {"pid": session.get("pid") or first.get("pid") or 0,
+                "pid_name": session.get("pid_name", ""),
+                "hostname": session.get("hostname") or first.get("hostname") or "",
+                "host_uid": session.get("host_uid", "0"),
+                "devices": {str(d): {"platform": f.get("platform"), "chip": _chip_name(f.get("platform")),
+                                     "aic_frequency_mhz": f.get("aic_frequency_mhz")}
+                            for d, f in self.devices.items()},
+                "start_ns": session.get("start_ns", 0), "end_ns": session.get("end_ns", 0)}
         return pack_rows("run_info", [[info]], "tasks")
 
     def _flush_rows(self, force: bool) -> Iterator[Batch]:
@@ -657,6 +717,7 @@ class AggregatorStage(Transform):
                 meta: dict[str, Any] = {"symbols": self.symbols.take_unsent()}
                 if kind == "task":
                     meta["pmu_columns"] = self._pmu_columns()
+                    meta["hidden_pmu_columns"] = self._hidden_pmu_columns()
                 yield pack_rows(kind, chunk, "tasks", meta)
 
     def _fill_pmu(self) -> None:
@@ -688,6 +749,13 @@ class AggregatorStage(Transform):
         if stars is not None:
             return stars.columns + extra_columns(self.devices[first])
         return _task_columns(self.devices[first])
+
+    def _hidden_pmu_columns(self) -> list[str]:
+        """Names of the PMU values after ``pmu_columns`` in a task row's ``pmu`` (first device's layout): the
+        metrics msprof computes but keeps out of op_summary (STARS chips), for the database only."""
+        first = next(iter(self.devices), None)
+        stars = None if first is None else self._stars_pmu(first)
+        return [] if stars is None else list(stars.hidden_columns)
 
     def _stars_pmu(self, device: int) -> StarsPmu | None:
         """The aic_/aiv_ PMU layout of a STARS device (None on other chips)."""
@@ -738,7 +806,7 @@ class AggregatorStage(Transform):
 
     def finish(self) -> Iterable[Batch]:
         self.finishing = True
-        now = time.monotonic()
+        now = self.clock()
         out = list(self._advance(now))
         unmatched_host = sum(len(q) for q in self.host_ready.values())
         unmatched_device = sum(len(q) for q in self.device_ready.values())
@@ -746,7 +814,8 @@ class AggregatorStage(Transform):
             self.ctx.reject("host task without a device task log", unmatched_host)
         if unmatched_device:
             self.ctx.reject("device task without a host task_track", unmatched_device)
-        self.extras.leftovers()
+        self.extras.leftovers(self.devices)
+        self._take_extra_rows()
         if self.static.waiting_count():
             self.ctx.reject("device task on a static model's stream without a load-time registration",
                             self.static.waiting_count())
@@ -803,7 +872,8 @@ def _take(table: dict[Any, deque[Any]], key: Any) -> Any:
 
 
 def _chip_name(platform: Any) -> str:
-    return {0: "Ascend310", 1: "Ascend910", 4: "Ascend310P", 5: "Ascend910B"}.get(platform, f"platform {platform}")
+    """The chip model msprof's NPU_INFO gives a platform_version (spec §1.8)."""
+    return raw.CHIP_NAMES.get(platform, "UNKNOWN") if isinstance(platform, int) else "UNKNOWN"
 
 
 def _dicts(arr: np.ndarray, arrays: tuple[str, ...] = ()) -> list[dict[str, Any]]:
@@ -825,19 +895,22 @@ def _tensor_keys(arr: np.ndarray) -> list[tuple[int, bytes]]:
 
 
 TEXTS_CACHE_LIMIT = 4096
-_texts_cache: dict[tuple[int, bytes], dict[str, str]] = {}
+_texts_cache: dict[tuple[tuple[int, bytes], ...], dict[str, str]] = {}
 
 
 def _tensor_texts(tensor: Any) -> dict[str, str]:
-    key = tensor.get("texts_key") if isinstance(tensor, dict) else None
-    if key is not None:
-        cached = _texts_cache.get(key)
-        if cached is None:
-            if len(_texts_cache) >= TEXTS_CACHE_LIMIT:
-                _texts_cache.clear()
-            cached = _texts_cache[key] = _tensor_texts_of(tensor)
-        return cached
-    return _tensor_texts_of(tensor)
+    """Shapes, data types and formats of an op's tensors; ``tensor``: one tensor record, a list of them (an op
+    with more than five tensors), or None. Texts are cached by what they depend on (tensor counts, slot bytes)."""
+    records = tensor if isinstance(tensor, list) else [tensor]
+    if tensor is None or not all(isinstance(record, dict) and "texts_key" in record for record in records):
+        return _tensor_texts_of(tensor)
+    key = tuple(record["texts_key"] for record in records)
+    cached = _texts_cache.get(key)
+    if cached is None:
+        if len(_texts_cache) >= TEXTS_CACHE_LIMIT:
+            _texts_cache.clear()
+        cached = _texts_cache[key] = _tensor_texts_of(tensor)
+    return cached
 
 
 def _tensor_texts_of(tensor: Any) -> dict[str, str]:
@@ -846,7 +919,9 @@ def _tensor_texts_of(tensor: Any) -> dict[str, str]:
         return texts
     sides: dict[str, dict[str, list[str]]] = {"input": {"shapes": [], "dtypes": [], "formats": []},
                                               "output": {"shapes": [], "dtypes": [], "formats": []}}
-    for slot in tensor["tensors"][: min(int(tensor["tensor_num"]), 5)]:
+    records = tensor if isinstance(tensor, list) else [tensor]
+    slots = [slot for record in records for slot in record["tensors"][: min(int(record["tensor_num"]), 5)]]
+    for slot in slots:
         side = "input" if int(slot[0]) == 0 else "output"
         dims = [str(int(d)) for d in slot[3:] if int(d) != 0]
         sides[side]["shapes"].append(",".join(dims))

@@ -555,6 +555,7 @@ class Board:
         keypoints = rec.step_traces(2, np.array([start[0] - 1, end[-1] + 1]), iteration, MODEL_ID,
                                     t.stream_id[[0, -1]], ids[[0, -1]], np.array([0, 1]), chip_v6=self.chip == "v6")
         steps = (mono(keypoints["timestamp"].astype(np.int64)), keypoints)
+        self.truth.add_iteration(int(end[-1] - start[0] + 2) * self.tb.ns_per_tick)
         if self.chip == "v6":
             return self._v6_records(ids, start, end, steps)
         total, pmu = self._pmu(end - start)

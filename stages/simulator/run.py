@@ -8,6 +8,7 @@ written, the last slices closed with `.done`, end_info written, and the truth fi
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import Counter
@@ -29,6 +30,7 @@ AIC_METRICS = tuple(PMU_EVENT_SETS)  # --aic-metrics choices (spec §1.9)
 MIN_SLICE_BYTES = 1024
 TRUTH_REFRESH_NS = 1_000_000_000
 POLL_S = 0.01
+_RECORDS_PER_S = re.compile(r"(\d+(?:\.\d*)?)([kKmM]?)")
 
 log = structlog.get_logger()
 
@@ -38,7 +40,7 @@ class Simulation:
                  seed: int = 0, slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, *,
                  first_task_id: int = 0, start_time_ns: int | None = None, mode: str = "launch",
                  aic_metrics: str = "PipeUtilization", layout: str = "current", model: str = "face_mask_ssd",
-                 sleep_ms: int = 0) -> None:
+                 sleep_ms: int = 0, host_mono0: int | None = None) -> None:
         if chip not in CHIPS:
             raise ValueError(f"chip must be one of {CHIPS}, not {chip!r}")
         if mode not in MODES:
@@ -58,14 +60,14 @@ class Simulation:
         if sleep_ms < 0:
             raise ValueError(f"sleep_ms must be >= 0, not {sleep_ms}")
         self.model, self.sleep_ms = cast(Model, model), sleep_ms
-        if rate not in ("realtime", "max"):
-            raise ValueError(f"rate must be 'realtime' or 'max', not {rate!r}")
+        self.records_per_s = records_per_second(rate)
         if iterations < 0 or burst_ms < 1 or slice_bytes < MIN_SLICE_BYTES:
             raise ValueError(f"need iterations >= 0, burst_ms >= 1, slice_bytes >= {MIN_SLICE_BYTES}")
         self.out_dir = Path(out_dir)
         self.chip, self.iterations, self.rate, self.seed = cast(Chip, chip), iterations, rate, seed
         self.slice_bytes, self.burst_ns = slice_bytes, burst_ms * 1_000_000
         self.first_task_id, self.start_time_ns = first_task_id, start_time_ns
+        self.host_mono0 = host_mono0  # the host clock at collection start (default: timebase.HOST_MONO0_NS)
         self.mode = cast(Mode, mode)
         self.iteration = 0
         self.records_written = 0
@@ -80,12 +82,16 @@ class Simulation:
     def stopped(self) -> bool:
         return self._stopping or self._should_stop()
 
-    def run(self, should_stop: Callable[[], bool] | None = None) -> Path:
-        """Write the whole PROF directory (iterations = 0: until stopped); returns its path."""
+    def run(self, should_stop: Callable[[], bool] | None = None,
+            on_iteration: Callable[[int], None] | None = None) -> Path:
+        """Write the whole PROF directory (iterations = 0: until stopped); returns its path. `on_iteration` is
+        called with the image number after each image (the simulated app annotates its steps there)."""
         if should_stop is not None:
             self._should_stop = should_stop
-        tb = TimeBase(wall0_ns=self.start_time_ns if self.start_time_ns is not None else time.time_ns(),
-                      hwts_mhz=STARS_HWTS_MHZ if self.chip in STARS_CHIPS else HWTS_MHZ)
+        hwts_mhz = STARS_HWTS_MHZ if self.chip in STARS_CHIPS else HWTS_MHZ
+        wall0 = self.start_time_ns if self.start_time_ns is not None else time.time_ns()
+        tb = TimeBase(wall0_ns=wall0, hwts_mhz=hwts_mhz) if self.host_mono0 is None else \
+            TimeBase(wall0_ns=wall0, host_mono0=self.host_mono0, hwts_mhz=hwts_mhz)
         board = Board(self.chip, self.seed, tb, first_task_id=self.first_task_id, mode=self.mode,
                       metrics=self.aic_metrics, layout=self.layout, model=self.model, sleep_ms=self.sleep_ms)
         writer = ProfWriter(self.out_dir, self.chip, tb, self.seed, self.slice_bytes, APP_PID,
@@ -104,6 +110,8 @@ class Simulation:
             writer.add(board.run_image(self.iteration + 1))
             self.iteration += 1
             self._advance(board.now)
+            if on_iteration is not None:
+                on_iteration(self.iteration)
         writer.add(board.unload_model())
         self.records_written += writer.finish(board.now)
         self._write_truth(complete=True)
@@ -112,9 +120,12 @@ class Simulation:
         return writer.prof_dir
 
     def _advance(self, now_ns: int) -> None:
-        """Write every burst whose boundary simulated time has passed, pacing to wall time if realtime."""
+        """Write every burst whose boundary simulated time has passed, pacing to wall time if realtime, or
+        to the records written so far at a fixed rate of records per second."""
         while self._next_burst <= now_ns and not self.stopped():
             if self.rate == "realtime" and not self._wait_until(self._next_burst):
+                return
+            if self.records_per_s and not self._sleep_until(self._wall0 + self.records_written / self.records_per_s):
                 return
             self.records_written += self._writer.flush_until(self._next_burst)
             if self._next_burst >= self._next_truth:
@@ -124,7 +135,10 @@ class Simulation:
 
     def _wait_until(self, mono_ns: int) -> bool:
         """Sleep until wall time catches up with simulated `mono_ns`; False if asked to stop."""
-        due = self._wall0 + (mono_ns - self._board.tb.host_mono0) / 1e9
+        return self._sleep_until(self._wall0 + (mono_ns - self._board.tb.host_mono0) / 1e9)
+
+    def _sleep_until(self, due: float) -> bool:
+        """Sleep until time.monotonic() reaches ``due``; False if asked to stop."""
         while (left := due - time.monotonic()) > 0:
             if self.stopped():
                 return False
@@ -136,6 +150,16 @@ class Simulation:
         truth.records = Counter(self._writer.record_counts())
         truth.slices = Counter(self._writer.slice_counts())
         truth.write(self.out_dir / TRUTH_FILE, self._writer.prof_dir, self.chip, complete)
+
+
+def records_per_second(rate: str) -> float | None:
+    """Records per second of a fixed rate ("100k", "2.5M", "50000"); None for "realtime" and "max"."""
+    if rate in ("realtime", "max"):
+        return None
+    match = _RECORDS_PER_S.fullmatch(str(rate).strip())
+    if match is None or float(match.group(1)) <= 0:
+        raise ValueError(f"rate must be 'realtime', 'max' or records per second such as '100k', not {rate!r}")
+    return float(match.group(1)) * {"": 1.0, "k": 1e3, "m": 1e6}[match.group(2).lower()]
 
 
 def simulate(out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rate = "realtime", seed: int = 0,

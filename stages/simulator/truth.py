@@ -18,6 +18,7 @@ import numpy as np
 from stages.simulator.workload import Op
 
 TRUTH_FILE = "simulator_truth.json"
+ITERATIONS_LISTED = 10_000  # per-iteration figures kept (the file is rewritten every simulated second)
 
 
 class Truth:
@@ -36,6 +37,7 @@ class Truth:
         self.records: Counter[str] = Counter()
         self.slices: Counter[str] = Counter()
         self.iterations = 0
+        self.iteration_ns: list[int] = []  # model end − model start keypoint (step trace), first iterations
         self.flips = 0  # task-flip records the device wrote
         self.mode = "launch"
         self.metrics = "PipeUtilization"
@@ -104,6 +106,10 @@ class Truth:
         self.api_count[level, name] += count
         self.api_total[level, name] += total_ns
 
+    def add_iteration(self, duration_ns: int) -> None:
+        if len(self.iteration_ns) < ITERATIONS_LISTED:
+            self.iteration_ns.append(duration_ns)
+
     def add_msproftx(self, message: str, duration_ns: int) -> None:
         entry = self.msproftx[message]
         entry[0] += 1
@@ -130,6 +136,7 @@ class Truth:
             "mode": self.mode,
             "complete": complete,
             "iterations": self.iterations,
+            "iteration_ns": self.iteration_ns,
             "ns_per_tick": self.ns_per_tick,
             "op_statistic": self.op_statistic(),
             "api_statistic": [{"level": level, "api_name": name, "count": self.api_count[level, name],

@@ -24,6 +24,19 @@ class JsonArrayFile:
         self._pwrite(_EMPTY, 0)
         self._size = len(_EMPTY)
 
+    @classmethod
+    def reopen(cls, path: Path, size: int, count: int) -> JsonArrayFile:
+        """The file as it was when it held ``count`` elements in ``size`` bytes (crash recovery): what was
+        appended later is cut off and the array closed again."""
+        reopened = cls.__new__(cls)
+        reopened.path = path
+        reopened._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        os.ftruncate(reopened._fd, size)
+        reopened._size = size
+        reopened.count = count
+        reopened._pwrite(_END if count else _EMPTY, size - (len(_END) if count else len(_EMPTY)))
+        return reopened
+
     @property
     def size(self) -> int:
         return self._size

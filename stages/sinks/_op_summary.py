@@ -7,21 +7,37 @@ at every moment. ``Task Wait Time(us)`` is computed per device from the previous
 At close the rows are sorted by (Device_id, start) with an external merge sort (bounded
 memory: ``chunk_rows`` rows at a time), the wait time is recomputed over the sorted order, and
 every output file is replaced atomically (temp file + ``os.replace``); more than ``max_rows``
-rows become ``op_summary_slice_{k}_{ts}``, k from 0, as msprof names them.
+rows become ``op_summary_slice_{k}_{ts}``, k from 0, as msprof names them. Crash recovery works as
+for the other tables (:mod:`._table`: checkpoint, resume, a commit of the sorted files).
 """
 
 from __future__ import annotations
 
-import heapq
 import json
 import os
-import re
 from collections.abc import Iterable, Iterator
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 from stages.sinks._format import NA, us, us_to_ns
 from stages.sinks._jsonarray import JsonArrayFile
+from stages.sinks._table import (
+    MERGE_FAN_IN,
+    AtomicText,
+    Commit,
+    commit_of,
+    csv_cell,
+    cut_back,
+    live_end,
+    merge_runs,
+    remove,
+    remove_unlisted,
+    slice_name,
+    write_all,
+    write_atomic,
+    write_run,
+)
 
 BASE_HEADER = [
     "Device_id", "Model ID", "Task ID", "Stream ID", "Op Name", "OP Type", "OP State", "Task Type",
@@ -30,30 +46,17 @@ BASE_HEADER = [
 START, DURATION, WAIT = 8, 9, 10
 TEXT_COLUMNS = (4, 5, 6, 7)  # Op Name, OP Type, OP State, Task Type
 TENSOR_COLUMNS = range(14, 20)  # shapes / data types / formats: msprof's quoted form
+KEY_FIELDS = 5
 SHAPE_COLUMNS = (14, 17)  # Input Shapes, Output Shapes
-MERGE_FAN_IN = 64
 
 SortKey = tuple[int, int, int, int, int]  # device, start ns, stream, task, duration ns
 Row = tuple[int, int, int, int, int, str]  # sort key + the line as written
-
-_SPECIAL = re.compile(r'[,"\t\n\r]')
-_BLANKS = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
 
 
 def op_summary_header(block_header: str, pmu_columns: Iterable[str]) -> list[str]:
     return [*BASE_HEADER, block_header, f"Mix {block_header}", "HF32 Eligible", "Input Shapes",
             "Input Data Types", "Input Formats", "Output Shapes", "Output Data Types", "Output Formats",
             "Context ID", *pmu_columns]
-
-
-def csv_cell(text: str) -> str:
-    """A text cell: never a TAB or newline (the TAB marks the start column), quoted when needed."""
-    if not _SPECIAL.search(text):
-        return text
-    text = text.translate(_BLANKS)
-    if "," in text or '"' in text:
-        return '"' + text.replace('"', '""') + '"'
-    return text
 
 
 def csv_shape_cell(text: str) -> str:
@@ -167,9 +170,7 @@ class OpSummaryWriter:
         return self.codec.header
 
     def name(self, index: int, sliced: bool) -> Path:
-        if not sliced:
-            return self.directory / f"op_summary_{self.timestamp}.{self.codec.suffix}"
-        return self.directory / f"op_summary_slice_{index}_{self.timestamp}.{self.codec.suffix}"
+        return slice_name(self.directory, "op_summary", self.timestamp, self.codec.suffix, index, sliced)
 
     def append(self, rows: list[tuple[int, int, int, list[str]]]) -> None:
         """Rows as (device, start ns, end ns, cells); the wait cell is filled in here."""
@@ -181,7 +182,7 @@ class OpSummaryWriter:
             lines.append(self.codec.line(cells))
             if self._in_order:
                 key = (device, start, _int(cells[3]), _int(cells[2]), end - start)
-                self._in_order = self._last_key is None or self._last_key <= key
+                self._in_order = self._last_key is None or self._last_key < key  # a tie sorts by line text
                 self._last_key = key
         while lines:
             if self._fd < 0 and self._json is None or self._rows_in_file >= self.max_rows:
@@ -191,7 +192,7 @@ class OpSummaryWriter:
             if self._json is not None:
                 self._json.append(part)
             else:
-                _write_all(self._fd, ("\n".join(part) + "\n").encode())
+                write_all(self._fd, ("\n".join(part) + "\n").encode())
             self._rows_in_file += len(part)
             self.rows += len(part)
 
@@ -209,26 +210,48 @@ class OpSummaryWriter:
 
     def finish(self) -> list[Path]:
         """Sort, recompute wait times, replace the live files; returns the final files."""
+        self.sorted_commit().apply()
+        return self.files
+
+    def sorted_commit(self) -> Commit:
+        """Sort and recompute wait times into temp files; applying the commit replaces the live files."""
         self._close_current()
         if not self.rows:
-            return []
+            return Commit()
         if self._in_order and len(self.files) == 1 and isinstance(self.codec, CsvCodec):
-            return self.files  # already sorted, its wait times those of the sorted order: final as it is
+            return Commit()  # already sorted, its wait times those of the sorted order: final as it is
         runs, tail = self._sorted_runs()
         try:
             while len(runs) > MERGE_FAN_IN:
                 groups = [runs[i : i + MERGE_FAN_IN] for i in range(0, len(runs), MERGE_FAN_IN)]
-                runs = [self._write_run(_merge(group)) for group in groups]
+                runs = [self._write_run(merge_runs(group, KEY_FIELDS)) for group in groups]
                 for group in groups:
-                    _remove(group)
-            merged = _merge(runs) if runs else iter(tail)
-            final = self._write_sorted(merged)
+                    remove(group)
+            merged = merge_runs(runs, KEY_FIELDS) if runs else iter(tail)
+            written = self._write_sorted(merged)
         finally:
-            _remove(runs)
-        for stale in set(self.files) - set(final):
-            stale.unlink(missing_ok=True)
-        self.files = final
-        return final
+            remove(runs)
+        commit = commit_of(written, self.files)
+        self.files = [path for _, path in written]
+        return commit
+
+    # -- crash recovery ---------------------------------------------------------------------
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The writer's state and where the current file ends."""
+        state = {key: value for key, value in vars(self).items() if key not in ("_fd", "_json")}
+        return {"state": state, "end": live_end(self._fd, self._json)}
+
+    @classmethod
+    def resume(cls, saved: dict[str, Any]) -> OpSummaryWriter:
+        """The writer at its checkpoint: files begun later removed, the current one cut back to its end then."""
+        writer = cls.__new__(cls)
+        vars(writer).update(saved["state"])
+        remove_unlisted(writer.directory.glob(f"op_summary_*{writer.timestamp}.{writer.codec.suffix}"), writer.files)
+        header = writer.codec.header_text() if isinstance(writer.codec, CsvCodec) else None
+        writer._fd, writer._json = cut_back(writer.files, saved["end"], header, writer._rows_in_file,
+                                            writer.max_rows)
+        return writer
 
     # -- internals --------------------------------------------------------------------------
 
@@ -239,7 +262,7 @@ class OpSummaryWriter:
         self._rows_in_file = 0
         if isinstance(self.codec, CsvCodec):
             self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-            _write_all(self._fd, self.codec.header_text().encode())
+            write_all(self._fd, self.codec.header_text().encode())
         else:
             self._json = JsonArrayFile(path)
 
@@ -270,23 +293,19 @@ class OpSummaryWriter:
 
     def _write_run(self, rows: Iterable[Row]) -> Path:
         self._runs_made += 1
-        path = self.directory / f".op_summary_{self.timestamp}.run{self._runs_made}"
-        with open(path, "w", encoding="utf-8", newline="\n") as run:
-            for *key, line in rows:
-                run.write("\t".join(map(str, key)) + f"\t{line}\n")
-        return path
+        return write_run(self.directory / f".op_summary_{self.timestamp}.run{self._runs_made}", rows)
 
-    def _write_sorted(self, rows: Iterator[Row]) -> list[Path]:
-        """Stream sorted rows into the final files, ``max_rows`` per file, each replaced atomically."""
+    def _write_sorted(self, rows: Iterator[Row]) -> list[tuple[Path, Path]]:
+        """Stream sorted rows into temp files, ``max_rows`` per file: (temp, final name) of each."""
         sliced = self.rows > self.max_rows
         is_csv = isinstance(self.codec, CsvCodec)
-        final: list[Path] = []
-        out: _AtomicText | None = None
+        final: list[tuple[Path, Path]] = []
+        out: AtomicText | None = None
         previous: tuple[int, int, int] | None = None  # device, start, duration
         count = 0
         for device, start, _stream, _task, dur, line in rows:
             if out is None:
-                out = _AtomicText(self.name(len(final), sliced))
+                out = AtomicText(self.name(len(final), sliced))
                 out.write(self.codec.header_text() if isinstance(self.codec, CsvCodec) else "[\n")
                 count = 0
             same_device = previous is not None and previous[0] == device
@@ -296,59 +315,13 @@ class OpSummaryWriter:
             out.write(f"{text}\n" if is_csv else f"{',' if count else ''}{text}\n")
             count += 1
             if count >= self.max_rows:
-                final.append(out.commit("" if is_csv else "]"))
+                final.append(out.close("" if is_csv else "]"))
                 out = None
         if out is not None:
-            final.append(out.commit("" if is_csv else "]"))
+            final.append(out.close("" if is_csv else "]"))
         return final
-
-
-class _AtomicText:
-    """A text file written under a temp name and renamed into place when complete."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.temp = path.with_name(f".{path.name}.tmp")
-        self._out = open(self.temp, "w", encoding="utf-8", newline="\n")
-        self.write = self._out.write
-
-    def commit(self, ending: str) -> Path:
-        self._out.write(ending)
-        self._out.close()
-        os.replace(self.temp, self.path)
-        return self.path
 
 
 def _int(text: str) -> int:
     """Stream / task ids; N/A (communication ops) sorts first."""
     return int(text) if text.isdigit() else -1
-
-
-def _read_run(path: Path) -> Iterator[Row]:
-    with open(path, encoding="utf-8", newline="\n") as run:
-        for text in run:
-            device, start, stream, task, dur, line = text[:-1].split("\t", 5)
-            yield int(device), int(start), int(stream), int(task), int(dur), line
-
-
-def _merge(runs: list[Path]) -> Iterator[Row]:
-    return heapq.merge(*(_read_run(path) for path in runs))
-
-
-def _remove(paths: Iterable[Path]) -> None:
-    for path in paths:
-        path.unlink(missing_ok=True)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def write_atomic(path: Path, parts: Iterable[str]) -> None:
-    """Write to a temp file next to ``path`` and rename over it: readers never see half a file."""
-    temp = path.with_name(f".{path.name}.tmp")
-    with open(temp, "w", encoding="utf-8", newline="\n") as out:
-        out.writelines(parts)
-    os.replace(temp, path)

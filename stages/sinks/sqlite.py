@@ -9,24 +9,32 @@ Example config::
       timestamp: "20240101120000"      # default: when the sink opens
 
 The database is in WAL mode with ``synchronous=NORMAL``; every received batch is one committed
-transaction, so other processes can open and query it at any moment. Text columns hold ids
-into ``STRING_IDS`` as msprof's do. Besides msprof's tables it keeps two of ours with the live
-statistics, replaced on every snapshot: ``OP_STATISTIC`` and ``API_STATISTIC`` (columns as in
-the CSV files, times in µs, plain text).
+transaction, so other processes can open and query it at any moment. Tables, columns, types and
+primary keys are msprof's (:mod:`._msprof_db`); as in msprof, the run-level and enum tables are
+there from the start and a data table appears with its first row. Text columns hold ids into
+``STRING_IDS`` as msprof's do. ``SESSION_TIME_INFO`` holds the collection start and end from the
+control files; until end_info is written the end (and, without start_info, the start) is the
+latest (earliest) record time received. Besides msprof's tables it keeps two of ours with the
+live statistics, replaced on every snapshot: ``OP_STATISTIC`` and ``API_STATISTIC`` (columns as
+in the CSV files, times in µs, plain text).
 """
 
 from __future__ import annotations
 
+import copy
+import pickle
 import sqlite3
 from itertools import chain
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
 from pydantic import Field
 
+from pipeline.checkpoint import pickle_state, restore_state
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
 from stages.schema import SymbolTable, unpack_rows
+from stages.sinks import _msprof_db as msdb
+from stages.sinks._aicore_freq import AicoreFreqTable
 from stages.sinks._format import (
     MSTX_EVENT_TYPES,
     NA,
@@ -39,62 +47,34 @@ from stages.sinks._format import (
     text_of,
 )
 
-SCHEMA_VERSION = ("1", "2", "0")  # msprof's SCHEMA_VERSION_MAJOR / MINOR / MICRO
-API_TYPES = {20000: "acl", 15000: "model", 10000: "node", 5500: "communication", 5000: "runtime",
-             50001: "op", 50002: "queue", 50003: "trace", 50004: "mstx"}
-CHIPS = {0: "Ascend310", 1: "Ascend910A", 4: "Ascend310P", 5: "Ascend910B", 7: "Ascend310B", 15: "Ascend950"}
 MSTX_EVENT_IDS = {name: code for code, name in MSTX_EVENT_TYPES.items()}
-
-_INT, _TEXT, _REAL = "INTEGER", "TEXT", "REAL"
-TABLES: dict[str, dict[str, str]] = {
-    "STRING_IDS": {"id": _INT, "value": _TEXT},
-    "SESSION_TIME_INFO": {"startTimeNs": _INT, "endTimeNs": _INT},
-    "NPU_INFO": {"id": _INT, "name": _TEXT},
-    "HOST_INFO": {"hostUid": _TEXT, "hostName": _TEXT},
-    "TASK": {c: _INT for c in ("startNs", "endNs", "deviceId", "connectionId", "globalTaskId", "globalPid",
-                               "taskType", "contextId", "streamId", "taskId", "modelId")},
-    "COMPUTE_TASK_INFO": {c: _INT for c in (
-        "name", "globalTaskId", "blockNum", "mixBlockNum", "taskType", "opType", "inputFormats",
-        "inputDataTypes", "inputShapes", "outputFormats", "outputDataTypes", "outputShapes", "attrInfo",
-        "opState", "hf32Eligible", "gridDim", "blockDim")},
-    "CANN_API": {c: _INT for c in ("startNs", "endNs", "type", "globalTid", "connectionId", "name")},
-    "MSTX_EVENTS": {c: _INT for c in ("startNs", "endNs", "eventType", "rangeId", "category", "message",
-                                      "globalTid", "endGlobalTid", "domainId", "connectionId")},
-    "TASK_PMU_INFO": {"globalTaskId": _INT, "name": _INT, "value": _REAL},
-    "META_DATA": {"name": _TEXT, "value": _TEXT},
-    "ENUM_API_TYPE": {"id": _INT, "name": _TEXT},
-    "ENUM_MSTX_EVENT_TYPE": {"id": _INT, "name": _TEXT},
-    "OP_STATISTIC": {"deviceId": _INT, "opType": _TEXT, "coreType": _TEXT, "count": _INT, "totalTimeUs": _REAL,
-                     "minTimeUs": _REAL, "avgTimeUs": _REAL, "maxTimeUs": _REAL, "ratio": _REAL},
-    "API_STATISTIC": {"deviceId": _TEXT, "level": _TEXT, "apiName": _TEXT, "timeUs": _REAL, "count": _INT,
-                      "avgUs": _REAL, "minUs": _REAL, "maxUs": _REAL, "variance": _REAL},
-}
+MARKER_EX = MSTX_EVENT_IDS["marker_ex"]
+MSTX_NO_CONNECTION = 4_000_000_000  # msprof's connectionId of an mstx event without a device task
+UNKNOWN_CHIP = "UNKNOWN"
+SCHEDULE_OP_SUFFIX = "AicpuKernel"  # msprof files such ops under COMMUNICATION_SCHEDULE_TASK_INFO
+ORPHAN_CONNECTION_IDS = 1 << 62
+# Crash recovery (snapshot/restore): how each table is cut back to a checkpoint. Rows of these tables go in
+# by rowid order; these others by an id the sink hands out in order; the enums and META_DATA never change
+# after open; any other table (run info, statistics, AICORE_FREQ: small, replaced or updated in place) is
+# saved whole.
+APPENDED_BY_ROWID = ("TASK", "TASK_PMU_INFO", "MSTX_EVENTS")
+APPENDED_BY_TASK_ID = ("COMPUTE_TASK_INFO", "COMMUNICATION_SCHEDULE_TASK_INFO")
+FIXED_AT_OPEN = frozenset({"META_DATA", *msdb.ENUMS})
 ROWS_PER_STATEMENT = 500  # rows of one multi-row INSERT (fewer when SQLite allows fewer parameters)
-PRIMARY_KEYS = {"STRING_IDS": "id", "COMPUTE_TASK_INFO": "globalTaskId", "CANN_API": "connectionId",
-                "ENUM_API_TYPE": "id", "ENUM_MSTX_EVENT_TYPE": "id"}
 
 
-def _insert_sql(table: str, verb: str = "INSERT", rows: int = 1) -> str:
-    columns = TABLES[table]
-    values = f"({', '.join('?' * len(columns))})"
-    return f"{verb} INTO {table} ({', '.join(columns)}) VALUES {', '.join([values] * rows)}"
-
-
-def _insert_rows(conn: sqlite3.Connection, table: str, rows: list[tuple[Any, ...]], verb: str = "INSERT") -> int:
+def insert_rows(conn: sqlite3.Connection, table: msdb.Table, rows: list[tuple[Any, ...]], verb: str = "INSERT") -> int:
     """Insert ``rows`` many to a statement (one step per statement, not per row); returns rows inserted."""
-    if not rows:
-        return 0
-    width = len(TABLES[table])
+    width = len(table.columns)
     per_statement = max(1, min(ROWS_PER_STATEMENT, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width))
     whole = len(rows) - len(rows) % per_statement
     inserted = 0
     if whole:
-        sql = _insert_sql(table, verb, per_statement)
+        sql = table.insert_sql(verb, per_statement)
         for first in range(0, whole, per_statement):
-            params = list(chain.from_iterable(rows[first:first + per_statement]))
-            inserted += conn.execute(sql, params).rowcount
+            inserted += conn.execute(sql, list(chain.from_iterable(rows[first:first + per_statement]))).rowcount
     if whole < len(rows):
-        inserted += conn.executemany(_insert_sql(table, verb), rows[whole:]).rowcount
+        inserted += conn.executemany(table.insert_sql(verb), rows[whole:]).rowcount
     return inserted
 
 
@@ -113,14 +93,20 @@ class SqliteSink(Sink):
         self.symbols = SymbolTable()
         self.info = RunInfo()
         self.path = Path()
-        self.db: sqlite_utils.Database | None = None
+        self.conn: sqlite3.Connection | None = None
+        self._created: set[str] = set()
         self._string_ids: dict[str, int] = {}
         self._symbol_ids: dict[int, int] = {}  # our symbol id -> STRING_IDS id
         self._new_strings: list[tuple[int, str]] = []
         self._next_task_id = 0
-        self._orphan_connection_id = 1 << 62
-        self.counts = {"task_rows": 0, "compute_task_rows": 0, "pmu_rows": 0, "api_rows": 0,
-                       "api_duplicate_connection_ids": 0, "tx_rows": 0, "statistic_snapshots": 0}
+        self._orphan_connection_id = ORPHAN_CONNECTION_IDS
+        self._api_max_connection_id = -1  # of the ids the aggregator gave (crash recovery cuts CANN_API there)
+        self._pmu_names: dict[tuple[tuple[str, ...], bool], list[tuple[int, float] | None]] = {}
+        self._record_span: tuple[int, int] | None = None  # earliest start, latest end of the rows written
+        self._session_row: tuple[int, int] | None = None
+        self._aicore_freq = AicoreFreqTable()
+        self.counts = {"task_rows": 0, "compute_task_rows": 0, "schedule_task_rows": 0, "pmu_rows": 0,
+                       "api_rows": 0, "api_duplicate_connection_ids": 0, "tx_rows": 0, "statistic_snapshots": 0}
 
     # -- stage interface -------------------------------------------------------------------
 
@@ -130,63 +116,141 @@ class SqliteSink(Sink):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         for stale in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
             stale.unlink(missing_ok=True)
-        db = sqlite_utils.Database(self.path)
-        db.enable_wal()
-        db.execute("PRAGMA synchronous=NORMAL")
-        with db.conn:
-            for table, columns in TABLES.items():
-                db.table(table).create(columns, pk=PRIMARY_KEYS.get(table))
-            db.table("TASK").create_index(["startNs", "globalTaskId"], index_name="TaskIndex")
+        conn = sqlite3.connect(self.path)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn = conn
+        with conn:
+            conn.execute("BEGIN")  # tables and their first rows become visible together
+            for table in msdb.TABLES.values():
+                if table.always:
+                    self._create(conn, table)
             names = ("SCHEMA_VERSION", "SCHEMA_VERSION_MAJOR", "SCHEMA_VERSION_MINOR", "SCHEMA_VERSION_MICRO")
-            values = (".".join(SCHEMA_VERSION), *SCHEMA_VERSION)
-            db.conn.executemany(_insert_sql("META_DATA"), list(zip(names, values, strict=True)))
-            db.conn.executemany(_insert_sql("ENUM_API_TYPE"), sorted(API_TYPES.items()))
-            db.conn.executemany(_insert_sql("ENUM_MSTX_EVENT_TYPE"), sorted(MSTX_EVENT_TYPES.items()))
-        self.db = db
+            values = (".".join(msdb.SCHEMA_VERSION), *msdb.SCHEMA_VERSION)
+            conn.executemany(msdb.META_DATA.insert_sql(), list(zip(names, values, strict=True)))
+            for name, members in msdb.ENUMS.items():
+                conn.executemany(msdb.TABLES[name].insert_sql(), sorted(members.items()))
 
     def write_batch(self, batch: Batch) -> None:
         learn_symbols(self.symbols, batch)
         handler = {
             "run_info": self._run_info, "task": self._tasks, "api": self._apis, "tx": self._txs,
-            "op_statistic": self._op_statistic, "api_statistic": self._api_statistic,
+            "aicore_freq": self._aicore_freq_changes, "op_statistic": self._op_statistic,
+            "api_statistic": self._api_statistic,
         }.get(batch.kind)
         if handler is None:
             return
-        if self.db is None:
+        if self.conn is None:
             self.open()
-        assert self.db is not None
-        conn = self.db.conn
-        task_id = self._next_task_id
+        assert self.conn is not None
+        conn = self.conn
+        task_id, span, session, created = self._next_task_id, self._record_span, self._session_row, set(self._created)
+        aicore_freq = copy.deepcopy(self._aicore_freq)
         try:
             with conn:  # one transaction per batch: commit, or roll back and forget new ids
+                conn.execute("BEGIN")  # a new table commits with its first rows (no empty table is ever seen)
                 handler(conn, unpack_rows(batch), batch.meta)
+                self._write_session_time(conn)
                 if self._new_strings:
-                    conn.executemany(_insert_sql("STRING_IDS"), self._new_strings)
+                    conn.executemany(msdb.STRING_IDS.insert_sql(), self._new_strings)
         except BaseException:
             for _, text in self._new_strings:
                 del self._string_ids[text]
             self._symbol_ids.clear()
-            self._next_task_id = task_id
+            self._next_task_id, self._record_span, self._session_row = task_id, span, session
+            self._created = created  # the rolled-back transaction's CREATEs are undone too
+            self._aicore_freq = aicore_freq
             raise
         finally:
             self._new_strings = []
 
     def close(self) -> None:
-        if self.db is None:
+        if self.conn is None:
             return
-        conn = self.db.conn
+        conn = self.conn
         try:  # leave a plain single-file database when no reader holds it open
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             conn.execute("PRAGMA journal_mode=DELETE")
         except sqlite3.OperationalError:
             pass
         conn.close()
-        self.db = None
+        self.conn = None
 
     def accounting(self) -> dict[str, int]:
         return {**self.counts, "strings": len(self._string_ids)}
 
-    # -- string ids ---------------------------------------------------------------------------
+    # -- crash recovery -------------------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        """Every batch is a committed transaction: the checkpoint is where each table ends now (the small
+        tables that are replaced or updated in place: their rows)."""
+        tables = _tables(self.conn) if self.conn is not None else set()
+        ends: dict[str, int] = {}
+        rows: dict[str, list[tuple[Any, ...]]] = {}
+        for name in tables - FIXED_AT_OPEN:
+            assert self.conn is not None
+            if name in APPENDED_BY_ROWID:
+                ends[name] = self.conn.execute(f"SELECT coalesce(max(rowid), 0) FROM {name}").fetchone()[0]
+            elif name not in (*APPENDED_BY_TASK_ID, "STRING_IDS", "CANN_API"):
+                rows[name] = self.conn.execute(f"SELECT rowid, * FROM {name}").fetchall()
+        return pickle.dumps({"state": pickle_state(self, skip=("conn",)), "open": self.conn is not None,
+                             "tables": tables, "ends": ends, "rows": rows})
+
+    def restore(self, state: bytes) -> None:
+        """Reopen the database as it was at the checkpoint: tables created later dropped, rows written later
+        deleted, the small tables put back. The batches replayed after it then go in once."""
+        saved = pickle.loads(state)
+        restore_state(self, saved["state"])
+        if not saved["open"]:
+            return  # not opened yet: open() will start it
+        conn = sqlite3.connect(self.path)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        with conn:
+            conn.execute("BEGIN")
+            tables: set[str] = saved["tables"]
+            for later in sorted(_tables(conn) - tables):
+                conn.execute(f"DROP TABLE {later}")
+            for name, end in saved["ends"].items():
+                conn.execute(f"DELETE FROM {name} WHERE rowid > ?", (end,))
+            for name in APPENDED_BY_TASK_ID:
+                if name in tables:
+                    conn.execute(f"DELETE FROM {name} WHERE globalTaskId >= ?", (self._next_task_id,))
+            conn.execute("DELETE FROM STRING_IDS WHERE id >= ?", (len(self._string_ids),))
+            if "CANN_API" in tables:
+                conn.execute("DELETE FROM CANN_API WHERE connectionId > ? AND connectionId <= ? OR connectionId > ?",
+                             (self._api_max_connection_id, ORPHAN_CONNECTION_IDS, self._orphan_connection_id))
+            for name, kept in saved["rows"].items():
+                conn.execute(f"DELETE FROM {name}")
+                if kept:
+                    columns = ", ".join(("rowid", *msdb.TABLES[name].column_names))
+                    conn.executemany(f"INSERT INTO {name} ({columns}) VALUES ({', '.join('?' * len(kept[0]))})",
+                                     kept)
+        self.conn = conn
+
+    # -- tables and string ids ----------------------------------------------------------------
+
+    def _create(self, conn: sqlite3.Connection, table: msdb.Table) -> None:
+        if table.name in self._created:
+            return
+        conn.execute(table.create_sql())
+        if table is msdb.TASK:
+            index, columns = msdb.TASK_INDEX
+            conn.execute(f"CREATE INDEX IF NOT EXISTS {index} ON TASK ({','.join(columns)})")
+        self._created.add(table.name)
+
+    def _insert(self, conn: sqlite3.Connection, table: msdb.Table, rows: list[tuple[Any, ...]],
+                verb: str = "INSERT") -> int:
+        """Insert rows (creating the table with its first ones); returns how many went in."""
+        if not rows:
+            return 0
+        self._create(conn, table)
+        return insert_rows(conn, table, rows, verb)
+
+    def _replace(self, conn: sqlite3.Connection, table: msdb.Table, rows: list[tuple[Any, ...]]) -> None:
+        self._create(conn, table)
+        conn.execute(f"DELETE FROM {table.name}")
+        self._insert(conn, table, rows)
 
     def _sid(self, text: str) -> int:
         found = self._string_ids.get(text)
@@ -202,49 +266,94 @@ class SqliteSink(Sink):
             found = self._symbol_ids[symbol] = self._sid(self.symbols[symbol] or NA)
         return found
 
-    # -- batches ------------------------------------------------------------------------------
+    def _shape(self, symbol: int) -> int:
+        """STRING_IDS id of a shapes text as msprof stores it: in double quotes (N/A as it is)."""
+        text = self.symbols[symbol]
+        return self._sid(f'"{text}"' if text and text != NA else NA)
+
+    # -- run-level tables ----------------------------------------------------------------------
 
     def _run_info(self, conn: sqlite3.Connection, rows: list[list[Any]], meta: dict[str, Any]) -> None:
         if not rows or not rows[0] or not isinstance(rows[0][0], dict):
             return
         self.info = info = RunInfo.from_row(rows[0][0])
-        conn.execute("DELETE FROM SESSION_TIME_INFO")
-        conn.execute(_insert_sql("SESSION_TIME_INFO"), (info.start_ns, info.end_ns))
-        conn.execute("DELETE FROM NPU_INFO")
-        conn.executemany(_insert_sql("NPU_INFO"), [
-            (device, str(d.get("chip") or CHIPS.get(d.get("platform", -1), ""))) for device, d in info.devices.items()
-        ])
-        conn.execute("DELETE FROM HOST_INFO")
-        conn.execute(_insert_sql("HOST_INFO"), ("", info.hostname))
+        devices = sorted(info.devices.items())
+        npus = [(device, str(facts.get("chip") or UNKNOWN_CHIP)) for device, facts in devices] or [(-1, UNKNOWN_CHIP)]
+        self._replace(conn, msdb.NPU_INFO, npus)
+        # msprof's exporter maps every device to rank −1 (it does not read info.json's rank_id)
+        self._replace(conn, msdb.RANK_DEVICE_MAP, [(-1, device) for device, _ in npus])
+        self._replace(conn, msdb.HOST_INFO, [(info.host_uid, info.hostname)])
+        self._aicore_freq.run_info(conn, info)
+
+    def _aicore_freq_changes(self, conn: sqlite3.Connection, rows: list[list[Any]], meta: dict[str, Any]) -> None:
+        self._aicore_freq.changes(conn, rows)
+
+    def _widen_span(self, start: int, end: int) -> None:
+        if self._record_span is None:
+            self._record_span = (start, end)
+        else:
+            low, high = self._record_span
+            self._record_span = (min(low, start), max(high, end))
+
+    def _write_session_time(self, conn: sqlite3.Connection) -> None:
+        """SESSION_TIME_INFO from start_info / end_info, the records' span standing in for what is not known."""
+        low, high = self._record_span or (0, 0)
+        row = (self.info.start_ns or low, self.info.end_ns or high)
+        if row != self._session_row and any(row):
+            self._replace(conn, msdb.SESSION_TIME_INFO, [row])
+            self._session_row = row
+
+    # -- data tables ---------------------------------------------------------------------------
+
+    def _pmu_metrics(self, columns: list[str]) -> list[tuple[int, float] | None]:
+        """(STRING_IDS id of the metric name, value scale) per PMU column, None for columns left out."""
+        stars = "aic_total_cycles" in columns
+        key = (tuple(columns), stars)
+        found = self._pmu_names.get(key)
+        if found is None:
+            found = []
+            for column in columns:
+                metric = msdb.pmu_metric(column, stars)
+                found.append(None if metric is None else (self._sid(metric[0]), metric[1]))
+            self._pmu_names[key] = found
+        return found
 
     def _tasks(self, conn: sqlite3.Connection, rows: list[list[Any]], meta: dict[str, Any]) -> None:
-        sym = self._sym
+        sym, symbols, shape = self._sym, self.symbols, self._shape
         pid = self.info.pid
-        na = self._sid(NA)
-        pmu_ids = [self._sid(name) for name in meta.get("pmu_columns") or []]
-        tasks, compute, pmu_rows = [], [], []
+        na, no_attr = self._sid(NA), self._sid("")
+        metrics = self._pmu_metrics(list(meta.get("pmu_columns") or []) + list(meta.get("hidden_pmu_columns") or []))
+        tasks, compute, schedule, pmu_rows = [], [], [], []
         global_id = self._next_task_id
         for row in rows:
             (device, model_id, _iteration, stream_id, task_id, _batch_id, start, end, op_name, op_type,
              task_type, op_state, block_dim, mix_block_dim, connection_id, _thread_id, in_shapes,
-             in_dtypes, in_formats, out_shapes, out_dtypes, out_formats, pmu, context_id) = row
-            tasks.append((start, end, device, connection_id, global_id, pid, sym(task_type),
-                          UINT32_NONE if context_id is None else context_id,
-                          stream_id, task_id, model_id))
-            if op_name:
+             in_dtypes, in_formats, out_shapes, out_dtypes, out_formats, pmu, context_id, _kernel_name,
+             runtime_task_type, hf32, *_) = row
+            context = UINT32_NONE if context_id is None else context_id
+            # msprof: the runtime's task type (KERNEL_AICORE …); an FFTS+ context's row, the op's core type
+            kind = sym(runtime_task_type) if context == UINT32_NONE else sym(task_type)
+            tasks.append((start, end, device, connection_id, global_id, pid, kind, context, stream_id, task_id,
+                          model_id))
+            self._widen_span(start, end)
+            if op_name and symbols[op_name].endswith(SCHEDULE_OP_SUFFIX):
+                schedule.append((sym(op_name), global_id, sym(task_type), sym(op_type)))
+            elif op_name:
                 compute.append((sym(op_name), global_id, block_dim, mix_block_dim, sym(task_type), sym(op_type),
-                                sym(in_formats), sym(in_dtypes), sym(in_shapes), sym(out_formats),
-                                sym(out_dtypes), sym(out_shapes), na, sym(op_state), na, na, na))
-                for name_id, value in zip(pmu_ids, pmu or (), strict=False):
-                    if value is not None:
-                        pmu_rows.append((global_id, name_id, value))
+                                sym(in_formats), sym(in_dtypes), shape(in_shapes), sym(out_formats),
+                                sym(out_dtypes), shape(out_shapes), no_attr, sym(op_state), sym(hf32), na, na))
+            for metric, value in zip(metrics, pmu or (), strict=False):
+                if metric is not None and value is not None:
+                    pmu_rows.append((global_id, metric[0], value * metric[1]))
             global_id += 1
-        _insert_rows(conn, "TASK", tasks)
-        _insert_rows(conn, "COMPUTE_TASK_INFO", compute)
-        _insert_rows(conn, "TASK_PMU_INFO", pmu_rows)
+        self._insert(conn, msdb.TASK, tasks)
+        self._insert(conn, msdb.COMPUTE_TASK_INFO, compute)
+        self._insert(conn, msdb.COMMUNICATION_SCHEDULE_TASK_INFO, schedule)
+        self._insert(conn, msdb.TASK_PMU_INFO, pmu_rows)
         self._next_task_id = global_id
         self.counts["task_rows"] += len(tasks)
         self.counts["compute_task_rows"] += len(compute)
+        self.counts["schedule_task_rows"] += len(schedule)
         self.counts["pmu_rows"] += len(pmu_rows)
 
     def _apis(self, conn: sqlite3.Connection, rows: list[list[Any]], meta: dict[str, Any]) -> None:
@@ -254,8 +363,11 @@ class SqliteSink(Sink):
             if connection_id is None:  # the primary key needs one: mint it far from the aggregator's
                 self._orphan_connection_id += 1
                 connection_id = self._orphan_connection_id
+            else:
+                self._api_max_connection_id = max(self._api_max_connection_id, connection_id)
             values.append((start, end, level_code(level), (pid << 32) | thread_id, connection_id, self._sym(name)))
-        inserted = _insert_rows(conn, "CANN_API", values, "INSERT OR IGNORE")
+            self._widen_span(start, end)
+        inserted = self._insert(conn, msdb.CANN_API, values, "INSERT OR IGNORE")
         self.counts["api_rows"] += inserted
         self.counts["api_duplicate_connection_ids"] += len(values) - inserted
 
@@ -264,13 +376,21 @@ class SqliteSink(Sink):
         for row in rows:
             (start, end, process_id, thread_id, category, event_type, _payload_type, _payload_value,
              _message_type, message, domain, mark_id) = row
-            global_tid = (process_id << 32) | thread_id
+            # msprof joins the tid with the application's pid from info.json, as for CANN_API
+            global_tid = ((self.info.pid or process_id) << 32) | thread_id
             kind = event_type if isinstance(event_type, int) else MSTX_EVENT_IDS.get(str(event_type))
             text = self.symbols[message] if isinstance(message, int) else str(message or "")
-            values.append((start, end, kind, None, category, self._sid(text), global_tid, global_tid, domain,
-                           mark_id))
-        conn.executemany(_insert_sql("MSTX_EVENTS"), values)
+            if kind == MARKER_EX:  # its mark id links it to a device task; the domain is a name hash here
+                connection_id, domain_text = MSTX_NO_CONNECTION + 1 + mark_id, str(domain)
+            else:
+                connection_id, domain_text = MSTX_NO_CONNECTION, ""
+            values.append((start, end, kind, UINT32_NONE, category, self._sid(text), global_tid, global_tid,
+                           self._sid(domain_text), connection_id))
+            self._widen_span(start, end)
+        self._insert(conn, msdb.MSTX_EVENTS, values)
         self.counts["tx_rows"] += len(values)
+
+    # -- statistics (ours) ----------------------------------------------------------------------
 
     def _op_statistic(self, conn: sqlite3.Connection, rows: list[list[Any]], meta: dict[str, Any]) -> None:
         totals: dict[int, int] = {}
@@ -282,8 +402,7 @@ class SqliteSink(Sink):
              total * 100 / totals[device] if totals[device] else 0.0)
             for device, op_type, core_type, count, total, low, high in rows
         ]
-        conn.execute("DELETE FROM OP_STATISTIC")
-        conn.executemany(_insert_sql("OP_STATISTIC"), values)
+        self._replace(conn, msdb.OP_STATISTIC, values)
         self.counts["statistic_snapshots"] += 1
 
     def _api_statistic(self, conn: sqlite3.Connection, rows: list[list[Any]], meta: dict[str, Any]) -> None:
@@ -293,6 +412,10 @@ class SqliteSink(Sink):
             variance = max(0.0, sum_sq / count - mean * mean) if count else 0.0
             values.append(("host", level_name(level), text_of(self.symbols, name), total / 1000, count, mean,
                            low / 1000, high / 1000, variance))
-        conn.execute("DELETE FROM API_STATISTIC")
-        conn.executemany(_insert_sql("API_STATISTIC"), values)
+        self._replace(conn, msdb.API_STATISTIC, values)
         self.counts["statistic_snapshots"] += 1
+
+
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    return {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if not name.startswith("sqlite_")}

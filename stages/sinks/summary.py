@@ -1,4 +1,5 @@
-"""Summary sink: msprof's op_summary, op_statistic and api_statistic files (spec §3.1, §3.2).
+"""Summary sink: msprof's summary files (spec §3.1, §3.2): op_summary, op_statistic, api_statistic,
+task_time, step_trace, msprof_tx, aicpu and l2_cache.
 
 Example config::
 
@@ -9,25 +10,31 @@ Example config::
       timestamp: "20240101120000"             # the {timestamp} of file names (default: when the sink opens)
       format: csv                             # or json: the same rows as an array of objects
       block_header: Block Dim                 # or "Block Num" (msprof after 2026-01)
-      max_rows: 1000000                       # op_summary rows per file before slicing
+      max_rows: 1000000                       # rows per file before slicing (every table)
       refresh_s: 1.0                          # at most one statistics rewrite per interval
-      sort_chunk_rows: 100000                 # rows held in memory by the sort at close
+      sort_chunk_rows: 100000                 # rows per table held in memory by the sort
 
-Files are ``{module}_{timestamp}.{csv|json}``. op_summary grows as task batches arrive and is
-sorted at close (see :mod:`._op_summary`); it lists device tasks that have host task info
-(an op name), except task types msprof leaves out (WRITE_BACK, INVALID, HCCL_AI_CPU,
-COMMUNICATION). The statistics files are rewritten atomically from the latest snapshot.
+Files are ``{module}_{timestamp}.{csv|json}``, sliced past ``max_rows`` rows into
+``{module}_slice_{k}_{timestamp}``; a table without rows has no file, as in msprof. op_summary grows as
+task batches arrive and is sorted at close (see :mod:`._op_summary`); it lists device tasks that have host
+task info (an op name), except task types msprof leaves out (WRITE_BACK, INVALID, HCCL_AI_CPU,
+COMMUNICATION). task_time, step_trace, msprof_tx, aicpu and l2_cache grow the same way and are sorted at
+close (:mod:`._summary_tables`, :mod:`._table`). The statistics files are rewritten atomically from the
+latest snapshot.
 """
 
 from __future__ import annotations
 
 import json
+import pickle
 import time
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
+from pipeline.checkpoint import pickle_state, restore_state
+from pipeline.checkpoint import write_atomic as write_checkpoint_file
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
 from stages.schema import CONTEXT_ID_NONE, SymbolTable, unpack_rows
 from stages.sinks._format import (
@@ -41,7 +48,9 @@ from stages.sinks._format import (
     us,
     us_trimmed,
 )
-from stages.sinks._op_summary import OpSummaryWriter, csv_cell, op_summary_header, write_atomic
+from stages.sinks._op_summary import OpSummaryWriter, op_summary_header
+from stages.sinks._summary_tables import TABLES, TABLES_BY_KIND, TableSpec
+from stages.sinks._table import Commit, SortedTable, csv_cell, write_atomic
 
 OP_STATISTIC_HEADER = ["Device_id", "OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)",
                        "Avg Time(us)", "Max Time(us)", "Ratio(%)"]
@@ -101,9 +110,9 @@ class SummarySink(Sink):
         timestamp: str | None = Field(None, description="the {timestamp} of file names; default: open time")
         format: Literal["csv", "json"] = Field("csv", description="csv as msprof, or a JSON array of objects")
         block_header: Literal["Block Dim", "Block Num"] = Field("Block Dim", description="op_summary spelling")
-        max_rows: int = Field(1_000_000, gt=0, description="op_summary rows per file before slicing")
+        max_rows: int = Field(1_000_000, gt=0, description="rows per file before slicing (every table)")
         refresh_s: float = Field(1.0, ge=0, description="minimum seconds between statistics rewrites")
-        sort_chunk_rows: int = Field(100_000, gt=0, description="rows in memory while sorting op_summary")
+        sort_chunk_rows: int = Field(100_000, gt=0, description="rows per table in memory while sorting")
 
     def __init__(self, config: Any, ctx: StageContext) -> None:
         if not isinstance(config, self.Config):
@@ -114,10 +123,12 @@ class SummarySink(Sink):
         self.timestamp = ""
         self.directory = Path()
         self.op_summary: OpSummaryWriter | None = None
+        self.tables: dict[str, SortedTable] = {}
         self._pmu_columns: list[str] = []
         self._pending: dict[str, list[list[str]]] = {}
         self._last_refresh = float("-inf")
         self.counts = {"tasks_skipped": 0, "op_statistic_writes": 0, "api_statistic_writes": 0}
+        self._closed: dict[str, int] | None = None  # restored after its outputs were final: their accounting
 
     # -- stage interface -------------------------------------------------------------------
 
@@ -127,27 +138,98 @@ class SummarySink(Sink):
         self.directory.mkdir(parents=True, exist_ok=True)
 
     def write_batch(self, batch: Batch) -> None:
+        if self._closed is not None:
+            return  # a replayed batch its final files already hold
         learn_symbols(self.symbols, batch)
         if not self.timestamp:
             self.open()
-        if batch.kind == "task":
-            self._tasks(unpack_rows(batch), batch.meta.get("pmu_columns") or [])
+        if batch.kind in TABLES_BY_KIND:
+            rows = unpack_rows(batch)
+            if batch.kind == "task":
+                self._tasks(rows, batch.meta.get("pmu_columns") or [])
+            for spec in TABLES_BY_KIND[batch.kind]:
+                self._append(spec, rows)
         elif batch.kind in STATISTICS:
             make = op_statistic_rows if batch.kind == "op_statistic" else api_statistic_rows
             self._pending[batch.kind] = make(self.symbols, unpack_rows(batch))
             self._refresh(force=bool(batch.meta.get("final")))
 
     def flush(self) -> None:
-        self._refresh(force=False)
+        if self._closed is None:
+            self._refresh(force=False)
 
     def close(self) -> None:
+        if self._closed is not None:
+            return
         self._refresh(force=True)
-        if self.op_summary is not None:
-            self.op_summary.finish()
+        commit = self.op_summary.sorted_commit() if self.op_summary is not None else Commit()
+        for table in self.tables.values():
+            commit += table.sorted_commit()
+        commit_file = self._commit_file()
+        if commit_file is not None:  # recorded first: a restart finishes this commit, never re-sorts
+            write_checkpoint_file(commit_file, pickle.dumps({"commit": commit, "accounting": self.accounting()}))
+        commit.apply()
 
     def accounting(self) -> dict[str, int]:
+        if self._closed is not None:
+            return dict(self._closed)
         rows = self.op_summary.rows if self.op_summary is not None else 0
-        return {"op_summary_rows": rows, **self.counts}
+        tables = {f"{module}_rows": self.tables[module].rows if module in self.tables else 0 for module in TABLES}
+        return {"op_summary_rows": rows, **tables, **self.counts}
+
+    # -- crash recovery ---------------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        writer = self.op_summary.checkpoint() if self.op_summary is not None else None
+        tables = {module: table.checkpoint() for module, table in self.tables.items()}
+        return pickle.dumps({"state": pickle_state(self, skip=("op_summary", "tables")), "writer": writer,
+                             "tables": tables})
+
+    def restore(self, state: bytes) -> None:
+        """Every table cut back to the checkpoint; or, when this sink had already closed (its files are final
+        and hold everything), the commit finished and every replayed batch ignored."""
+        saved = pickle.loads(state)
+        restore_state(self, saved["state"])
+        self.directory.mkdir(parents=True, exist_ok=True)
+        commit_file = self._commit_file()
+        if commit_file is not None and commit_file.is_file():
+            record = pickle.loads(commit_file.read_bytes())
+            record["commit"].apply()
+            self._closed = record["accounting"]
+            return
+        suffix = self.config.format
+        if saved["writer"] is not None:
+            self.op_summary = OpSummaryWriter.resume(saved["writer"])
+        else:
+            for later in self.directory.glob(f"op_summary_*{self.timestamp}.{suffix}"):
+                later.unlink()  # begun after the checkpoint
+        self.tables = {module: SortedTable.resume(table) for module, table in saved["tables"].items()}
+        for module in set(TABLES) - set(self.tables):
+            for later in [*self.directory.glob(f"{module}_*{self.timestamp}.{suffix}"),
+                          *self.directory.glob(f".{module}_{self.timestamp}.run*")]:
+                later.unlink()
+
+    def _commit_file(self) -> Path | None:
+        state_dir = self.ctx.state_dir
+        return state_dir / f"{self.ctx.stage_id}.commit" if state_dir is not None else None
+
+    # -- task_time, step_trace, msprof_tx, aicpu, l2_cache ----------------------------------
+
+    def _append(self, spec: TableSpec, rows: list[list[Any]]) -> None:
+        keyed = list(spec.rows(self.symbols, rows))
+        if not keyed:
+            return
+        table = self.tables.get(spec.module)
+        if table is None:
+            table = self.tables[spec.module] = SortedTable(
+                self.directory, spec.module, self.timestamp, self.config.format, list(spec.header),
+                key_fields=spec.key_fields, max_rows=self.config.max_rows, chunk_rows=self.config.sort_chunk_rows,
+                tab_columns=spec.time_points)
+        missing = max(len(cells) for _, cells in keyed) - len(table.header)
+        if missing > 0 and spec.growth:  # more all-reduce pairs than earlier iterations had
+            repeats = -(-missing // len(spec.growth))
+            table.add_columns(list(spec.growth * repeats)[:missing])
+        table.append(keyed)
 
     # -- op_summary -------------------------------------------------------------------------
 
@@ -157,7 +239,7 @@ class SummarySink(Sink):
         for row in rows:
             (device, model_id, _iteration, stream_id, task_id, _batch_id, start, end, op_name, op_type,
              task_type, op_state, block_dim, mix_block_dim, _connection_id, _thread_id, in_shapes,
-             in_dtypes, in_formats, out_shapes, out_dtypes, out_formats, pmu, context_id) = row
+             in_dtypes, in_formats, out_shapes, out_dtypes, out_formats, pmu, context_id, *_) = row
             name = sym[op_name]
             kind = sym[task_type]
             if not name or kind in SKIPPED_TASK_TYPES:

@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
+from pipeline.checkpoint import pickle_state, restore_state
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
 from stages.schema import SymbolTable, unpack_rows
 from stages.sinks._format import (
@@ -113,7 +115,7 @@ class TimelineSink(Sink):
         self._texts: dict[int, str] = {}  # symbol -> JSON string
         self._node_connections = _Bounded(FLOW_MEMORY)
         self._waiting_flow_ends = _Bounded(FLOW_MEMORY)  # connection id -> (pid, tid, ts)
-        self._ended_flows = _Bounded(FLOW_MEMORY)  # connection ids whose flow has its end (or one waiting)
+        self._flow_ended = _Bounded(FLOW_MEMORY)  # connection ids whose flow has its end
         self.counts = {"task": 0, "api": 0, "tx": 0, "flows": 0}
 
     # -- stage interface -------------------------------------------------------------------
@@ -158,6 +160,34 @@ class TimelineSink(Sink):
             for path, target in zip(self.paths, final, strict=True):
                 os.replace(path, target)
             self.paths = final
+
+    snapshot_in_child = True  # the file's end is known in memory: a forked child may pickle the tracks
+
+    def snapshot(self) -> bytes:
+        """Tracks, names and counts, and where the current file ends (crash recovery)."""
+        if self._file is not None and self.config.fsync:
+            self._file.sync()
+        end = (self._file.size, self._file.count) if self._file is not None else None
+        return pickle.dumps({"state": pickle_state(self, skip=("_file",)), "end": end})
+
+    def restore(self, state: bytes) -> None:
+        """Files as they were at the checkpoint: later rotations removed, the current file cut back to its end
+        then and closed again as a JSON array."""
+        saved = pickle.loads(state)
+        restore_state(self, saved["state"])
+        if not self.paths:
+            return
+        directory = self.paths[-1].parent
+        for index, path in enumerate(self.paths):  # a close after the checkpoint gave them their slice names
+            final = directory / f"msprof_slice_{index}_{self.timestamp}.json"
+            if not path.exists() and final.exists():
+                os.replace(final, path)
+        for later in [*directory.glob(f"msprof_{self.timestamp}_*.json"),
+                      *directory.glob(f"msprof_slice_*_{self.timestamp}.json")]:
+            if later not in self.paths:
+                later.unlink(missing_ok=True)
+        if saved["end"] is not None:
+            self._file = JsonArrayFile.reopen(self.paths[-1], *saved["end"])
 
     def accounting(self) -> dict[str, int]:
         adjusted = sum(t.adjusted for t in self._serial.values()) + sum(
@@ -272,13 +302,11 @@ class TimelineSink(Sink):
                 f'"Subtask Id":{UINT32_NONE if context_id is None else context_id},"connection_id":{conn}}},"ph":"X"}}'
             )
             written += 1
-            if connection_id is not None and connection_id not in self._ended_flows.data:
-                # one flow per Node API: it ends at the first device row of its launch (an FFTS+ task's
-                # contexts share the launch's connection id), whichever arrives first
-                self._ended_flows.put(connection_id)
+            # One flow per launch: an FFTS+ task's contexts share its connection id, the first one ends it.
+            if connection_id is not None and connection_id not in self._flow_ended.data:
                 if connection_id in self._node_connections.data:
                     out.append(self._flow_end(connection_id, pid, stream_id, ts))
-                else:
+                elif connection_id not in self._waiting_flow_ends.data:
                     self._waiting_flow_ends.put(connection_id, (pid, stream_id, ts))
         self.counts["task"] += written
 
@@ -348,6 +376,7 @@ class TimelineSink(Sink):
                 f'"pid":{pid},"tid":{tid},"ts":"{ts}"}}')
 
     def _flow_end(self, connection_id: int, pid: int, tid: int, ts: str) -> str:
+        self._flow_ended.put(connection_id)
         flow_id = connection_id << 32
         return (f'{{"name":"HostToDevice{flow_id}","ph":"f","id":"{flow_id}","ts":"{ts}",'
                 f'"cat":"HostToDevice","pid":{pid},"tid":{tid},"bp":"e"}}')

@@ -1,0 +1,384 @@
+"""Summary tables written live and rewritten sorted at close (spec §3.1 names, §3.2 quirks).
+
+A :class:`SortedTable` appends rows in arrival order to ``{module}_{ts}.csv`` (past ``max_rows`` rows,
+``{module}_slice_{k}_{ts}.csv`` as well), whole lines per write, so the file parses at every moment.
+Each row comes with an integer sort key. At most ``chunk_rows`` rows are held in memory: a full chunk
+is sorted and spilled to a hidden run file. At close the runs are merged (bounded fan-in), and the final
+files, sorted by key and sliced at ``max_rows`` rows as msprof names them, replace the live ones
+atomically.
+
+The helpers below (cell quoting, atomic files, run files) are shared with op_summary's writer.
+
+Crash recovery: :meth:`SortedTable.checkpoint` records where the live files end, :meth:`SortedTable.resume`
+cuts them back there (:func:`cut_back`). The sorted files are all written under temp names before any
+replaces a live file (a :class:`Commit`), so a sink that records the commit first can finish it after a
+crash instead of sorting files that are half replaced.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import re
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+from stages.sinks._format import NA
+from stages.sinks._jsonarray import JsonArrayFile
+
+MERGE_FAN_IN = 64
+SPECIAL = re.compile(r'[,"\t\n\r]')
+_BLANKS = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
+
+RunRow = tuple  # (*int key, line): a row of a run file
+
+
+def csv_cell(text: str) -> str:
+    """A text cell: never a TAB or newline (the TAB marks time points), quoted when needed."""
+    if not SPECIAL.search(text):
+        return text
+    text = text.translate(_BLANKS)
+    if "," in text or '"' in text:
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def slice_name(directory: Path, module: str, timestamp: str, suffix: str, index: int, sliced: bool) -> Path:
+    """``{module}_{ts}.{suffix}``, or ``{module}_slice_{k}_{ts}.{suffix}`` when the table is sliced."""
+    if not sliced:
+        return directory / f"{module}_{timestamp}.{suffix}"
+    return directory / f"{module}_slice_{index}_{timestamp}.{suffix}"
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def write_atomic(path: Path, parts: Iterable[str]) -> None:
+    """Write to a temp file next to ``path`` and rename over it: readers never see half a file."""
+    temp = path.with_name(f".{path.name}.tmp")
+    with open(temp, "w", encoding="utf-8", newline="\n") as out:
+        out.writelines(parts)
+    os.replace(temp, path)
+
+
+class AtomicText:
+    """A text file written under a temp name and renamed into place when complete."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.temp = path.with_name(f".{path.name}.tmp")
+        self._out = open(self.temp, "w", encoding="utf-8", newline="\n")
+        self.write = self._out.write
+
+    def commit(self, ending: str) -> Path:
+        os.replace(*self.close(ending))
+        return self.path
+
+    def close(self, ending: str) -> tuple[Path, Path]:
+        """Complete the temp file and leave it there: (temp, final name), for a :class:`Commit`."""
+        self._out.write(ending)
+        self._out.close()
+        return self.temp, self.path
+
+
+@dataclass
+class Commit:
+    """Sorted files under temp names and the live files they replace; applying it twice is harmless."""
+
+    renames: list[tuple[str, str]] = field(default_factory=list)  # (temp, final)
+    stale: list[str] = field(default_factory=list)  # live files no sorted file replaces, spilled runs
+
+    def apply(self) -> None:
+        for temp, final in self.renames:
+            if os.path.exists(temp):
+                os.replace(temp, final)
+        for path in self.stale:
+            Path(path).unlink(missing_ok=True)
+
+    def __add__(self, other: Commit) -> Commit:
+        return Commit(self.renames + other.renames, self.stale + other.stale)
+
+
+def commit_of(written: list[tuple[Path, Path]], live: list[Path], spilled: Iterable[Path] = ()) -> Commit:
+    final = {path for _, path in written}
+    return Commit([(str(temp), str(path)) for temp, path in written],
+                  [str(old) for old in live if old not in final] + [str(run) for run in spilled])
+
+
+def remove_unlisted(found: Iterable[Path], keep: Collection[Path]) -> None:
+    """Files a table began after its checkpoint."""
+    for path in found:
+        if path not in keep:
+            path.unlink(missing_ok=True)
+
+
+def cut_back(files: list[Path], end: int | tuple[int, int] | None, header: str | None, rows_in_file: int,
+             max_rows: int) -> tuple[int, JsonArrayFile | None]:
+    """A live table's files as they were at a checkpoint, the current one reopened: (fd, JSON file).
+
+    ``header`` is the CSV header line then (None: JSON arrays, cut to ``end`` = (size, count) and closed
+    again). A CSV file is truncated to ``end``; when columns were added since (every file rewritten with
+    ``N/A`` cells appended), each file is cut back to its rows then and those cells dropped."""
+    if end is None or not files:
+        return -1, None
+    current = files[-1]
+    if header is None:
+        assert isinstance(end, tuple)
+        return -1, JsonArrayFile.reopen(current, *end)
+    with open(current, encoding="utf-8", newline="\n") as live:
+        on_disk = live.readline()
+    if on_disk == header:
+        assert isinstance(end, int)
+        os.truncate(current, end)
+    else:
+        pad = ",N/A" * (on_disk.count(",") - header.count(","))
+        for index, path in enumerate(files):
+            keep = rows_in_file if index == len(files) - 1 else max_rows
+            lines: list[str] = []
+            for line in _csv_lines(path):
+                if len(lines) == keep:
+                    break
+                lines.append((line[: -len(pad)] if pad and line.endswith(pad) else line) + "\n")
+            write_atomic(path, chain([header], lines))
+    return os.open(current, os.O_WRONLY | os.O_APPEND), None
+
+
+def live_end(fd: int, json_file: JsonArrayFile | None) -> int | tuple[int, int] | None:
+    """Where the current live file ends (a checkpoint's position)."""
+    if json_file is not None:
+        return json_file.size, json_file.count
+    return os.fstat(fd).st_size if fd >= 0 else None
+
+
+def write_run(path: Path, rows: Iterable[RunRow]) -> Path:
+    """A run file: one row per line, the integer key fields then the line, TAB-separated."""
+    with open(path, "w", encoding="utf-8", newline="\n") as run:
+        for *key, line in rows:
+            run.write("\t".join(map(str, key)) + f"\t{line}\n")
+    return path
+
+
+def read_run(path: Path, key_fields: int) -> Iterator[RunRow]:
+    with open(path, encoding="utf-8", newline="\n") as run:
+        for text in run:
+            *key, line = text[:-1].split("\t", key_fields)
+            yield (*map(int, key), line)
+
+
+def merge_runs(runs: list[Path], key_fields: int) -> Iterator[RunRow]:
+    return heapq.merge(*(read_run(path, key_fields) for path in runs))
+
+
+def remove(paths: Iterable[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
+
+
+class SortedTable:
+    """One summary table: rows appended live, sorted by their integer key and sliced at :meth:`finish`.
+
+    ``tab_columns`` name the time-point columns: msprof follows their values with a TAB (its guard against
+    spreadsheets reformatting them), except where the cell is ``N/A``. Rows shorter than the header are
+    padded with ``N/A``; :meth:`add_columns` widens the header (earlier rows get ``N/A`` there).
+    """
+
+    def __init__(self, directory: Path, module: str, timestamp: str, fmt: str, header: list[str], *,
+                 key_fields: int, max_rows: int, chunk_rows: int, tab_columns: Collection[str] = ()) -> None:
+        self.directory = directory
+        self.module = module
+        self.timestamp = timestamp
+        self.csv = fmt == "csv"
+        self.suffix = "csv" if self.csv else "json"
+        self.header = list(header)
+        self.key_fields = key_fields
+        self.max_rows = max_rows
+        self.chunk_rows = chunk_rows
+        self.tab_names = frozenset(tab_columns)
+        self._tabs = [i for i, name in enumerate(self.header) if name in self.tab_names]
+        self.files: list[Path] = []
+        self.rows = 0
+        self._chunk: list[RunRow] = []  # (*key, width, line)
+        self._runs: list[Path] = []
+        self._rows_in_file = 0
+        self._fd = -1
+        self._json: JsonArrayFile | None = None
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def append(self, rows: Iterable[tuple[tuple[int, ...], list[str]]]) -> None:
+        """Rows as (sort key, cells)."""
+        width = len(self.header)
+        lines: list[str] = []
+        for key, cells in rows:
+            if len(cells) < width:
+                cells = cells + [NA] * (width - len(cells))
+            line = self._line(cells)
+            self._chunk.append((*key, width, line))
+            lines.append(line)
+        self._write_live(lines)
+        if len(self._chunk) >= self.chunk_rows:
+            self._spill()
+
+    def add_columns(self, names: list[str]) -> None:
+        """Widen the header: rows written so far get ``N/A`` in the new columns."""
+        self.header.extend(names)
+        self._tabs = [i for i, name in enumerate(self.header) if name in self.tab_names]
+        if not self.files or not self.csv:
+            return  # JSON objects are completed at finish()
+        pad = ",N/A" * len(names)
+        self._close_current()
+        for path in self.files:
+            padded = (f"{line}{pad}\n" for line in _csv_lines(path))
+            write_atomic(path, chain([self._header_text()], padded))
+        self._fd = os.open(self.files[-1], os.O_WRONLY | os.O_APPEND)
+
+    def finish(self) -> list[Path]:
+        """Sort, replace the live files with the final ones; returns them."""
+        self.sorted_commit().apply()
+        return self.files
+
+    def sorted_commit(self) -> Commit:
+        """Sort into temp files; applying the commit replaces the live files and removes the spilled runs
+        (kept until then: a restart from a checkpoint needs them)."""
+        self._close_current()
+        if not self.rows:
+            return Commit()
+        fields = self.key_fields + 1  # the key, then the row's width
+        spilled, made = list(self._runs), []
+        try:
+            if spilled:
+                runs = spilled + ([write_run(self._run_path(), sorted(self._chunk))] if self._chunk else [])
+                made += runs[len(spilled):]
+                while len(runs) > MERGE_FAN_IN:
+                    groups = [runs[i : i + MERGE_FAN_IN] for i in range(0, len(runs), MERGE_FAN_IN)]
+                    runs = [write_run(self._run_path(), merge_runs(group, fields)) for group in groups]
+                    made += runs
+                ordered: Iterable[RunRow] = merge_runs(runs, fields)
+            else:
+                ordered = sorted(self._chunk)
+            written = self._write_sorted(ordered)
+        finally:
+            remove(made)
+        commit = commit_of(written, self.files, spilled)
+        self.files = [path for _, path in written]
+        self._runs, self._chunk = [], []
+        return commit
+
+    # -- crash recovery ---------------------------------------------------------------------
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The table's state (rows not yet spilled, the runs spilled) and where the current file ends."""
+        state = {key: value for key, value in vars(self).items() if key not in ("_fd", "_json")}
+        return {"state": state, "end": live_end(self._fd, self._json)}
+
+    @classmethod
+    def resume(cls, saved: dict[str, Any]) -> SortedTable:
+        """The table at its checkpoint: files and runs begun later removed, the current file cut back."""
+        table = cls.__new__(cls)
+        vars(table).update(saved["state"])
+        remove_unlisted(table.directory.glob(f"{table.module}_*{table.timestamp}.{table.suffix}"), table.files)
+        remove_unlisted(table.directory.glob(f".{table.module}_{table.timestamp}.run*"), table._runs)
+        table._fd, table._json = cut_back(table.files, saved["end"], table._header_text() if table.csv else None,
+                                          table._rows_in_file, table.max_rows)
+        return table
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _line(self, cells: list[str]) -> str:
+        if not self.csv:
+            return json.dumps(dict(zip(self.header, cells, strict=False)), ensure_ascii=False)
+        out = [csv_cell(cell) for cell in cells]
+        for i in self._tabs:
+            if out[i] != NA:
+                out[i] += "\t"
+        return ",".join(out)
+
+    def _header_text(self) -> str:
+        return ",".join(self.header) + "\n"
+
+    def _name(self, index: int, sliced: bool) -> Path:
+        return slice_name(self.directory, self.module, self.timestamp, self.suffix, index, sliced)
+
+    def _write_live(self, lines: list[str]) -> None:
+        while lines:
+            if self._fd < 0 and self._json is None or self._rows_in_file >= self.max_rows:
+                self._next_file()
+            room = self.max_rows - self._rows_in_file
+            part, lines = lines[:room], lines[room:]
+            if self._json is not None:
+                self._json.append(part)
+            else:
+                write_all(self._fd, ("\n".join(part) + "\n").encode())
+            self._rows_in_file += len(part)
+            self.rows += len(part)
+
+    def _next_file(self) -> None:
+        self._close_current()
+        path = self._name(len(self.files), sliced=bool(self.files))
+        self.files.append(path)
+        self._rows_in_file = 0
+        if self.csv:
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+            write_all(self._fd, self._header_text().encode())
+        else:
+            self._json = JsonArrayFile(path)
+
+    def _close_current(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        if self._json is not None:
+            self._json.close()
+            self._json = None
+
+    def _run_path(self) -> Path:
+        return self.directory / f".{self.module}_{self.timestamp}.run{len(self._runs)}_{os.urandom(4).hex()}"
+
+    def _spill(self) -> None:
+        self._chunk.sort()
+        self._runs.append(write_run(self._run_path(), self._chunk))
+        self._chunk = []
+
+    def _complete(self, width: int, line: str) -> str:
+        """A line written under a narrower header, padded to the final one."""
+        missing = len(self.header) - width
+        if self.csv:
+            return line + ",N/A" * missing
+        row = json.loads(line)
+        return json.dumps({name: row.get(name, NA) for name in self.header}, ensure_ascii=False)
+
+    def _write_sorted(self, rows: Iterable[RunRow]) -> list[tuple[Path, Path]]:
+        sliced = self.rows > self.max_rows
+        width = len(self.header)
+        final: list[tuple[Path, Path]] = []
+        out: AtomicText | None = None
+        count = 0
+        for *_key, row_width, line in rows:
+            if out is None:
+                out = AtomicText(self._name(len(final), sliced))
+                out.write(self._header_text() if self.csv else "[\n")
+                count = 0
+            if row_width != width:
+                line = self._complete(row_width, line)
+            out.write(f"{line}\n" if self.csv else f"{',' if count else ''}{line}\n")
+            count += 1
+            if count >= self.max_rows:
+                final.append(out.close("" if self.csv else "]"))
+                out = None
+        if out is not None:
+            final.append(out.close("" if self.csv else "]"))
+        return final
+
+
+def _csv_lines(path: Path) -> Iterator[str]:
+    with open(path, encoding="utf-8", newline="\n") as lines:
+        next(lines, None)  # header
+        for line in lines:
+            if line.endswith("\n"):
+                yield line[:-1]
