@@ -52,6 +52,7 @@ def test_op_summary_rows_live_with_msprof_quirks(ctx: StageContext, feed: Feed) 
         feed.task(1_736_413_971_558_972_912, 1_736_413_971_559_158_416, input_shapes="81920,4096;8192,512",
                   output_shapes="4096,512"),
         feed.task(1_736_413_971_559_160_000, 1_736_413_971_559_161_000, block_dim=None, mix_block_dim=None,
+                  hf32_eligible="",
                   input_shapes="", op_state="", task_id=2),
         feed.task(1_736_413_971_559_170_000, 1_736_413_971_559_171_000, op_name=""),  # no host info: left out
         feed.task(1_736_413_971_559_180_000, 1_736_413_971_559_181_000, task_type="WRITE_BACK"),
@@ -62,7 +63,7 @@ def test_op_summary_rows_live_with_msprof_quirks(ctx: StageContext, feed: Feed) 
     assert len(rows) == 3 and all(len(row) == len(OP_SUMMARY_HEADER) for row in rows)
     assert first[:11] == ["0", "4294967295", "1", "3", "MatMul_1", "MatMul", "static", "AI_CORE",
                           "1736413971558972.912\t", "185.504", "0.000"]
-    assert first[11:] == ["8", "0", "N/A", '"81920,4096;8192,512"', "FLOAT16;FLOAT16", "ND;ND", '"4096,512"',
+    assert first[11:] == ["8", "0", "NO", '"81920,4096;8192,512"', "FLOAT16;FLOAT16", "ND;ND", '"4096,512"',
                           "FLOAT16", "ND", "N/A"]
     raw = path.read_text().splitlines()[1]
     assert ',"""81920,4096;8192,512""",' in raw and ",1736413971558972.912\t," in raw
