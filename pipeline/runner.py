@@ -512,6 +512,7 @@ class StageRunner:
             problems.extend(check())
         rejected = Counter(self.ctx.rejected)
         rejected.update(self.wire_rejected)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
         return {"type": "final", "stage_type": self.spec.type_name, "role": self.spec.cls.role,
                 "ok": error is None and not problems, "error": error, "problems": problems,
                 "epoch": self.epoch, "resumed_from": self.resume_epoch, "checkpoint_error": self.checkpoint_error,
@@ -519,7 +520,7 @@ class StageRunner:
                 "wall_s": time.monotonic() - self.started,
                 "in": sum(t.records for t in self.inputs.values()), "out": dict(self.out_records),
                 "rejected": dict(rejected), "reconcile": reconcile, "accounting": self.stage.accounting(),
-                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+                "peak_rss_mb": usage.ru_maxrss / 1024, "cpu_s": round(usage.ru_utime + usage.ru_stime, 3)}
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_signal)

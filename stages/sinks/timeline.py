@@ -69,6 +69,9 @@ def _js(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+_DEFAULT_TEXTS = {"": '""', NA: _js(NA)}
+
+
 def _meta(name: str, pid: int, tid: int, key: str, value: Any) -> str:
     arg = json.dumps(value, ensure_ascii=False)
     return f'{{"name":"{name}","pid":{pid},"tid":{tid},"args":{{"{key}":{arg}}},"ph":"M"}}'
@@ -253,7 +256,7 @@ class TimelineSink(Sink):
     def _text(self, symbol: int, default: str = "") -> str:
         """A symbol's text as a JSON string."""
         if not symbol:
-            return _js(default)
+            return _DEFAULT_TEXTS.get(default) or _js(default)
         cached = self._texts.get(symbol)
         if cached is None:
             cached = self._texts[symbol] = _js(self.symbols[symbol] or default)

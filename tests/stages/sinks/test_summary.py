@@ -97,6 +97,27 @@ def test_close_sorts_by_device_and_start_and_recomputes_wait(ctx: StageContext, 
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no temp files left
 
 
+def test_rows_that_arrive_sorted_are_final_as_written(tmp_path: Path) -> None:
+    """Close keeps the live file when rows came in sort order; shuffled, the same rows sort to the same file."""
+    files = {}
+    for name in ("sorted", "shuffled"):
+        feed = Feed()
+        tasks = [feed.task(1_000 * i + (i % 3) * 200, 1_000 * i + 700, device_id=i // 40, stream_id=3 + i % 2,
+                           task_id=i % 7) for i in range(80)]
+        tasks.insert(5, feed.task(5_000, 5_100, task_id=1))  # between its neighbours
+        order = tasks if name == "sorted" else tasks[41:] + tasks[:41][::-1]
+        ctx = StageContext(stage_id="sink", run_id="test", output_dir=tmp_path / name)
+        sink = make_sink(ctx)
+        for i in range(0, len(order), 16):
+            sink.write_batch(feed.batch("task", order[i:i + 16]))
+        path = out(ctx, f"op_summary_{TIMESTAMP}.csv")
+        live = path.stat().st_ino
+        sink.close()
+        files[name] = path.read_text()
+        assert (path.stat().st_ino == live) == (name == "sorted")  # rewritten only when out of order
+    assert files["sorted"] == files["shuffled"]
+
+
 def test_slices_past_max_rows_and_external_sort(ctx: StageContext, feed: Feed) -> None:
     sink = make_sink(ctx, max_rows=50, sort_chunk_rows=2)  # 65 sorted runs: more than one merge pass
     times = [(i * 7_919) % 130 for i in range(130)]

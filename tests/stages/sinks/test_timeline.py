@@ -230,6 +230,23 @@ def test_flow_end_arriving_before_its_api(ctx: StageContext, feed: Feed) -> None
     assert {e["id"] for e in flows} == {str(9 << 32)}
 
 
+@pytest.mark.parametrize("api_first", [True, False])
+def test_contexts_of_one_launch_end_its_flow_once(tmp_path: Path, api_first: bool) -> None:
+    """An FFTS+ task's context rows share their launch's connection id: one flow, whatever the arrival order."""
+    feed = Feed()
+    sink = make_sink(StageContext(stage_id="sink", run_id="test", output_dir=tmp_path))
+    api = feed.batch("api", [feed.api(1_000, 2_000, connection_id=9)])
+    contexts = [feed.batch("task", [feed.task(10_000 + i * 2_000, 11_000 + i * 2_000, connection_id=9,
+                                              context_id=i)]) for i in range(3)]
+    for batch in [api, *contexts] if api_first else [contexts[0], api, *contexts[1:]]:
+        sink.write_batch(batch)
+    sink.close()
+    flows = [e for e in load(sink.paths[0]) if e["ph"] in "sf"]
+    assert sorted(e["ph"] for e in flows) == ["f", "s"]
+    [end] = [e for e in flows if e["ph"] == "f"]
+    assert end["ts"] == "10.000"  # the first context row
+
+
 def test_rotation_gives_complete_files_with_their_own_metadata(ctx: StageContext, feed: Feed) -> None:
     sink = make_sink(ctx, rotate_bytes=4_000)
     for i in range(10):
