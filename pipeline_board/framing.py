@@ -7,7 +7,6 @@ buffer, the runs of garbage skipped, and the bytes consumed; an incomplete recor
 from __future__ import annotations
 
 import struct
-from typing import List, Optional
 
 from pipeline_board.kinds import MINI_TLV_TAG_SIZES, StreamKind
 
@@ -18,7 +17,7 @@ class Framed:
     __slots__ = ("records", "count", "consumed", "garbage")
 
     def __init__(self, records: bytes = b"", count: int = 0, consumed: int = 0,
-                 garbage: Optional[List[bytes]] = None) -> None:
+                 garbage: list[bytes] | None = None) -> None:
         self.records = records
         self.count = count
         self.consumed = consumed
@@ -46,7 +45,7 @@ def _frame_text(buf: bytes, final: bool) -> Framed:
     return framed
 
 
-def _close(out: Framed, pieces: List[bytes], buf: bytes, pos: int, final: bool) -> Framed:
+def _close(out: Framed, pieces: list[bytes], buf: bytes, pos: int, final: bool) -> Framed:
     if final and pos < len(buf):
         out.garbage.append(buf[pos:])
         pos = len(buf)
@@ -70,7 +69,7 @@ def _good_run(kind: StreamKind, buf: bytes, start: int, n: int) -> int:
 def _frame_fixed(kind: StreamKind, buf: bytes, final: bool) -> Framed:
     size = kind.record_size
     out = Framed()
-    pieces: List[bytes] = []
+    pieces: list[bytes] = []
     pos = 0
     while True:
         n = (len(buf) - pos) // size
@@ -94,7 +93,7 @@ def _frame_fixed(kind: StreamKind, buf: bytes, final: bool) -> Framed:
     return _close(out, pieces, buf, pos, final)
 
 
-def _next_magic(kind: StreamKind, buf: bytes, start: int) -> Optional[int]:
+def _next_magic(kind: StreamKind, buf: bytes, start: int) -> int | None:
     found = buf.find(kind.magic, start + kind.magic_offset)
     while found != -1:
         candidate = found - kind.magic_offset
@@ -118,9 +117,9 @@ def _tlv_ok(buf: bytes, pos: int) -> int:
 
 def _frame_tlv(buf: bytes, final: bool) -> Framed:
     out = Framed()
-    pieces: List[bytes] = []
+    pieces: list[bytes] = []
     pos = 0
-    garbage_from: Optional[int] = None
+    garbage_from: int | None = None
     while pos < len(buf):
         size = _tlv_ok(buf, pos)
         if size == -1:
@@ -146,7 +145,7 @@ def _frame_nul_text(kind: StreamKind, buf: bytes, final: bool) -> Framed:
         return _frame_fixed(kind, buf, final)
     if not final and kind.magic.startswith(buf):
         return Framed()
-    lines: List[bytes] = []
+    lines: list[bytes] = []
     pos = 0
     while pos < len(buf) and not buf.startswith(kind.magic, pos):
         magic_at = buf.find(kind.magic, pos)

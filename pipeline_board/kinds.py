@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import re
-from typing import NamedTuple, Optional, Tuple
+from typing import NamedTuple
 
 
 class StreamKind(NamedTuple):
@@ -102,7 +102,7 @@ _DEVICE_DATA = re.compile(r"^(?P<kind>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-
 SLICE_SEP, INFER_SEP = ".slice_", "."
 
 
-def split_slice_name(file_name: str) -> Optional[Tuple[str, int, str]]:
+def split_slice_name(file_name: str) -> tuple[str, int, str] | None:
     """(base, slice index, separator): `x.0.slice_3` → (`x.0`, 3, `.slice_`); legacy `AclModule.acl_model.0.3`
     → (`AclModule.acl_model.0`, 3, `.`); None for a file that is not a data slice."""
     match = _SLICE.match(file_name)
@@ -114,13 +114,13 @@ def split_slice_name(file_name: str) -> Optional[Tuple[str, int, str]]:
     return None
 
 
-def host_stream_kind(base: str) -> Optional[StreamKind]:
+def host_stream_kind(base: str) -> StreamKind | None:
     """Kind of a host slice base name such as `unaging.compact.task_track`."""
     match = _HOST_DATA.match(base)
     return HOST_KINDS.get(match.group("kind")) if match else None
 
 
-def device_stream_kind(base: str, platform: int) -> Optional[Tuple[StreamKind, int]]:
+def device_stream_kind(base: str, platform: int) -> tuple[StreamKind, int] | None:
     """Kind and device id of a device slice base name such as `hwts.data.0` on ``platform``."""
     mini = platform == MINI_PLATFORM
     for pattern, kind in LEGACY_NAMES:
