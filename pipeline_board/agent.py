@@ -535,7 +535,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true", help="read what is there and end (do not follow)")
     p.add_argument("--end-marker", help="a file whose appearance ends the job (the application exited)")
     p.add_argument("--wait-s", type=float, default=60.0, help="how long to wait for the directory")
-    p.add_argument("--poll-ms", type=int, default=20, help="how often to look for new bytes")
+    p.add_argument("--poll-ms", type=int, default=100, help="how often to look for new bytes (the board's CPU)")
     p.add_argument("--chunk-records", type=int, default=1024, help="records per message (the run's batch)")
     return p
 
