@@ -103,40 +103,38 @@ def _next_magic(kind: StreamKind, buf: bytes, start: int) -> int | None:
     return None
 
 
-_TLV_HEADER = struct.Struct("<BBH")
-
-
-def _tlv_ok(buf: bytes, pos: int) -> int:
-    if len(buf) - pos < 4:
-        return -1
-    mode, tag, size = _TLV_HEADER.unpack_from(buf, pos)
-    if mode > 1 or MINI_TLV_TAG_SIZES.get(tag) != size:
-        return 0
-    return size if len(buf) - pos >= size else -1
+# Every valid 4-byte TLV header (mode 0 or 1, a known tag, that tag's size) → the record's size.
+_TLV_SIZES = {struct.pack("<BBH", mode, tag, size): size for mode in (0, 1) for tag, size in MINI_TLV_TAG_SIZES.items()}
 
 
 def _frame_tlv(buf: bytes, final: bool) -> Framed:
+    """One dict lookup per record; runs of whole records are cut out in one slice each."""
     out = Framed()
     pieces: list[bytes] = []
-    pos = 0
+    pos = run_from = 0
+    end = len(buf)
     garbage_from: int | None = None
-    while pos < len(buf):
-        size = _tlv_ok(buf, pos)
-        if size == -1:
-            break
-        if size == 0:
+    while end - pos >= 4:
+        size = _TLV_SIZES.get(buf[pos:pos + 4])
+        if size is None:  # not a record start: skip a byte and look again
             if garbage_from is None:
+                if pos > run_from:
+                    pieces.append(buf[run_from:pos])
                 garbage_from = pos
             pos += 1
             continue
+        if end - pos < size:
+            break  # more bytes are needed
         if garbage_from is not None:
             out.garbage.append(buf[garbage_from:pos])
             garbage_from = None
-        pieces.append(buf[pos:pos + size])
+            run_from = pos
         out.count += 1
         pos += size
-    if garbage_from is not None:
+    if garbage_from is not None:  # a run of garbage reaching the end of what we have
         out.garbage.append(buf[garbage_from:pos])
+    elif pos > run_from:
+        pieces.append(buf[run_from:pos])
     return _close(out, pieces, buf, pos, final)
 
 
