@@ -32,9 +32,11 @@ from stages.aggregator.stars import StarsPmu, is_stars
 from stages.aggregator.static import Binding, StaticModels
 from stages.aggregator.stats import StatsBook
 from stages.aggregator.steps import StepTraceBook
+from stages.aggregator.subscribed import SubscribedOps
 from stages.decoder import host_records, records
 from stages.formats import ge_enums, raw
 from stages.schema import SymbolTable, pack_rows, unpack_rows
+from stages.subscription import records as subscribed_records
 
 MAX_PENDING = 200_000
 # Decoded kinds this release keeps out of its outputs: counted (AggregatorStage.accounting) with the reason the
@@ -130,6 +132,7 @@ class AggregatorStage(Transform):
         self.extras = DeviceExtras(self.unused)
         self.stars_pmu: dict[int, StarsPmu] = {}
         self.steps = StepTraceBook()
+        self.subscribed = SubscribedOps()  # operator records of a subscription source
 
     # -- intake ---------------------------------------------------------------------------
     def process(self, batch: Batch) -> Iterable[Batch]:
@@ -147,6 +150,8 @@ class AggregatorStage(Transform):
             self.hashes.update((int(h), text) for h, text in unpack_rows(batch))
         elif kind == "type_info":
             self.types.update(((int(level), int(t)), name) for level, t, name in unpack_rows(batch))
+        elif kind == subscribed_records.KIND:
+            self.subscribed.add(batch, self.stats)
         elif kind in records.DTYPES:
             self._ingest(kind, records.from_batch(batch), str(batch.meta.get("stream")), now)
         else:
@@ -701,7 +706,8 @@ class AggregatorStage(Transform):
         return {"tasks": self.tasks_out, "join_waiting": waiting, "lag_s": round(lag, 3)}
 
     def accounting(self) -> dict[str, Any]:
-        return {"records_in": self.records_in, "tasks_out": self.tasks_out, "unused": dict(self.unused)}
+        return {"records_in": self.records_in, "tasks_out": self.tasks_out, "unused": dict(self.unused),
+                "subscribed_ops": self.subscribed.count}
 
 
 def _task_columns(facts: dict[str, Any]) -> list[str]:
