@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from pipeline.stage import Batch
 from stages.decoder import records
 from stages.decoder.timebase import Clock
 from stages.formats import raw
@@ -33,8 +34,24 @@ _TAGS: dict[int, tuple[np.dtype, str, tuple[str, ...]]] = {
 }
 
 
+def _block(layout: np.dtype, first: str) -> np.dtype:
+    """A view of ``layout`` whose one field "ids" spans ``first`` and the 8-byte field after it."""
+    assert layout.fields is not None
+    offset = layout.fields[first][1]
+    parts = [("before", f"V{offset}"), ("ids", "V16"), ("after", f"V{layout.itemsize - offset - 16}")]
+    return np.dtype([part for part in parts if part[1] != "V0"])
+
+
+assert _TAGS[raw.TS_TAG_STEP_TRACE][2][:2] == ("index_id", "model_id")
+for _layout in (raw.TS_STEP_TRACE, raw.TS_STEP_TRACE_V6, records.DTYPES["step"]):
+    assert _layout.fields is not None and _layout.fields["model_id"][1] == _layout.fields["index_id"][1] + 8
+assert _block(raw.TS_STEP_TRACE_V6, "index_id") == _block(raw.TS_STEP_TRACE, "index_id")
+_STEP_IDS_IN = _block(raw.TS_STEP_TRACE, "index_id")  # the same offset on chip v6
+_STEP_IDS_OUT = _block(records.DTYPES["step"], "index_id")
+
+
 def decode_ts_track(body: bytes, device: int, clock: Clock, reject: Reject,
-                    chip_v6: bool = False) -> list[tuple[str, np.ndarray]]:
+                    chip_v6: bool = False) -> list[tuple[str, np.ndarray | Batch]]:
     """Every record of a chunk, split by tag into decoded arrays (unknown tags rejected)."""
     body = bytes(body)
     size = raw.TS_TRACK_SIZE
@@ -53,12 +70,30 @@ def decode_ts_track(body: bytes, device: int, clock: Clock, reject: Reject,
         unknown = ~np.isin(tags, list(_TAGS))
         reject("ts_track: unknown record tag", int(unknown.sum()), records.pick(arr, unknown).tobytes())
         picked = {tag: records.pick(arr, tags == tag).tobytes() for tag, count in counts.items() if count}
-    outputs: list[tuple[str, np.ndarray]] = []
+    outputs: list[tuple[str, np.ndarray | Batch]] = []
     for tag, count in counts.items():
-        if count:
-            chosen = picked.get(tag) or _records_of(body, tag_bytes, counts, tag)
+        if count and not picked and count * 2 >= n:
+            outputs.append(_decode_most(tag, body, tag_bytes, counts, device, clock, chip_v6))
+        elif count:
+            chosen = picked.get(tag) or _records_of(body, tag_bytes, tag)
             outputs.append(_decode_tag(tag, chosen, device, clock, chip_v6))
     return outputs
+
+
+def _decode_most(tag: int, body: bytes, tag_bytes: bytes, counts: dict[int, int], device: int, clock: Clock,
+                 chip_v6: bool) -> tuple[str, Batch]:
+    """The tag most records carry: the whole chunk decoded as it, then the decoded runs between the other
+    records joined straight into the batch body (one copy, where picking the raw records first costs two)."""
+    kind, out = _decode_tag(tag, body, device, clock, chip_v6)
+    flat, size = out.view(np.uint8).data, out.dtype.itemsize
+    pieces: list[memoryview] = []
+    begin = 0
+    for other in _positions(tag_bytes, [t for t, count in counts.items() if count and t != tag]):
+        if other > begin:
+            pieces.append(flat[begin * size:other * size])
+        begin = other + 1
+    pieces.append(flat[begin * size:len(out) * size])
+    return kind, Batch(kind, counts[tag], {}, b"".join(pieces))
 
 
 def _positions(tag_bytes: bytes, tags: list[int]) -> list[int]:
@@ -72,18 +107,10 @@ def _positions(tag_bytes: bytes, tags: list[int]) -> list[int]:
     return sorted(found) if len(tags) > 1 else found
 
 
-def _records_of(body: bytes, tag_bytes: bytes, counts: dict[int, int], tag: int) -> bytes:
-    """The records of one tag, joined: runs of them are sliced out of the chunk as bytes."""
-    size, n = raw.TS_TRACK_SIZE, len(tag_bytes)
-    if counts[tag] * 2 < n:  # the few: one by one
-        return b"".join([body[i * size:(i + 1) * size] for i in _positions(tag_bytes, [tag])])
-    pieces, begin = [], 0  # the many: the runs between the others
-    for other in _positions(tag_bytes, [t for t, count in counts.items() if count and t != tag]):
-        if other > begin:
-            pieces.append(body[begin * size:other * size])
-        begin = other + 1
-    pieces.append(body[begin * size:n * size])
-    return b"".join(pieces)
+def _records_of(body: bytes, tag_bytes: bytes, tag: int) -> bytes:
+    """The records of one of the chunk's minor tags, joined (bytes.find: no numpy call for a few records)."""
+    size = raw.TS_TRACK_SIZE
+    return b"".join([body[i * size:(i + 1) * size] for i in _positions(tag_bytes, [tag])])
 
 
 def _decode_tag(tag: int, body: bytes, device: int, clock: Clock, chip_v6: bool) -> tuple[str, np.ndarray]:
@@ -95,6 +122,9 @@ def _decode_tag(tag: int, body: bytes, device: int, clock: Clock, chip_v6: bool)
     out = np.empty(len(rows), records.DTYPES[kind])  # every field is written below
     out["device_id"] = device
     clock.to_local_ns(rows["timestamp"], out=out["ts_ns"])
+    if tag == raw.TS_TAG_STEP_TRACE:  # index and model id sit side by side on both sides: one 16-byte copy
+        out.view(_STEP_IDS_OUT)["ids"] = rows.view(_STEP_IDS_IN)["ids"]
+        fields = fields[2:]
     for name in fields:  # straight from the strided source: no contiguous copy first
         out[name] = rows[name]
     if tag == raw.TS_TAG_BLOCK_NUM:
