@@ -49,6 +49,9 @@ class RunSettings(BaseModel):
     top_endpoint: str | None = None
     curve: CurveSettings | None = None
     insecure_tcp: bool = False  # allow tcp endpoints without CURVE (anyone who reaches the port can feed or read)
+    write_retry_s: float = Field(2.0, gt=0, le=600)  # a write the disk refused (full, read-only) is retried this often
+    heartbeat_timeout_s: float = Field(30.0, gt=0)  # a stage silent this long is shown as stuck
+    kill_stuck: bool = False  # kill a stuck stage (the run then fails as for a crash) instead of only reporting it
 
 
 @dataclass
@@ -207,8 +210,9 @@ def _check_graph(config: PipelineConfig, where: str) -> None:
         for producer, port in spec.inputs:
             if producer not in config.stages:
                 raise _located(at, f"unknown stage '{producer}'", f"stages: {', '.join(config.stages)}")
-            if not config.stages[producer].enabled:
-                raise _located(at, f"input '{producer}' is disabled")
+            if not config.stages[producer].enabled and not (spec.endpoint or "").startswith("tcp://"):
+                raise _located(at, f"input '{producer}' is disabled",
+                               "enable it, or give this stage a tcp endpoint to receive it from another host")
             ports = config.stages[producer].cls.outputs
             if port not in ports:
                 raise _located(at, f"stage '{producer}' has no output '{port}'",
@@ -226,7 +230,8 @@ def _check_acyclic(stages: dict[str, StageSpec], where: str) -> None:
             raise _located(f"{where}: stages", f"cycle in inputs: {' -> '.join(trail + [sid])}")
         state[sid] = 1
         for producer, _ in stages[sid].inputs:
-            visit(producer, trail + [sid])
+            if producer in stages:  # a disabled producer runs elsewhere: not part of this graph
+                visit(producer, trail + [sid])
         state[sid] = 2
 
     for sid in stages:

@@ -21,6 +21,7 @@ from pipeline import transport, wire
 from pipeline.config import PipelineConfig, StageSpec
 from pipeline.errors import UserError
 from pipeline.logs import configure_logging
+from pipeline.peers import PeerWatch
 from pipeline.security import stop_authenticators
 from pipeline.stage import Batch, Sink, Source, StageContext, Transform
 
@@ -85,6 +86,9 @@ class StageRunner:
                                 batch_records=config.run.batch.max_records,
                                 batch_bytes=config.run.batch.max_bytes)
         self.ctx.report_view = self._report_view
+        guard = self.ctx.output_guard  # a full or read-only disk pauses this stage's writes
+        guard.retry_s, guard.log = config.run.write_retry_s, self.log
+        guard.on_wait, guard.on_state = self._keep_alive, lambda state: self._metrics(force=True)
         self.stage = self.spec.cls(self.spec.config, self.ctx)
         self.stop_requested = False
         self.abort = False
@@ -101,6 +105,11 @@ class StageRunner:
         self._last_metrics = 0.0
         self.heartbeat: Path | None = None
         self._last_log = time.monotonic()
+        self.waiting_for: tuple[str, float] | None = None  # a consumer this stage's send waits for, since
+        self.waited_s: dict[str, float] = {}  # per consumer: seconds sends waited (backpressure)
+        self.input_peers: PeerWatch | None = None  # tcp input: who is connected
+        self.output_peers: dict[str, PeerWatch] = {}  # tcp outputs, per consumer
+        self.eos_sent = False
 
     # -- plumbing -------------------------------------------------------------------------
     def _report_view(self, view: dict[str, Any]) -> None:
@@ -111,19 +120,32 @@ class StageRunner:
             sockets = []
             for consumer in self.config.consumers(self.stage_id, port):
                 endpoint = transport.input_endpoint(self.config, consumer)
-                sockets.append((consumer, transport.make_push(self.zctx, endpoint, curve=self.curve)))
+                sock = transport.make_push(self.zctx, endpoint, curve=self.curve)
+                if endpoint.startswith("tcp://") and consumer not in self.output_peers:
+                    self.output_peers[consumer] = PeerWatch(sock, endpoint, f"consumer '{consumer}'")
+                sockets.append((consumer, sock))
             self.outputs[port] = sockets
 
-    def _send_frames(self, sock: zmq.Socket[bytes], frames: list[bytes]) -> None:
-        while True:
-            try:
-                sock.send_multipart(frames, copy=len(frames[1]) < 65536)
-                return
-            except zmq.Again:
-                if self._supervisor_gone():
-                    self.abort = True
-                if self.abort:
-                    raise UserError(f"stage '{self.stage_id}': aborted while a consumer was not reading") from None
+    def _send_frames(self, sock: zmq.Socket[bytes], frames: list[bytes], consumer: str) -> None:
+        blocked_since: float | None = None
+        try:
+            while True:
+                try:
+                    sock.send_multipart(frames, copy=len(frames[1]) < 65536)
+                    return
+                except zmq.Again:  # the consumer is not reading (slow, paused, or not connected)
+                    if blocked_since is None:
+                        blocked_since = time.monotonic()
+                        self.waiting_for = (consumer, blocked_since)
+                    self._metrics()  # heartbeat while blocked: waiting is not being stuck
+                    if self._supervisor_gone():
+                        self.abort = True
+                    if self.abort:
+                        raise UserError(f"stage '{self.stage_id}': aborted while a consumer was not reading") from None
+        finally:
+            if blocked_since is not None:
+                self.waited_s[consumer] = self.waited_s.get(consumer, 0.0) + time.monotonic() - blocked_since
+                self.waiting_for = None
 
     def send(self, batch: Batch) -> None:
         self.out_batches[batch.port] += 1
@@ -131,14 +153,16 @@ class StageRunner:
         for consumer, sock in self.outputs.get(batch.port, []):
             seq = self.out_seq[(batch.port, consumer)]
             self.out_seq[(batch.port, consumer)] = seq + 1
-            self._send_frames(sock, wire.encode_batch(self.stage_id, seq, batch))
+            self._send_frames(sock, wire.encode_batch(self.stage_id, seq, batch), consumer)
 
     def send_eos(self) -> None:
+        self._watch_peers()
+        self.eos_sent = True  # consumers may go now
         for port, sockets in self.outputs.items():
             for consumer, sock in sockets:
                 seq = self.out_seq[(port, consumer)]
                 frames = wire.encode_eos(self.stage_id, port, seq, self.out_batches[port], self.out_records[port])
-                self._send_frames(sock, frames)
+                self._send_frames(sock, frames, consumer)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.stop_requested:
@@ -157,6 +181,39 @@ class StageRunner:
     def _supervisor_gone(self) -> bool:
         return self.parent is not None and os.getppid() != self.parent
 
+    def _keep_alive(self) -> None:
+        """Called while a write waits for the disk and during long work at close."""
+        self._metrics()
+        if self.abort:
+            raise UserError(f"stage '{self.stage_id}' aborted while writing its outputs")
+
+    def state(self) -> str | None:
+        """What holds this stage up, for `pipeline top` (None: running freely)."""
+        paused = self.ctx.output_guard.state()
+        if paused is not None:
+            return paused
+        if self.waiting_for is not None:
+            consumer, since = self.waiting_for
+            peers = self.output_peers.get(consumer)
+            gone = peers.waiting_state(1) if peers is not None else None
+            return gone or f"waiting for '{consumer}' to read ({time.monotonic() - since:.0f} s)"
+        if self.input_peers is not None:
+            return self.input_peers.waiting_state(sum(t.eos_batches is None for t in self.inputs.values()))
+        return None
+
+    def _watch_peers(self) -> None:
+        watches = [(watch, 0 if self.eos_sent else 1) for watch in self.output_peers.values()]
+        if self.input_peers is not None:
+            watches.append((self.input_peers, sum(t.eos_batches is None for t in self.inputs.values())))
+        for watch, expected in watches:
+            for change in watch.poll(expected):
+                log = self.log.warning if change == "disconnected" else self.log.info
+                log(f"peer {change}", peer=watch.role, endpoint=watch.endpoint, connected=watch.connected)
+
+    def _close_peer_watches(self) -> None:
+        for watch in [*self.output_peers.values(), *([self.input_peers] if self.input_peers else [])]:
+            watch.close()
+
     def _metrics(self, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self._last_metrics < METRICS_INTERVAL_S:
@@ -169,10 +226,11 @@ class StageRunner:
             self.abort = True
             if isinstance(self.stage, Source):
                 self.stage.stop()
+        self._watch_peers()
         received = sum(t.records for t in self.inputs.values())
         self.control.send({"type": "metrics", "t": time.time(), "in": received,
                            "out": dict(self.out_records), "rejected": sum(self.ctx.rejected.values()),
-                           "progress": self.stage.progress(), "rss_mb": _rss_mb()})
+                           "progress": self.stage.progress(), "rss_mb": _rss_mb(), "state": self.state()})
         if now - self._last_log >= LOG_INTERVAL_S:
             self._last_log = now
             self.log.info("stage stats", records_in=received, records_out=dict(self.out_records),
@@ -212,7 +270,10 @@ class StageRunner:
         return all(t.eos_batches is not None for t in self.inputs.values())
 
     def _run_consumer(self) -> None:
-        pull = transport.make_pull(self.zctx, transport.input_endpoint(self.config, self.stage_id), curve=self.curve)
+        endpoint = transport.input_endpoint(self.config, self.stage_id)
+        pull = transport.make_pull(self.zctx, endpoint, curve=self.curve)
+        if endpoint.startswith("tcp://"):
+            self.input_peers = PeerWatch(pull, endpoint, "producers")
         poller = zmq.Poller()
         poller.register(pull, zmq.POLLIN)
         flush_s = self.config.run.batch.flush_ms / 1000
@@ -257,6 +318,9 @@ class StageRunner:
         if sink is not None:
             sink.flush()
             sink.close()
+        if self.input_peers is not None:
+            self._watch_peers()
+            self.input_peers.close()
         pull.close(linger=0)
 
     # -- report ---------------------------------------------------------------------------
@@ -285,7 +349,10 @@ class StageRunner:
                 "wall_s": time.monotonic() - self.started,
                 "in": sum(t.records for t in self.inputs.values()), "out": dict(self.out_records),
                 "rejected": dict(rejected), "reconcile": reconcile, "accounting": self.stage.accounting(),
-                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "pauses": self.ctx.output_guard.summary(),
+                "waited_s": {consumer: round(seconds, 3) for consumer, seconds in self.waited_s.items()},
+                "peers": [w.summary() for w in [*self.output_peers.values(), *filter(None, [self.input_peers])]]}
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -311,10 +378,12 @@ class StageRunner:
             error = f"stage '{self.stage_id}' crashed: {type(exc).__name__}: {exc}"
             self.log.error("stage crashed", traceback=traceback.format_exc())
         self._metrics(force=True)
+        self._watch_peers()
         final = self.report(error)
         self.control.send(final, must_arrive=True)
         self.log.info("stage finished", ok=final["ok"], records_in=final["in"], records_out=final["out"],
                       rejected=final["rejected"], problems=final["problems"])
+        self._close_peer_watches()
         for sockets in self.outputs.values():
             for _, sock in sockets:
                 sock.close(linger=transport.LINGER_MS)

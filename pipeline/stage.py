@@ -16,6 +16,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from pipeline.output_guard import OutputGuard
+
 
 class StageConfig(BaseModel):
     """Base of every stage's config model: the keys common to all stages live in the YAML
@@ -54,15 +56,22 @@ class StageContext:
     export_stamp: str | None = None  # the {timestamp} of output file names, one per run
     batch_records: int = 1024  # run.batch: records per message ...
     batch_bytes: int = 1 << 20  # ... and bytes per message, unless a stage sets its own
+    output_guard: OutputGuard = field(default_factory=OutputGuard)  # writes pause on a full disk
 
     def reject(self, reason: str, count: int = 1, data: bytes = b"") -> None:
         """Count records that could not be used, and keep their bytes aside for inspection."""
         self.rejected[reason] += count
         if data and self.aside_dir is not None:
-            self.aside_dir.mkdir(parents=True, exist_ok=True)
+            folder = self.aside_dir
             safe = "".join(c if c.isalnum() else "_" for c in reason)[:60]
-            with open(self.aside_dir / f"{self.stage_id}.{safe}.bin", "ab") as aside:
-                aside.write(data)
+            path = folder / f"{self.stage_id}.{safe}.bin"
+
+            def keep_aside() -> None:
+                folder.mkdir(parents=True, exist_ok=True)
+                with open(path, "ab") as aside:
+                    self.output_guard.append(aside.fileno(), data, path)
+
+            self.output_guard.attempt(path, keep_aside)
 
     def resolve(self, path: str | Path) -> Path:
         """Relative paths in stage configs are relative to the run's output folder."""

@@ -21,6 +21,7 @@ import zmq
 
 from pipeline import transport
 from pipeline.config import PipelineConfig
+from pipeline.health import StageHealth
 from pipeline.report import outputs_line, render_report, root_causes, run_problems
 from pipeline.security import stop_authenticators
 from pipeline.views import progress_line
@@ -39,6 +40,7 @@ class StageProcess:
     rate_in: float = 0.0
     rate_out: float = 0.0
     last_sample: tuple[float, int, int] | None = None
+    health: StageHealth = field(default_factory=lambda: StageHealth(time.monotonic()))
 
 
 class Supervisor:
@@ -116,6 +118,9 @@ class Supervisor:
         except Exception:
             return  # not ours: ignore
         kind = message.get("type")
+        for line in proc.health.heard(time.monotonic(), message.get("state") if kind == "metrics" else None,
+                                      kind == "metrics"):
+            print(f"stage '{proc.stage_id}' {line}", file=sys.stderr, flush=True)
         if kind == "metrics":
             proc.metrics = message
             now, received, sent = message["t"], message["in"], sum(message["out"].values())
@@ -142,17 +147,46 @@ class Supervisor:
                            "rejected": metrics.get("rejected", 0), "rate_in": proc.rate_in, "rate_out": proc.rate_out,
                            "progress": metrics.get("progress", {}), "rss_mb": metrics.get("rss_mb", 0.0),
                            "status": self._status(proc)}
-        return {"run": self.config.run.name, "run_id": self.run_id, "state": self.state,
+        return {"run": self.config.run.name, "run_id": self.run_id, "state": self._shown_state(stages),
                 "elapsed_s": time.monotonic() - self.started, "stages": stages, "stats": self.view}
+
+    def _shown_state(self, stages: dict[str, dict[str, Any]]) -> str:
+        """The run's state, and what holds it up while it runs (a paused output, a stuck stage)."""
+        if self.state != "running":
+            return self.state
+        statuses = [stage["status"] for stage in stages.values()]
+        if any(status.startswith("paused") for status in statuses):
+            return "paused"
+        if any(status.startswith("stuck") for status in statuses):
+            return "running, a stage is stuck"
+        return "running"
 
     @staticmethod
     def _status(proc: StageProcess) -> str:
         code = proc.popen.poll()
         if code is None:
-            return "running"
+            return proc.health.status(time.monotonic())
         if proc.final is not None and proc.final.get("ok"):
             return "done"
+        if proc.health.killed:
+            return f"killed (no heartbeat for {proc.health.killed_after_s:.0f} s)"
         return f"failed (exit {code})"
+
+    def _check_heartbeats(self, now: float) -> None:
+        """Stages that said nothing for run.heartbeat_timeout_s are stuck; killed if run.kill_stuck."""
+        timeout = self.config.run.heartbeat_timeout_s
+        for proc in self.procs.values():
+            if proc.popen.poll() is not None or proc.final is not None:
+                continue
+            line = proc.health.check(now, timeout)
+            if line is None:
+                continue
+            print(f"stage '{proc.stage_id}' {line}", file=sys.stderr, flush=True)
+            if self.config.run.kill_stuck:
+                proc.health.kill(now)
+                print(f"stage '{proc.stage_id}' killed: no heartbeat for {timeout:.0f} s (run.kill_stuck)",
+                      file=sys.stderr, flush=True)
+                proc.popen.kill()
 
     def _curve_paths(self) -> dict[str, str | None] | None:
         """Key file paths (never their contents) for `pipeline top` on a tcp top endpoint."""
@@ -224,6 +258,7 @@ class Supervisor:
             if display is None and now - last_progress >= self.config.run.progress_s:
                 last_progress = now
                 print(progress_line(self.snapshot()), flush=True)
+            self._check_heartbeats(now)
             running = [p for p in self.procs.values() if p.popen.poll() is None]
             if not running:
                 self._drain_control(control)
@@ -260,12 +295,17 @@ class Supervisor:
     def _finish(self) -> int:
         finals = {sid: self.procs[sid].final for sid in self._in_config_order()}
         exit_codes = {sid: self.procs[sid].popen.returncode for sid in self._in_config_order()}
-        problems = run_problems(finals, exit_codes, interrupted=self.interrupts > 0)
+        killed = [f"stage '{sid}' was killed: no heartbeat for {self.procs[sid].health.killed_after_s:.0f} s "
+                  "(run.kill_stuck)" for sid in self._in_config_order() if self.procs[sid].health.killed]
+        problems = killed + run_problems(finals, exit_codes, interrupted=self.interrupts > 0)
         if self.state == "running":
             self.state = "completed" if not problems else "failed"
+        now = time.monotonic()
         report = {"run_id": self.run_id, "config": str(self.config.path), "state": self.state,
-                  "wall_s": time.monotonic() - self.started, "stages": finals, "exit_codes": exit_codes,
-                  "problems": problems}
+                  "wall_s": now - self.started, "stages": finals, "exit_codes": exit_codes,
+                  "problems": problems,
+                  "stalls": {sid: self.procs[sid].health.stalls(now, self.started) for sid in self._in_config_order()
+                             if self.procs[sid].health.stuck_episodes}}
         out_dir = self.config.output_dir
         try:
             (out_dir / "run_report.json").write_text(json.dumps(report, indent=2, default=str))

@@ -17,6 +17,7 @@ IPC_PATH_LIMIT = 107
 LINGER_MS = 30_000
 SEND_POLL_MS = 200
 MAX_MESSAGE_BYTES = 256 << 20  # a peer sending a larger frame is disconnected by ZeroMQ, before it is read
+TCP_HEARTBEAT_MS, TCP_HEARTBEAT_TIMEOUT_MS = 2_000, 10_000  # a silent tcp peer (cable cut) counts as gone
 
 
 def socket_root() -> Path:
@@ -81,6 +82,7 @@ def make_pull(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = 256
     sock = ctx.socket(zmq.PULL)
     sock.setsockopt(zmq.RCVHWM, hwm)
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+    _tcp_heartbeat(sock, endpoint)
     secure_bind(ctx, sock, endpoint, curve)
     try:
         sock.bind(bind_endpoint(endpoint))
@@ -99,5 +101,14 @@ def make_push(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = 256
     sock.setsockopt(zmq.IMMEDIATE, 1)  # queue nothing for a peer that is not there yet
     sock.setsockopt(zmq.SNDTIMEO, SEND_POLL_MS)
     sock.setsockopt(zmq.LINGER, LINGER_MS)
+    _tcp_heartbeat(sock, endpoint)
     sock.connect(endpoint)
     return sock
+
+
+def _tcp_heartbeat(sock: zmq.Socket[bytes], endpoint: str) -> None:
+    """ZMTP heartbeats: a peer that stops answering (host down, network cut) is disconnected and
+    ZeroMQ reconnects when it is back, instead of waiting on a dead connection."""
+    if endpoint.startswith("tcp://"):
+        sock.setsockopt(zmq.HEARTBEAT_IVL, TCP_HEARTBEAT_MS)
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, TCP_HEARTBEAT_TIMEOUT_MS)

@@ -8,6 +8,11 @@ At close the rows are sorted by (Device_id, start) with an external merge sort (
 memory: ``chunk_rows`` rows at a time), the wait time is recomputed over the sorted order, and
 every output file is replaced atomically (temp file + ``os.replace``); more than ``max_rows``
 rows become ``op_summary_slice_{k}_{ts}``, k from 0, as msprof names them.
+
+Every write goes through the stage's :class:`~pipeline.output_guard.OutputGuard`: on a full or
+read-only disk an append is cut back and retried, and the sort at close starts over (its run
+files and temp files removed; the live files are replaced only once every sorted file is
+complete), so a pause never leaves a row twice or half a row.
 """
 
 from __future__ import annotations
@@ -17,9 +22,11 @@ import json
 import os
 import re
 from collections.abc import Iterable, Iterator
+from contextlib import suppress
 from itertools import chain
 from pathlib import Path
 
+from pipeline.output_guard import OutputGuard, check_fault_cue, write_all
 from stages.sinks._format import NA, us, us_to_ns
 from stages.sinks._jsonarray import JsonArrayFile
 
@@ -30,6 +37,7 @@ BASE_HEADER = [
 START, DURATION, WAIT = 8, 9, 10
 TENSOR_COLUMNS = range(14, 20)  # shapes / data types / formats: msprof's quoted form
 MERGE_FAN_IN = 64
+TICK_ROWS = 8192  # rows between two heartbeats while sorting at close
 
 SortKey = tuple[int, int, int, int, int]  # device, start ns, stream, task, duration ns
 Row = tuple[int, int, int, int, int, str]  # sort key + the line as written
@@ -133,8 +141,9 @@ class OpSummaryWriter:
     """Appends op_summary rows live and rewrites them sorted at :meth:`finish`."""
 
     def __init__(self, directory: Path, timestamp: str, fmt: str, header: list[str], max_rows: int,
-                 chunk_rows: int) -> None:
+                 chunk_rows: int, guard: OutputGuard | None = None) -> None:
         self.directory = directory
+        self.guard = guard or OutputGuard()
         self.timestamp = timestamp
         self.codec: CsvCodec | JsonCodec = CsvCodec(header) if fmt == "csv" else JsonCodec(header)
         self.max_rows = max_rows
@@ -146,7 +155,7 @@ class OpSummaryWriter:
         self._json: JsonArrayFile | None = None
         self._last: dict[int, tuple[int, int]] = {}  # device -> (start, end) of the previous row
         self._runs_made = 0
-        directory.mkdir(parents=True, exist_ok=True)
+        self.guard.attempt(directory, lambda: directory.mkdir(parents=True, exist_ok=True))
 
     @property
     def header(self) -> list[str]:
@@ -173,7 +182,7 @@ class OpSummaryWriter:
             if self._json is not None:
                 self._json.append(part)
             else:
-                _write_all(self._fd, ("\n".join(part) + "\n").encode())
+                self.guard.append(self._fd, ("\n".join(part) + "\n").encode(), self.files[-1])
             self._rows_in_file += len(part)
             self.rows += len(part)
 
@@ -184,9 +193,10 @@ class OpSummaryWriter:
             return  # JSON objects are completed at finish()
         pad = ",N/A" * len(names)
         self._close_current()
+        header = self.codec.header_text()
         for path in self.files:
-            padded = (f"{line}{pad}\n" for line in self.codec.read(path))
-            write_atomic(path, chain([self.codec.header_text()], padded))
+            self.guard.replace(path, lambda path=path: chain(  # type: ignore[misc]
+                [header], (f"{line}{pad}\n" for line in self.codec.read(path))))
         self._fd = os.open(self.files[-1], os.O_WRONLY | os.O_APPEND)
 
     def finish(self) -> list[Path]:
@@ -194,6 +204,9 @@ class OpSummaryWriter:
         self._close_current()
         if not self.rows:
             return []
+        return self.guard.attempt(self.directory, self._sort_files, self._remove_temporaries)
+
+    def _sort_files(self) -> list[Path]:
         runs, tail = self._sorted_runs()
         try:
             while len(runs) > MERGE_FAN_IN:
@@ -215,13 +228,23 @@ class OpSummaryWriter:
     def _next_file(self) -> None:
         self._close_current()
         path = self.name(len(self.files), sliced=bool(self.files))
+        if isinstance(self.codec, CsvCodec):
+            header = self.codec.header_text().encode()
+            self.guard.attempt(path, lambda: self._create_csv(path, header), self._close_current)
+        else:
+            self._json = JsonArrayFile(path, self.guard)
         self.files.append(path)
         self._rows_in_file = 0
-        if isinstance(self.codec, CsvCodec):
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-            _write_all(self._fd, self.codec.header_text().encode())
-        else:
-            self._json = JsonArrayFile(path)
+
+    def _create_csv(self, path: Path, header: bytes) -> None:
+        self._close_current()
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        write_all(self._fd, header, path)
+
+    def _remove_temporaries(self) -> None:
+        """What an interrupted sort left: run files and unfinished sorted files."""
+        for leftover in self.directory.glob(f".op_summary*_{self.timestamp}*"):
+            leftover.unlink(missing_ok=True)
 
     def _close_current(self) -> None:
         if self._fd >= 0:
@@ -236,8 +259,10 @@ class OpSummaryWriter:
         runs: list[Path] = []
         chunk: list[Row] = []
         for path in self.files:
-            for line in self.codec.read(path):
+            for count, line in enumerate(self.codec.read(path)):
                 chunk.append((*self.codec.key(line), line))
+                if count % TICK_ROWS == 0:
+                    self.guard.tick()
                 if len(chunk) >= self.chunk_rows:
                     chunk.sort()
                     runs.append(self._write_run(chunk))
@@ -254,19 +279,31 @@ class OpSummaryWriter:
         with open(path, "w", encoding="utf-8", newline="\n") as run:
             for *key, line in rows:
                 run.write("\t".join(map(str, key)) + f"\t{line}\n")
+            check_fault_cue(path)
         return path
 
     def _write_sorted(self, rows: Iterator[Row]) -> list[Path]:
-        """Stream sorted rows into the final files, ``max_rows`` per file, each replaced atomically."""
-        sliced = self.rows > self.max_rows
+        """Stream sorted rows into the final files, ``max_rows`` per file, under temp names; rename
+        them all into place once every one is complete (a failed write leaves the live files as they are)."""
+        done: list[_AtomicText] = []
+        try:
+            self._write_sorted_rows(rows, self.rows > self.max_rows, done)
+        except BaseException:
+            for text in done:
+                with suppress(OSError):  # the flush of a full disk fails again; the file is closed anyway
+                    text.close()
+            raise
+        return [text.commit() for text in done]
+
+    def _write_sorted_rows(self, rows: Iterator[Row], sliced: bool, done: list[_AtomicText]) -> None:
         is_csv = isinstance(self.codec, CsvCodec)
-        final: list[Path] = []
         out: _AtomicText | None = None
         previous: tuple[int, int, int] | None = None  # device, start, duration
         count = 0
         for device, start, _stream, _task, dur, line in rows:
             if out is None:
-                out = _AtomicText(self.name(len(final), sliced))
+                out = _AtomicText(self.name(len(done), sliced))
+                done.append(out)
                 out.write(self.codec.header_text() if isinstance(self.codec, CsvCodec) else "[\n")
                 count = 0
             same_device = previous is not None and previous[0] == device
@@ -275,12 +312,13 @@ class OpSummaryWriter:
             text = self.codec.with_wait(line, us(wait))
             out.write(f"{text}\n" if is_csv else f"{',' if count else ''}{text}\n")
             count += 1
+            if count % TICK_ROWS == 0:
+                self.guard.tick()
             if count >= self.max_rows:
-                final.append(out.commit("" if is_csv else "]"))
+                out.complete("" if is_csv else "]")
                 out = None
         if out is not None:
-            final.append(out.commit("" if is_csv else "]"))
-        return final
+            out.complete("" if is_csv else "]")
 
 
 class _AtomicText:
@@ -292,9 +330,15 @@ class _AtomicText:
         self._out = open(self.temp, "w", encoding="utf-8", newline="\n")
         self.write = self._out.write
 
-    def commit(self, ending: str) -> Path:
+    def complete(self, ending: str) -> None:
         self._out.write(ending)
+        check_fault_cue(self.temp)
         self._out.close()
+
+    def close(self) -> None:
+        self._out.close()
+
+    def commit(self) -> Path:
         os.replace(self.temp, self.path)
         return self.path
 
@@ -318,17 +362,3 @@ def _merge(runs: list[Path]) -> Iterator[Row]:
 def _remove(paths: Iterable[Path]) -> None:
     for path in paths:
         path.unlink(missing_ok=True)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def write_atomic(path: Path, parts: Iterable[str]) -> None:
-    """Write to a temp file next to ``path`` and rename over it: readers never see half a file."""
-    temp = path.with_name(f".{path.name}.tmp")
-    with open(temp, "w", encoding="utf-8", newline="\n") as out:
-        out.writelines(parts)
-    os.replace(temp, path)

@@ -9,7 +9,9 @@ Example config::
       timestamp: "20240101120000"      # default: when the sink opens
 
 The database is in WAL mode with ``synchronous=NORMAL``; every received batch is one committed
-transaction, so other processes can open and query it at any moment. Text columns hold ids
+transaction, so other processes can open and query it at any moment. A transaction that the
+disk refuses (full, read-only) is rolled back and tried again until it commits (see
+:mod:`pipeline.output_guard`), so a pause never leaves half a batch. Text columns hold ids
 into ``STRING_IDS`` as msprof's do. Besides msprof's tables it keeps two of ours with the live
 statistics, replaced on every snapshot: ``OP_STATISTIC`` and ``API_STATISTIC`` (columns as in
 the CSV files, times in µs, plain text).
@@ -24,6 +26,7 @@ from typing import Any
 import sqlite_utils
 from pydantic import Field
 
+from pipeline.output_guard import check_fault_cue
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
 from stages.schema import SymbolTable, unpack_rows
 from stages.sinks._format import (
@@ -106,10 +109,24 @@ class SqliteSink(Sink):
     def open(self) -> None:
         timestamp = export_timestamp(self.config.timestamp or self.ctx.export_stamp)
         self.path = self.ctx.resolve(self.config.path.replace("{timestamp}", timestamp))
+        self.ctx.output_guard.attempt(self.path, self._create, self._discard)
+
+    def _files(self) -> tuple[Path, Path, Path]:
+        return self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")
+
+    def _discard(self) -> None:
+        """A database whose creation failed: gone, so that the next attempt starts clean."""
+        if self.db is not None:
+            self.db.conn.close()
+            self.db = None
+        for path in self._files():
+            path.unlink(missing_ok=True)
+
+    def _create(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        for stale in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
+        for stale in self._files():
             stale.unlink(missing_ok=True)
-        db = sqlite_utils.Database(self.path)
+        self.db = db = sqlite_utils.Database(self.path)
         db.enable_wal()
         db.execute("PRAGMA synchronous=NORMAL")
         with db.conn:
@@ -121,7 +138,7 @@ class SqliteSink(Sink):
             db.conn.executemany(_insert_sql("META_DATA"), list(zip(names, values, strict=True)))
             db.conn.executemany(_insert_sql("ENUM_API_TYPE"), sorted(API_TYPES.items()))
             db.conn.executemany(_insert_sql("ENUM_MSTX_EVENT_TYPE"), sorted(MSTX_EVENT_TYPES.items()))
-        self.db = db
+            check_fault_cue(self.path)
 
     def write_batch(self, batch: Batch) -> None:
         learn_symbols(self.symbols, batch)
@@ -135,20 +152,26 @@ class SqliteSink(Sink):
             self.open()
         assert self.db is not None
         conn = self.db.conn
-        task_id = self._next_task_id
-        try:
-            with conn:  # one transaction per batch: commit, or roll back and forget new ids
-                handler(conn, unpack_rows(batch), batch.meta)
-                if self._new_strings:
-                    conn.executemany(_insert_sql("STRING_IDS"), self._new_strings)
-        except BaseException:
-            for _, text in self._new_strings:
-                del self._string_ids[text]
-            self._symbol_ids.clear()
-            self._next_task_id = task_id
-            raise
-        finally:
-            self._new_strings = []
+        rows = unpack_rows(batch)
+
+        def transaction() -> None:
+            task_id, orphan_id, counts = self._next_task_id, self._orphan_connection_id, dict(self.counts)
+            try:
+                with conn:  # one transaction per batch: commit, or roll back and forget new ids
+                    handler(conn, rows, batch.meta)
+                    if self._new_strings:
+                        conn.executemany(_insert_sql("STRING_IDS"), self._new_strings)
+                    check_fault_cue(self.path)  # testing: fail where a full disk fails, before the commit
+            except BaseException:
+                for _, text in self._new_strings:
+                    del self._string_ids[text]
+                self._symbol_ids.clear()
+                self._next_task_id, self._orphan_connection_id, self.counts = task_id, orphan_id, counts
+                raise
+            finally:
+                self._new_strings = []
+
+        self.ctx.output_guard.attempt(self.path, transaction)
 
     def close(self) -> None:
         if self.db is None:

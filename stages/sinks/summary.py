@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from pipeline.output_guard import OutputGuard
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
 from stages.schema import SymbolTable, unpack_rows
 from stages.sinks._format import (
@@ -41,7 +42,7 @@ from stages.sinks._format import (
     us,
     us_trimmed,
 )
-from stages.sinks._op_summary import OpSummaryWriter, csv_cell, op_summary_header, write_atomic
+from stages.sinks._op_summary import OpSummaryWriter, csv_cell, op_summary_header
 
 OP_STATISTIC_HEADER = ["Device_id", "OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)",
                        "Avg Time(us)", "Max Time(us)", "Ratio(%)"]
@@ -84,13 +85,14 @@ def api_statistic_rows(symbols: SymbolTable, rows: list[list[Any]]) -> list[list
     return cells
 
 
-def write_table(path: Path, header: list[str], rows: list[list[str]], fmt: str) -> None:
+def write_table(path: Path, header: list[str], rows: list[list[str]], fmt: str, guard: OutputGuard) -> None:
+    """Replace ``path`` with the rows (temp file + rename); a full disk pauses here until it takes them."""
     if fmt == "csv":
-        lines = (",".join(csv_cell(cell) for cell in row) + "\n" for row in rows)
-        write_atomic(path, [",".join(header) + "\n", *lines])
+        lines = [",".join(csv_cell(cell) for cell in row) + "\n" for row in rows]
+        guard.replace(path, lambda: [",".join(header) + "\n", *lines])
     else:
         objects = ",\n".join(json.dumps(dict(zip(header, row, strict=True)), ensure_ascii=False) for row in rows)
-        write_atomic(path, ["[\n", objects, "\n]"])
+        guard.replace(path, lambda: ["[\n", objects, "\n]"])
 
 
 class SummarySink(Sink):
@@ -124,7 +126,7 @@ class SummarySink(Sink):
     def open(self) -> None:
         self.timestamp = export_timestamp(self.config.timestamp or self.ctx.export_stamp)
         self.directory = self.ctx.resolve(self.config.directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.ctx.output_guard.attempt(self.directory, lambda: self.directory.mkdir(parents=True, exist_ok=True))
 
     def write_batch(self, batch: Batch) -> None:
         learn_symbols(self.symbols, batch)
@@ -180,7 +182,8 @@ class SummarySink(Sink):
             self._pmu_columns = list(pmu_columns)
             header = op_summary_header(self.config.block_header, pmu_columns)
             self.op_summary = OpSummaryWriter(self.directory, self.timestamp, self.config.format, header,
-                                              self.config.max_rows, self.config.sort_chunk_rows)
+                                              self.config.max_rows, self.config.sort_chunk_rows,
+                                              self.ctx.output_guard)
         return self.op_summary
 
     def _pmu_cells(self, values: list[float | None], columns: list[str]) -> list[str]:
@@ -209,6 +212,6 @@ class SummarySink(Sink):
         headers = {"op_statistic": OP_STATISTIC_HEADER, "api_statistic": API_STATISTIC_HEADER}
         for kind, rows in self._pending.items():
             path = self.directory / f"{kind}_{self.timestamp}.{self.config.format}"
-            write_table(path, headers[kind], rows, self.config.format)
+            write_table(path, headers[kind], rows, self.config.format, self.ctx.output_guard)
             self.counts[f"{kind}_writes"] += 1
         self._pending.clear()

@@ -169,7 +169,7 @@ class TimelineSink(Sink):
         directory = self.ctx.resolve(self.config.directory)
         suffix = f"_{len(self.paths)}" if self.paths else ""
         path = directory / f"msprof_{self.timestamp}{suffix}.json"
-        self._file = JsonArrayFile(path)
+        self._file = JsonArrayFile(path, self.ctx.output_guard)
         self.paths.append(path)
         self._announced.clear()
 
