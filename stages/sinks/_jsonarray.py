@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pipeline.output_guard import OutputGuard
+from pipeline.output_guard import OutputGuard, pwrite_all
 
 _EMPTY = b"[\n]"
 _END = b"\n]"
@@ -25,14 +25,18 @@ class JsonArrayFile:
         self._fd = -1
         self._size = 0
         self.count = 0
-        self.guard.attempt(path, self._create, self.close)
+        self.guard.attempt(path, self._create, self._discard)
         self._size = len(_EMPTY)
 
     def _create(self) -> None:
-        self.close()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        self.guard.pwrite(self._fd, _EMPTY, 0, self.path)
+        pwrite_all(self._fd, _EMPTY, 0, self.path)
+
+    def _discard(self) -> None:
+        """No file rather than one that is not JSON, until the disk takes the first bytes."""
+        self.close()
+        self.path.unlink(missing_ok=True)
 
     @property
     def size(self) -> int:

@@ -230,7 +230,7 @@ class OpSummaryWriter:
         path = self.name(len(self.files), sliced=bool(self.files))
         if isinstance(self.codec, CsvCodec):
             header = self.codec.header_text().encode()
-            self.guard.attempt(path, lambda: self._create_csv(path, header), self._close_current)
+            self.guard.attempt(path, lambda: self._create_csv(path, header), lambda: self._discard(path))
         else:
             self._json = JsonArrayFile(path, self.guard)
         self.files.append(path)
@@ -240,6 +240,11 @@ class OpSummaryWriter:
         self._close_current()
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
         write_all(self._fd, header, path)
+
+    def _discard(self, path: Path) -> None:
+        """No file rather than half a header, until the disk takes it."""
+        self._close_current()
+        path.unlink(missing_ok=True)
 
     def _remove_temporaries(self) -> None:
         """What an interrupted sort left: run files and unfinished sorted files."""
