@@ -86,6 +86,7 @@ class StageRunner:
                                 batch_records=config.run.batch.max_records,
                                 batch_bytes=config.run.batch.max_bytes)
         self.ctx.report_view = self._report_view
+        self.ctx.clock = self.stage_clock
         guard = self.ctx.output_guard  # a full or read-only disk pauses this stage's writes
         guard.retry_s, guard.log = config.run.write_retry_s, self.log
         guard.on_wait, guard.on_state = self._keep_alive, lambda state: self._metrics(force=True)
@@ -107,6 +108,7 @@ class StageRunner:
         self._last_log = time.monotonic()
         self.waiting_for: tuple[str, float] | None = None  # a consumer this stage's send waits for, since
         self.waited_s: dict[str, float] = {}  # per consumer: seconds sends waited (backpressure)
+        self.waited_total = 0.0
         self.input_peers: PeerWatch | None = None  # tcp input: who is connected
         self.output_peers: dict[str, PeerWatch] = {}  # tcp outputs, per consumer
         self.eos_sent = False
@@ -144,7 +146,9 @@ class StageRunner:
                         raise UserError(f"stage '{self.stage_id}': aborted while a consumer was not reading") from None
         finally:
             if blocked_since is not None:
-                self.waited_s[consumer] = self.waited_s.get(consumer, 0.0) + time.monotonic() - blocked_since
+                waited = time.monotonic() - blocked_since
+                self.waited_s[consumer] = self.waited_s.get(consumer, 0.0) + waited
+                self.waited_total += waited
                 self.waiting_for = None
 
     def send(self, batch: Batch) -> None:
@@ -180,6 +184,12 @@ class StageRunner:
 
     def _supervisor_gone(self) -> bool:
         return self.parent is not None and os.getppid() != self.parent
+
+    def stage_clock(self) -> float:
+        """time.monotonic() less the time spent waiting for consumers (a pause downstream)."""
+        now = time.monotonic()
+        waiting = now - self.waiting_for[1] if self.waiting_for is not None else 0.0
+        return now - self.waited_total - waiting
 
     def _keep_alive(self) -> None:
         """Called while a write waits for the disk and during long work at close."""
@@ -305,7 +315,7 @@ class StageRunner:
             if now >= next_tick:
                 next_tick = now + flush_s
                 if transform is not None:
-                    for out in transform.tick(now):
+                    for out in transform.tick(self.stage_clock()):
                         self.send(out)
             if sink is not None and now - last_flush >= SINK_FLUSH_INTERVAL_S:
                 last_flush = now

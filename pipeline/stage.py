@@ -8,6 +8,7 @@ stage only sees batches.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -57,6 +58,9 @@ class StageContext:
     batch_records: int = 1024  # run.batch: records per message ...
     batch_bytes: int = 1 << 20  # ... and bytes per message, unless a stage sets its own
     output_guard: OutputGuard = field(default_factory=OutputGuard)  # writes pause on a full disk
+    # Seconds for timeouts between records (the aggregator's hold_s): the runner's clock leaves out
+    # the time this stage waited for a consumer, so a paused sink does not make joins give up.
+    clock: Callable[[], float] = time.monotonic
 
     def reject(self, reason: str, count: int = 1, data: bytes = b"") -> None:
         """Count records that could not be used, and keep their bytes aside for inspection."""

@@ -119,7 +119,7 @@ class AggregatorStage(Transform):
     # -- intake ---------------------------------------------------------------------------
     def process(self, batch: Batch) -> Iterable[Batch]:
         self.records_in += batch.count
-        now = time.monotonic()
+        now = self.ctx.clock()  # stands still while the pipeline is held up: a pause expires no join
         kind = batch.kind
         if kind == "device_info":
             facts = batch.meta["facts"]
@@ -376,7 +376,7 @@ class AggregatorStage(Transform):
                 self.device_ready.setdefault(key, deque()).append(device)
 
     def _matched(self, host: HostTask, device: DeviceTask) -> None:
-        self.awaiting_pmu.append((host, device, time.monotonic()))
+        self.awaiting_pmu.append((host, device, self.ctx.clock()))
 
     def _resolve_pmu(self, now: float) -> None:
         while self.awaiting_pmu:
@@ -512,7 +512,7 @@ class AggregatorStage(Transform):
 
     def finish(self) -> Iterable[Batch]:
         self.finishing = True
-        now = time.monotonic()
+        now = self.ctx.clock()
         out = list(self._advance(now))
         unmatched_host = sum(len(q) for q in self.host_ready.values())
         unmatched_device = sum(len(q) for q in self.device_ready.values())
