@@ -84,10 +84,12 @@ class PeerWatch:
         if expected <= 0 or self.connected >= expected:
             return None
         since = time.monotonic() - self.last_change
-        if self.disconnects:
-            return (f"peer disconnected: {self.connected} of {expected} {self.role} connected on {self.endpoint} "
+        if not self.disconnects:
+            return f"waiting for {self.role} to connect on {self.endpoint} ({since:.0f} s)"
+        if self.role == "producers":
+            return (f"peer disconnected: {self.connected} of {expected} producers connected on {self.endpoint} "
                     f"({since:.0f} s)")
-        return f"waiting for {self.role} to connect on {self.endpoint} ({since:.0f} s)"
+        return f"peer disconnected: {self.role} at {self.endpoint} ({since:.0f} s)"
 
     def summary(self) -> dict[str, Any]:
         return {"endpoint": self.endpoint, "peer": self.role, "connects": self.connects,

@@ -184,7 +184,7 @@ class Supervisor:
             print(f"stage '{proc.stage_id}' {line}", file=sys.stderr, flush=True)
             if self.config.run.kill_stuck:
                 proc.health.kill(now)
-                print(f"stage '{proc.stage_id}' killed: no heartbeat for {timeout:.0f} s (run.kill_stuck)",
+                print(f"stage '{proc.stage_id}' killed: no heartbeat for {timeout:g} s (run.kill_stuck)",
                       file=sys.stderr, flush=True)
                 proc.popen.kill()
 
@@ -295,8 +295,9 @@ class Supervisor:
     def _finish(self) -> int:
         finals = {sid: self.procs[sid].final for sid in self._in_config_order()}
         exit_codes = {sid: self.procs[sid].popen.returncode for sid in self._in_config_order()}
-        killed = [f"stage '{sid}' was killed: no heartbeat for {self.procs[sid].health.killed_after_s:.0f} s "
-                  "(run.kill_stuck)" for sid in self._in_config_order() if self.procs[sid].health.killed]
+        timeout = self.config.run.heartbeat_timeout_s
+        killed = [f"stage '{sid}' was killed: no heartbeat for {timeout:g} s (run.kill_stuck)"
+                  for sid in self._in_config_order() if self.procs[sid].health.killed]
         problems = killed + run_problems(finals, exit_codes, interrupted=self.interrupts > 0)
         if self.state == "running":
             self.state = "completed" if not problems else "failed"

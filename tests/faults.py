@@ -56,6 +56,19 @@ def wait_for_view(out: Path, run: subprocess.Popen[str], what: str, predicate: C
     raise AssertionError(f"never saw {what}; last statuses: {statuses}")
 
 
+def finish(run: subprocess.Popen[str], out: Path, timeout_s: float = 600) -> tuple[str, str]:
+    """Wait for the run to end; if it does not, say where it stands."""
+    try:
+        return run.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        snapshot = view(out) or {}
+        run.kill()
+        _, stderr = run.communicate()
+        stages = snapshot.get("stages", {})
+        statuses = {sid: (stage["status"], stage["in"], stage["out"]) for sid, stage in stages.items()}
+        raise AssertionError(f"the run did not end: {statuses}\n{stderr[-2000:]}") from None
+
+
 def status(snapshot: View, stage: str) -> str:
     text: str = snapshot["stages"][stage]["status"]
     return text
