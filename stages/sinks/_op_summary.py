@@ -197,7 +197,7 @@ class OpSummaryWriter:
         for path in self.files:
             self.guard.replace(path, lambda path=path: chain(  # type: ignore[misc]
                 [header], (f"{line}{pad}\n" for line in self.codec.read(path))))
-        self._fd = os.open(self.files[-1], os.O_WRONLY | os.O_APPEND)
+        self._fd = self.guard.attempt(self.files[-1], lambda: os.open(self.files[-1], os.O_WRONLY | os.O_APPEND))
 
     def finish(self) -> list[Path]:
         """Sort, recompute wait times, replace the live files; returns the final files."""
