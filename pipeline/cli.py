@@ -1,12 +1,11 @@
-"""`pipeline` command line: run, stage, validate, graph, simulate, import, top, plugins."""
+"""`pipeline` command line: run, stage, validate, graph, simulate, import, export, show, compare, top,
+plugins."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
-from importlib import resources
 from pathlib import Path
 
 from pipeline.errors import UserError
@@ -15,6 +14,8 @@ from pipeline.errors import UserError
 # listed here so the CLI starts without importing numpy.
 AIC_METRICS = ("PipeUtilization", "ArithmeticUtilization", "Memory", "ResourceConflictRatio", "PipeUtilizationExct",
                "PipelineExecuteUtilization", "MemoryL0", "MemoryUB", "L2Cache", "MemoryAccess")
+EXPORT_KINDS = ("summary", "timeline", "db", "advice")  # pipeline.offline.EXPORT_STAGES
+SIM_MODELS = ("face_mask_ssd", "face_mask_ssd_mish", "face_mask_ssd_fused")  # stages.simulator.workload.MODELS
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -70,32 +71,52 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     if args.mode == "static" and args.layout == "legacy":
         raise UserError("--mode static is not supported with --layout legacy", "the legacy layout is launch mode only")
+    if args.sleep_ms < 0:
+        raise UserError(f"--sleep-ms must be 0 or more, not {args.sleep_ms}")
     chip = CHIP_ALIASES.get(args.chip, args.chip)
+    if chip in ("910b", "v6") and args.layout == "legacy":
+        raise UserError(f"--chip {chip} is not supported with --layout legacy",
+                        "the legacy layout (CANN 5/6 files) predates the STARS chips: use --layout current")
     prof = simulate(Path(args.out_dir), chip=chip, iterations=args.iterations, rate=args.rate, seed=args.seed,
                     slice_bytes=args.slice_bytes, aic_metrics=args.aic_metrics, mode=args.mode,
-                    layout=args.layout)
+                    layout=args.layout, model=args.model, sleep_ms=args.sleep_ms)
     print(f"wrote {prof}")
     return 0
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from pipeline.config import load_config
-    from pipeline.supervisor import run_pipeline
+    from pipeline.offline import checked_prof_dir, run_import
 
-    prof = Path(args.prof_dir).expanduser()
-    if not prof.is_dir():
-        raise UserError(f"import: {prof} is not a directory",
-                        "pass a PROF_… directory written by CANN or the simulator")
-    if not ((prof / "host").is_dir() or any(prof.glob("device_*")) or any(prof.glob("PROF_*"))
-            or (prof / "data").is_dir() or any(prof.glob("JOB*"))):
-        raise UserError(f"import: {prof} holds no host/ or device_N/ folder (nor a legacy JOB…/data/)",
-                        "pass a PROF_… (or legacy JOB…) directory written by CANN or the simulator")
-    output = Path(args.output).expanduser() if args.output else prof / "pipeline_output"
-    template = resources.files("pipeline") / "builtin_configs" / "import.yaml"
-    with resources.as_file(template) as path:
-        config = load_config(path, {"run.output": str(output.resolve()), "stages.collect.path": str(prof.resolve()),
-                                    "run.name": f"import-{os.getpid()}"})
-        return run_pipeline(config, live=False)
+    prof = checked_prof_dir(args.prof_dir, "import")
+    return run_import(prof, Path(args.output).expanduser() if args.output else None)
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from pipeline.offline import EXPORT_STAGES, checked_prof_dir, run_import
+
+    if args.format and "summary" not in args.what:
+        raise UserError("export: --format applies to the summary export", "e.g. pipeline export summary PROF_DIR "
+                        "--format json")
+    prof = checked_prof_dir(args.prof_dir, "export")
+    only = sorted({EXPORT_STAGES[what] for what in args.what})
+    return run_import(prof, Path(args.output).expanduser() if args.output else None, only=only,
+                      summary_format=args.format)
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from pipeline.show import run_show
+
+    if args.top < 1:
+        raise UserError(f"show: --top must be 1 or more, not {args.top}")
+    return run_show(args.target, top=args.top, output=Path(args.output).expanduser() if args.output else None)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from pipeline.compare import run_compare
+
+    if args.top < 1:
+        raise UserError(f"compare: --top must be 1 or more, not {args.top}")
+    return run_compare(args.run_a, args.run_b, csv_path=args.csv, top=args.top)
 
 
 def _cmd_top(args: argparse.Namespace) -> int:
@@ -153,8 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sim = sub.add_parser("simulate", help="write a PROF_… directory as a simulated Ascend board would")
     sim.add_argument("out_dir")
-    sim.add_argument("--chip", choices=(*CHIP_ALIASES, "mini", "cloud", "910b"), default="mini",
-                     help="mini (or 310) = Ascend 310, cloud (or 910) = Ascend 910, 910b = Ascend 910B (STARS)")
+    sim.add_argument("--chip", choices=(*CHIP_ALIASES, "mini", "cloud", "910b", "v6"), default="mini",
+                     help="mini (or 310) = Ascend 310, cloud (or 910) = Ascend 910, 910b = Ascend 910B (STARS), "
+                          "v6 = chip v6 (platform 15: 32-byte STARS log, 32-bit task ids)")
     sim.add_argument("--mode", choices=("launch", "static"), default="launch",
                      help="launch = op info reported at every launch; static = an offline model (.om) reports it "
                           "once at model load and every execution reuses its task ids")
@@ -167,12 +189,39 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--layout", choices=("current", "legacy"), default="current",
                      help="current = CANN ≥ 6.3 host reporter; legacy = CANN 5/6 AclModule/Framework/Runtime files")
     sim.add_argument("--legacy", dest="layout", action="store_const", const="legacy", help="same as --layout legacy")
+    sim.add_argument("--model", choices=SIM_MODELS, default=SIM_MODELS[0],
+                     help="workload: the face-mask SSD; _mish = its activations are Mish decomposed into "
+                          "Softplus+Tanh+Mul with TransData around them (the case-study 'before'); _fused = "
+                          "Conv2D+BN+activation fused, no TransData (the 'after')")
+    sim.add_argument("--sleep-ms", type=int, default=0,
+                     help="the app sleeps this long inside an msproftx range around the model load (seed 004)")
     sim.set_defaults(func=_cmd_simulate)
 
     imp = sub.add_parser("import", help="run the same stages over a finished PROF_… directory")
     imp.add_argument("prof_dir")
     imp.add_argument("--output", help="output folder (default: PROF_DIR/pipeline_output)")
     imp.set_defaults(func=_cmd_import)
+
+    export = sub.add_parser("export", help="run only the chosen sinks over a finished PROF_… directory")
+    export.add_argument("what", nargs="+", choices=EXPORT_KINDS, help="summary, timeline, db and/or advice")
+    export.add_argument("prof_dir")
+    export.add_argument("--output", help="output folder (default: PROF_DIR/pipeline_output)")
+    export.add_argument("--format", choices=("csv", "json"), help="summary files as csv (default) or json")
+    export.set_defaults(func=_cmd_export)
+
+    show = sub.add_parser("show", help="print a run's statistics as tables (parses a PROF_… directory first)")
+    show.add_argument("target", help="a run's output folder, or a PROF_… directory")
+    show.add_argument("--top", type=int, default=20, help="rows per table (op_summary: the longest tasks)")
+    show.add_argument("--output", help="where to parse a PROF_… directory not parsed yet "
+                                       "(default: PROF_DIR/pipeline_output)")
+    show.set_defaults(func=_cmd_show)
+
+    compare = sub.add_parser("compare", help="per op type and API: run A against run B")
+    compare.add_argument("run_a", help="output folder or PROF_… directory (before)")
+    compare.add_argument("run_b", help="output folder or PROF_… directory (after)")
+    compare.add_argument("--csv", help="also write every row as CSV to this file ('-': CSV on stdout, no table)")
+    compare.add_argument("--top", type=int, default=30, help="rows per table on the terminal")
+    compare.set_defaults(func=_cmd_compare)
 
     top = sub.add_parser("top", help="attach to a running pipeline and show live statistics")
     top.add_argument("target", help="the run's config, its output folder, or a top endpoint (ipc://… tcp://…)")

@@ -48,6 +48,8 @@ class RunSettings(BaseModel):
     drain_timeout_s: float = Field(60.0, gt=0)
     top_endpoint: str | None = None
     curve: CurveSettings | None = None
+    metrics_port: int | None = Field(None, ge=1, le=65535)  # Prometheus text endpoint of the run (pipeline.metrics)
+    metrics_host: str = "127.0.0.1"
     insecure_tcp: bool = False  # allow tcp endpoints without CURVE (anyone who reaches the port can feed or read)
     write_retry_s: float = Field(2.0, gt=0, le=600)  # a write the disk refused (full, read-only) is retried this often
     heartbeat_timeout_s: float = Field(30.0, gt=0)  # a stage silent this long is shown as stuck

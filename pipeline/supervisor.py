@@ -22,6 +22,7 @@ import zmq
 from pipeline import transport
 from pipeline.config import PipelineConfig
 from pipeline.health import StageHealth
+from pipeline.metrics import ViewCollector, serve_metrics
 from pipeline.report import outputs_line, render_report, root_causes, run_problems
 from pipeline.security import stop_authenticators
 from pipeline.views import progress_line
@@ -55,6 +56,7 @@ class Supervisor:
         self.started = time.monotonic()
         self.stamp = time.strftime("%Y%m%d%H%M%S")
         self.owns_socket_dir = False
+        self.exporter: ViewCollector | None = None
         self.zctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
 
     # -- processes ------------------------------------------------------------------------
@@ -132,8 +134,8 @@ class Supervisor:
             proc.last_sample = (now, received, sent)
         elif kind == "final":
             proc.final = message
-        elif kind == "view":
-            self.view = message["view"]
+        elif kind == "view":  # the live sink sends statistics, the advice sink findings: keep both
+            self.view.update(message["view"])
 
     def _in_config_order(self) -> list[str]:
         return [sid for sid in self.config.stages if sid in self.procs]
@@ -144,6 +146,7 @@ class Supervisor:
             proc = self.procs[sid]
             metrics = proc.metrics
             stages[sid] = {"role": proc.role, "in": metrics.get("in", 0), "out": sum(metrics.get("out", {}).values()),
+                           "out_ports": metrics.get("out", {}),
                            "rejected": metrics.get("rejected", 0), "rate_in": proc.rate_in, "rate_out": proc.rate_out,
                            "progress": metrics.get("progress", {}), "rss_mb": metrics.get("rss_mb", 0.0),
                            "status": self._status(proc)}
@@ -209,6 +212,7 @@ class Supervisor:
         publisher.setsockopt(zmq.SNDHWM, 4)
         transport.secure_bind(self.zctx, publisher, transport.top_endpoint(self.config), self.config.curve_keys())
         publisher.bind(transport.top_endpoint(self.config))
+        self.exporter = serve_metrics(self.config)
         (out_dir / "run.json").write_text(json.dumps({
             "run_id": self.run_id, "config": str(self.config.path), "pid": os.getpid(),
             "top_endpoint": transport.top_endpoint(self.config), "curve": self._curve_paths()}, indent=2))
@@ -253,6 +257,8 @@ class Supervisor:
                 last_publish = now
                 view = self.snapshot()
                 publisher.send(msgpack.packb(view, use_bin_type=True))
+                if self.exporter is not None:
+                    self.exporter.update(view)
                 if display is not None:
                     display.update(view)
             if display is None and now - last_progress >= self.config.run.progress_s:

@@ -48,7 +48,29 @@ def render_view(view: dict[str, Any]) -> Group:
         ops.add_row(str(row["device"]), row["op_type"], row["core_type"], f"{row['count']:,}",
                     f"{row['total_us']:,.3f}", f"{row['avg_us']:,.3f}", f"{row['min_us']:,.3f}",
                     f"{row['max_us']:,.3f}", f"{row['ratio']:.2f}")
-    return Group(header, stages, ops)
+    advice = view.get("stats", {}).get("advice")
+    if advice is None:
+        return Group(header, stages, ops)
+    return Group(header, stages, ops, advice_table(advice))
+
+
+ADVICE_STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def advice_table(advice: list[dict[str, Any]]) -> Table:
+    """The Advice panel: one row per finding of the advice sink (pipeline/advice.py)."""
+    table = Table(title="advice", expand=False, show_lines=False)
+    for column in ("", "finding", "what to do", "rule"):
+        table.add_column(column, overflow="fold")
+    if not advice:
+        table.add_row("", "nothing to point out so far", "", "")
+    for item in advice:
+        severity = str(item.get("severity", ""))
+        suggestion = str(item.get("suggestion", ""))
+        first_sentence = suggestion.split(". ", 1)[0].rstrip(".") + "." if suggestion else ""
+        table.add_row(Text(severity, style=ADVICE_STYLES.get(severity, "")), str(item.get("title", "")),
+                      first_sentence, str(item.get("rule", "")))
+    return table
 
 
 def _short(value: Any) -> str:

@@ -1,26 +1,29 @@
 #!/usr/bin/env python3
-"""Compare our op_statistic / api_statistic with msprof's own parser on a simulated board.
+"""Compare our summaries with msprof's own parser on a simulated board.
 
 Steps: ``pipeline simulate`` writes a PROF_… directory; ``pipeline import`` parses it; a copy of
 it is parsed by msprof's Python parser (github Ascend/msprof, ``analysis/msprof/msprof.py``, run
-as a subprocess: ``import``, then ``export summary``); the two sides' statistics are compared row
-by row.
+as a subprocess: ``import``, then ``export summary``); the two sides' statistics (op_statistic,
+api_statistic) and per-record tables (task_time, step_trace, msprof_tx, aicpu, l2_cache; see
+row_tables.py) are compared row by row, headers included.
 
 msprof exports the whole run only when the driver is new enough and the chip is not platform 0
 (Ascend 310, "mini"); otherwise it exports per iteration, at most 5 iterations per call
 (spec formats.md §6 D3). This script then exports iterations 1..N of every model in chunks of
 ``--model-id M --iteration-id I --iteration-count C`` and sums the chunks' op_statistic, which is
 exact: msprof selects device tasks by iteration index (Avg is then Total/Count and Ratio(%) is not
-compared). Summed chunks would not give api_statistic: msprof selects host API calls by the
-iteration's time window (calls starting inside it or spanning its start), so a call straddling a
-chunk boundary counts twice and calls after the last iteration count nowhere. api_statistic then
-comes from a second msprof run on a copy holding only the host/ folder, which msprof exports whole.
+compared); the chunks' per-record tables are concatenated. Summed chunks would not give
+api_statistic: msprof selects host API calls by the iteration's time window (calls starting inside
+it or spanning its start), so a call straddling a chunk boundary counts twice and calls after the
+last iteration count nowhere. api_statistic then comes from a second msprof run on a copy holding
+only the host/ folder, which msprof exports whole; so does msprof_tx.
 
 ``--layout legacy`` simulates the CANN 5/6 files (AclModule, Framework, Runtime in device_0/data/).
 msprof's Python parser dropped them in 2023, so point ``--msprof-src`` at a checkout from before
 (e.g. github Ascend/msprof 96593dcfb, "code from hisi", 2022-11). That version exports one iteration
 per call and has no api_statistic: its acl_statistic (acl level) and runtime_api (runtime level) of a
-copy without the device data, which it exports whole, stand in for it.
+copy without the device data, which it exports whole, stand in for it. Its per-record tables have other
+headers and are not compared.
 
 Exit status: 0 when every compared statistic is equal, 1 when not, 2 on a usage or setup error.
 """
@@ -38,6 +41,16 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from row_tables import (
+    ROW_KINDS,
+    ROW_SPECS,
+    RowComparison,
+    compare_row_tables,
+    ffts_tasks,
+    read_row_tables,
+    report_rows,
+)
 
 TOLERANCE_US = 0.01
 IMPORT_RETRY_WAIT_S = 60
@@ -337,9 +350,10 @@ def query_models(msprof: Msprof, prof: Path) -> list[tuple[int, int]]:
 def collect_exported_csvs(prof: Path, destination: Path) -> None:
     """Move the statistics CSVs an export wrote (new or old layout) out of the PROF copy."""
     destination.mkdir(parents=True)
-    for kind in (*STAT_KINDS, *LEGACY_API_KINDS):
-        for path in sorted(prof.rglob(f"{kind}*.csv")):
-            shutil.move(str(path), destination / f"{path.parent.name}__{path.name}")
+    for kind in (*STAT_KINDS, *LEGACY_API_KINDS, *ROW_KINDS):
+        for path in sorted(prof.rglob(f"{kind}_*.csv")):
+            if path.exists():  # aicpu_* also matches aicpu_mi_*, moved already
+                shutil.move(str(path), destination / f"{path.parent.name}__{path.name}")
 
 
 def iteration_chunks(count: int) -> list[tuple[int, int]]:
@@ -356,9 +370,9 @@ class MsprofExport:
 
 
 def export_per_iteration(msprof: Msprof, prof: Path, exports: Path) -> list[Path]:
-    for kind in (*STAT_KINDS, *LEGACY_API_KINDS):  # drop the default export (first iteration only)
-        for path in prof.rglob(f"{kind}*.csv"):
-            path.unlink()
+    for kind in (*STAT_KINDS, *LEGACY_API_KINDS, *ROW_KINDS):  # drop the default export (first iteration only)
+        for path in prof.rglob(f"{kind}_*.csv"):
+            path.unlink(missing_ok=True)
     # msprof ≤ 2022 has no --iteration-count: one iteration per export
     counted = "--iteration-count" in msprof.run(["export", "summary", "--help"], "msprof_export_help.log")
     folders: list[Path] = []
@@ -399,15 +413,20 @@ def run_msprof(msprof: Msprof, prof: Path, work: Path, layout: str = "current") 
     if MSPROF_WHOLE_RUN_MESSAGE in output:
         collect_exported_csvs(copy, work / "exports" / "all")
         whole = MsprofExport([work / "exports" / "all"], "msprof exported the whole run in one call")
-        return {kind: whole for kind in STAT_KINDS}
+        return {kind: whole for kind in (*STAT_KINDS, *ROW_KINDS)}
     chunks = export_per_iteration(msprof, copy, work / "exports")
     names = ", ".join(folder.name for folder in chunks)
     host_only = export_host_only(msprof, prof, work / "host_only", work / "exports", layout)
+    device_rows = MsprofExport(chunks, f"msprof exports per iteration here; the rows of {len(chunks)} exports "
+                                       f"({names}) concatenated")
     return {
         "op_statistic": MsprofExport(chunks, f"msprof exports per iteration here; {len(chunks)} exports summed "
                                              f"({names}); Avg recomputed as Total/Count, Ratio(%) not compared"),
         "api_statistic": MsprofExport([host_only], "msprof exports per iteration here; api_statistic taken from "
                                                    "msprof run on a host-only copy (exported whole)"),
+        "msprof_tx": MsprofExport([host_only], "msprof exports per iteration here; msprof_tx taken from msprof run "
+                                               "on a host-only copy (exported whole)"),
+        **{kind: device_rows for kind in ROW_KINDS if kind != "msprof_tx"},
     }
 
 
@@ -444,7 +463,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--msprof-src", type=Path, required=True,
                         help="a checkout of github.com/Ascend/msprof (holds analysis/msprof/msprof.py)")
-    parser.add_argument("--chip", choices=("mini", "cloud", "910b"), default="cloud")
+    parser.add_argument("--chip", choices=("mini", "cloud", "910b", "v6"), default="cloud")
     parser.add_argument("--mode", choices=("launch", "static"), default="launch",
                         help="simulator mode: ops reported at every launch, or once at model load (.om)")
     parser.add_argument("--layout", choices=("current", "legacy"), default="current",
@@ -467,6 +486,25 @@ def prepare_work(work: Path) -> None:
     for name in ("board", "ours", "msprof", "logs"):
         shutil.rmtree(work / name, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
+
+
+def compare_row_kinds(ours_dir: Path, exports: dict[str, MsprofExport]) -> list[RowComparison]:
+    """task_time, step_trace, msprof_tx, aicpu, l2_cache: a table one side lacks counts as a difference."""
+    comparisons = []
+    for kind in ROW_KINDS:
+        spec, export = ROW_SPECS[kind], exports[kind]
+        ours_files = sorted(ours_dir.glob(f"{kind}_[0-9]*.csv")) + sorted(ours_dir.glob(f"{kind}_slice_*.csv"))
+        msprof_files = [path for folder in export.folders for path in sorted(folder.glob(f"*__{kind}_*.csv"))
+                        if not (kind == "aicpu" and "__aicpu_mi_" in path.name)]
+        if not ours_files and not msprof_files:
+            print(f"\n== {kind}\n  neither side wrote one (no such data in this run)")
+            continue
+        ours, msprof = read_row_tables(ours_files, spec), read_row_tables(msprof_files, spec)
+        contexts = ffts_tasks(sorted(ours_dir.glob("op_summary_*.csv")))
+        comparison = compare_row_tables(ours, msprof, spec, note=export.description, ffts_tasks=contexts)
+        report_rows(comparison)
+        comparisons.append(comparison)
+    return comparisons
 
 
 def compare_all(ours_dir: Path, exports: dict[str, MsprofExport]) -> list[Comparison]:
@@ -494,10 +532,15 @@ def run(args: argparse.Namespace, work: Path) -> int:
     exports = run_msprof(Msprof(args.msprof_script, logs), prof, work / "msprof", args.layout)
     print(f"\ncompared: chip {args.chip}, mode {args.mode}, {args.layout} layout, {args.iterations} iterations, {prof}")
     comparisons = compare_all(work / "ours" / "mindstudio_profiler_output", exports)
+    row_comparisons = [] if args.layout == "legacy" else compare_row_kinds(
+        work / "ours" / "mindstudio_profiler_output", exports)
     print()
     for comparison in comparisons:
         print(verdict_line(comparison))
-    return 0 if all(comparison.equal for comparison in comparisons) else 1
+    for row_comparison in row_comparisons:
+        print(row_comparison.verdict())
+    equal = all(c.equal for c in comparisons) and all(c.equal for c in row_comparisons)
+    return 0 if equal else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

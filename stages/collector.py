@@ -86,8 +86,8 @@ class CollectorStage(Source):
     def _find_root(self) -> Iterator[None]:
         base = self.ctx.resolve(self.config.path)
         deadline = time.monotonic() + (self.config.wait_s if self.config.follow else 0)
-        # Following a folder: PROF_ directories already finished when we start belong to earlier jobs.
-        old = _finished_children(base) if self.config.follow else set()
+        # Following a folder: PROF_ directories that finished before this run started belong to earlier jobs.
+        old = _finished_children(base, self._run_started()) if self.config.follow else set()
         while True:
             root = _prof_root(base, skip=old)
             if root is not None:
@@ -100,6 +100,16 @@ class CollectorStage(Source):
                                 "point the collector's path (or PROF_DIR) at a CANN profiling output directory")
             yield None
             time.sleep(self.config.poll_ms / 1000)
+
+    def _run_started(self) -> float:
+        """Epoch seconds the run started (its output stamp, to the second); else now."""
+        stamp = self.ctx.export_stamp
+        if stamp:
+            try:
+                return time.mktime(time.strptime(stamp, "%Y%m%d%H%M%S"))
+            except ValueError:
+                pass
+        return time.time()
 
     # -- the loop -------------------------------------------------------------------------
     def batches(self) -> Iterator[Batch | None]:
@@ -287,10 +297,17 @@ def _is_finished(prof: Path) -> bool:
         for folder, name in folders)
 
 
-def _finished_children(base: Path) -> set[Path]:
+def _finished_children(base: Path, before: float) -> set[Path]:
+    """PROF_/JOB children whose job ended (every end_info written) before ``before`` (epoch s)."""
     if not base.is_dir() or (base / "host").is_dir():
         return set()
-    return {p for p in base.iterdir() if p.is_dir() and p.name.startswith(("PROF_", "JOB")) and _is_finished(p)}
+    return {p for p in base.iterdir() if p.is_dir() and p.name.startswith(("PROF_", "JOB")) and _is_finished(p)
+            and _finished_at(p) < before}
+
+
+def _finished_at(prof: Path) -> float:
+    return max((path.stat().st_mtime for folder, _ in _folders(prof) for path in folder.glob("end_info*")),
+               default=0.0)
 
 
 def _prof_root(base: Path, skip: set[Path] | None = None) -> Path | None:

@@ -1,10 +1,11 @@
 """What the aggregator sends its sinks: positional rows, names interned to ints.
 
-Port ``tasks`` carries batches of kind ``run_info``, ``task``, ``api`` and ``tx``; port
-``stats`` carries full snapshots of kind ``op_statistic`` and ``api_statistic``. Row bodies
-are msgpack arrays of positional tuples in the column order below. Text columns of ``task``,
-``api`` and ``tx`` rows are symbol ids; each batch's ``meta["symbols"]`` lists the
+Port ``tasks`` carries batches of kind ``run_info``, ``task``, ``api``, ``tx``, ``step_trace``,
+``aicpu`` and ``l2_cache``; port ``stats`` carries full snapshots of kind ``op_statistic`` and
+``api_statistic``. Row bodies are msgpack arrays of positional tuples in the column order below.
+Text columns (``*_TEXT_COLUMNS``) are symbol ids; each batch's ``meta["symbols"]`` lists the
 ``[id, text]`` pairs its port has not sent before, so a sink keeps a :class:`SymbolTable`.
+New columns are only ever appended, so a sink that reads the first ones keeps working.
 
 All times are integer nanoseconds of local wall clock (spec §1.3).
 """
@@ -21,11 +22,13 @@ TASK_COLUMNS = (
     "device_id", "model_id", "iteration", "stream_id", "task_id", "batch_id", "start_ns", "end_ns",
     "op_name", "op_type", "task_type", "op_state", "block_dim", "mix_block_dim", "connection_id",
     "thread_id", "input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
-    "output_formats", "pmu",
+    "output_formats", "pmu", "context_id", "kernel_name",
 )
-# Symbol-valued task columns; ``pmu`` is a list of float|None aligned with meta["pmu_columns"].
+# Symbol-valued task columns; ``pmu`` is a list of float|None aligned with meta["pmu_columns"]; ``context_id``
+# is an FFTS+ task's context (the row times that context) or CONTEXT_ID_NONE. ``kernel_name``: the runtime's
+# kernel name (task_track → hash_dic), "N/A" when not in the dictionary, "" when the data has none (legacy).
 TASK_TEXT_COLUMNS = ("op_name", "op_type", "task_type", "op_state", "input_shapes", "input_dtypes",
-                     "input_formats", "output_shapes", "output_dtypes", "output_formats")
+                     "input_formats", "output_shapes", "output_dtypes", "output_formats", "kernel_name")
 
 API_COLUMNS = ("start_ns", "end_ns", "level", "struct_type", "name", "thread_id", "connection_id", "item_id")
 API_TEXT_COLUMNS = ("struct_type", "name")
@@ -34,10 +37,25 @@ TX_COLUMNS = ("start_ns", "end_ns", "process_id", "thread_id", "category", "even
               "payload_value", "message_type", "message", "domain", "mark_id")
 TX_TEXT_COLUMNS = ("message",)
 
+# One finished iteration of a (device, model) from the step-trace keypoints (stages/aggregator/steps.py);
+# None where the keypoint is absent; ``reduces`` is a list of [start_ns, end_ns | None] (all-reduce tags).
+STEP_TRACE_COLUMNS = ("device_id", "model_id", "iteration_id", "fp_start_ns", "bp_end_ns", "iteration_end_ns",
+                      "iteration_ns", "fp_bp_ns", "refresh_ns", "data_aug_ns", "reduces")
+# One AI CPU kernel record; ``node`` (a symbol) is the op name of the AI_CPU task it joined, "" when none.
+# Durations are None where the record has none.
+AICPU_COLUMNS = ("device_id", "start_ns", "node", "compute_ns", "memcpy_ns", "task_ns", "dispatch_ns",
+                 "total_ns", "stream_id", "task_id")
+AICPU_TEXT_COLUMNS = ("node",)
+# One L2 cache record; ``sequence`` is its arrival index on the device (msprof keeps file order); rates are
+# None where msprof shows N/A (hit rate on STARS chips); ``op_name`` "" when no task took the record.
+L2_CACHE_COLUMNS = ("device_id", "stream_id", "task_id", "hit_rate", "victim_rate", "op_name", "sequence")
+L2_CACHE_TEXT_COLUMNS = ("op_name",)
+
 OP_STATISTIC_COLUMNS = ("device_id", "op_type", "core_type", "count", "total_ns", "min_ns", "max_ns")
 API_STATISTIC_COLUMNS = ("level", "name", "count", "total_ns", "min_ns", "max_ns", "sum_sq_us2")
 
 MODEL_ID_NONE = 4294967295
+CONTEXT_ID_NONE = 4294967295
 
 
 class SymbolTable:

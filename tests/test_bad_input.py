@@ -24,6 +24,15 @@ def test_import_missing_directory(tmp_path: Path) -> None:
         "(pass a PROF_… directory written by CANN or the simulator)"]
 
 
+@pytest.mark.parametrize("chip", ["910b", "v6"])
+def test_simulating_a_stars_chip_in_the_legacy_layout_is_one_line(tmp_path: Path, chip: str) -> None:
+    result = run_cli("simulate", str(tmp_path / "board"), "--chip", chip, "--layout", "legacy")
+    assert result.returncode == 2 and NO_TRACEBACK not in result.stderr
+    assert _error_lines(result.stderr) == [f"error: --chip {chip} is not supported with --layout legacy (the legacy "
+                                           "layout (CANN 5/6 files) predates the STARS chips: use --layout current)"]
+    assert not (tmp_path / "board").exists()
+
+
 def test_run_with_missing_prof_dir_names_the_collector(tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
     config.write_text(f"""

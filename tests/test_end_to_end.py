@@ -72,12 +72,14 @@ def test_live_run_reconciles_matches_truth_and_import(tmp_path: Path) -> None:
     tasks = sum(t["count"] for t in truth["op_statistic"])
     assert report["stages"]["aggregate"]["accounting"]["tasks_out"] == tasks
     assert len(_csv_rows(_output_file(out, "op_summary"))) == tasks
+    assert len(_csv_rows(_output_file(out, "task_time"))) == tasks
+    assert len(_csv_rows(_output_file(out, "step_trace"))) == truth["iterations"]
 
     prof = Path(truth["prof_dir"])
     imported = tmp_path / "imported"
     result = run_cli("import", str(prof), "--output", str(imported))
     assert result.returncode == 0, result.stderr[-3000:]
-    for module in ("op_statistic", "api_statistic", "op_summary"):
+    for module in ("op_statistic", "api_statistic", "op_summary", "task_time", "step_trace", "msprof_tx"):
         live_rows = _output_file(out, module).read_text().splitlines()
         import_rows = _output_file(imported, module).read_text().splitlines()
         assert live_rows == import_rows, module

@@ -70,7 +70,7 @@ def test_stages_started_alone_over_tcp(tmp_path: Path) -> None:
     decode_port, aggregate_port, summary_port = _free_port(), _free_port(), _free_port()
     config = tmp_path / "split.yaml"
     config.write_text(f"""
-run: {{name: split, output: "{tmp_path / 'out'}"}}
+run: {{name: split, output: "{tmp_path / 'out'}", insecure_tcp: true}}  # plain tcp: the CURVE path is in test_security
 stages:
   collect: {{type: collector, path: "{prof}", follow: false}}
   decode: {{type: decoder, inputs: [collect], endpoint: "tcp://127.0.0.1:{decode_port}"}}

@@ -171,3 +171,26 @@ def test_flows_and_tx_events_as_exported(imported: Path) -> None:
     names = Counter(e["name"] for e in tx)
     truth = json.loads((imported.parent / "board" / "simulator_truth.json").read_text())["msproftx"]
     assert truth and all(names[range_["message"]] == range_["count"] for range_ in truth)
+
+
+def test_task_time_names_and_units_match_real_exports(imported: Path) -> None:
+    """Task types from the vocabulary real exports use (CANN 6 task_time timeline, torch_npu kernel_details);
+    time points formatted and TAB-guarded as kernel_details' start column; durations in µs = stop − start."""
+    timeline = shared_dir() / "samples" / "mindinsight_msprof_cann6" / \
+        "PROF_000001_20230818142704322_COJGGGCANRMICFBC" / "device_0" / "timeline"
+    vocabulary = {e["args"]["Task Type"] for path in timeline.glob("task_time_*.json") for e in _events(path)
+                  if e.get("ph") == "X"}
+    kernel_details = shared_dir() / "samples" / "mstt_torch_npu_outputs" / "kernel_details_cann8_pipeutil.csv"
+    with open(kernel_details, newline="") as handle:
+        sample_rows = list(csv.DictReader(handle))
+    vocabulary |= {row["Accelerator Core"] for row in sample_rows}
+    sample_start = sample_rows[0]["Start Time(us)"]
+    assert re.fullmatch(r"\d{16}\.\d{3}\t", sample_start)  # the TAB quirk, in a real file
+    with open(next((imported / "mindstudio_profiler_output").glob("task_time_*.csv")), newline="") as handle:
+        ours = list(csv.DictReader(handle))
+    assert ours and {row["kernel_type"] for row in ours} <= vocabulary
+    for row in ours:
+        assert re.fullmatch(r"\d{16}\.\d{3}\t", row["task_start(us)"]) and row["task_stop(us)"].endswith("\t")
+        start, stop, duration = (int(row[c].strip().replace(".", "")) for c in  # ns: floats lose digits here
+                                 ("task_start(us)", "task_stop(us)", "task_time(us)"))
+        assert duration == stop - start

@@ -1,7 +1,7 @@
 """The aggregator: joins host and device records into enriched tasks, keeps live statistics.
 
-Out ``tasks``: run_info, api, tx and task rows (stages/schema.py). Out ``stats``: full
-op_statistic / api_statistic snapshots every ``snapshot_every_s`` and a final one.
+Out ``tasks``: run_info, api, tx, task, step_trace, aicpu and l2_cache rows (stages/schema.py). Out
+``stats``: full op_statistic / api_statistic snapshots every ``snapshot_every_s`` and a final one.
 """
 
 from __future__ import annotations
@@ -18,34 +18,37 @@ from pydantic import Field
 from pipeline.stage import Batch, StageConfig, Transform
 from stages import schema
 from stages.aggregator import legacy
+from stages.aggregator.contexts import (
+    CONTEXT_TASK_TYPES,
+    FFTS_LAUNCH_TYPES,
+    INVALID_CONTEXT,
+    ContextSpans,
+    context_ids,
+)
 from stages.aggregator.extras import AICPU_COLUMNS, L2_COLUMNS, DeviceExtras, extra_columns, l2_configured
 from stages.aggregator.join import FlipLog, HostIndex, Interval
 from stages.aggregator.metrics import pmu_columns, pmu_values
 from stages.aggregator.stars import StarsPmu, is_stars
 from stages.aggregator.static import Binding, StaticModels
 from stages.aggregator.stats import StatsBook
+from stages.aggregator.steps import StepTraceBook
 from stages.decoder import host_records, records
-from stages.formats import raw
+from stages.formats import ge_enums, raw
 from stages.schema import SymbolTable, pack_rows, unpack_rows
 
 MAX_PENDING = 200_000
-DATA_TYPES = {0: "FLOAT", 1: "FLOAT16", 2: "INT8", 3: "INT32", 4: "UINT8", 6: "INT16", 9: "INT64", 12: "BOOL"}
-FORMATS = {0: "NCHW", 1: "NHWC", 2: "ND", 3: "NC1HWC0", 4: "FRACTAL_Z", 29: "FRACTAL_NZ"}
 # Decoded kinds this release keeps out of its outputs: counted (AggregatorStage.accounting) with the reason the
 # report gives, never rejected.
 UNUSED_KINDS = {
-    "step": "step trace records (not in this release's outputs)",
     "ts_memcpy": "ts_track TS memcpy records (tag 11, not in this release's outputs)",
     "ts_task_type": "ts_track task type records (tag 12, not in this release's outputs)",
     "ts_block_num": "ts_track block num records (tag 15, not in this release's outputs)",
     "ts_flip_old": "ts_track old-format task flips (tag 13; batch ids come from tag 14, as in msprof)",
     "block_pmu": "STARS block PMU records (MIX ops' slave core; not in this release's outputs)",
-    "unique_task_log": "chip-v6 ACSQ logs (32-bit unique task ids are not joined in this release)",
     "node_attr": "node_attr_info records (op attributes)",
     "memcpy": "memcpy_info records (memcpy sizes and directions)",
     "hccl_op": "hccl_op_info records (communication ops)",
     "capture_stream": "capture_stream_info records (stream capture)",
-    "context_id": "context_id_info records (FFTS+ context ids)",
     "graph_id_map": "graph_id_map records (graph ↔ model ids)",
     "fusion_op": "fusion_op_info records (fused ops)",
     "hccl_info": "hccl_info records (communication tasks)",
@@ -57,6 +60,9 @@ UNUSED_KINDS = {
     "ge_host_sched": "legacy Framework.dynamic_op_execute records (host scheduling)",
 }
 MODEL_WINDOW_TYPES = (raw.MODEL_EXECUTE_TYPE, raw.MODEL_LOAD_TYPE)
+ROW_KINDS = ("api", "tx", "task", "step_trace", "aicpu", "l2_cache")  # row batches of port ``tasks``
+FFTS_TASK_SPAN = "FFTS+ task spans (their contexts make the rows, as in msprof)"
+UNRESOLVED_STREAM = -1  # a chip-v6 task log names its task by a 32-bit id only: the host task_track has the stream
 
 
 @dataclass
@@ -102,11 +108,17 @@ class AggregatorStage(Transform):
         self.pending_host: deque[HostTask] = deque()
         self.pending_device: deque[DeviceTask] = deque()
         self.starts: dict[tuple[int, int, int], deque[int]] = {}
-        self.pmu: dict[tuple[int, int, int], deque[Any]] = {}
+        self.pmu: dict[tuple[int, int, int, int], deque[Any]] = {}  # (device, stream, task, context)
         self.host_ready: dict[tuple[int, int, int, int], deque[HostTask]] = {}
         self.device_ready: dict[tuple[int, int, int, int], deque[DeviceTask]] = {}
-        self.awaiting_pmu: deque[tuple[HostTask, DeviceTask, float]] = deque()
-        self.rows: dict[str, list[list[Any]]] = {"api": [], "tx": [], "task": []}
+        # a joined task (or one FFTS+ context of it) and its context id (None: an FFTS+ task whose contexts left
+        # no logs; it stands for them, without PMU), waiting for its PMU / AI CPU / L2 records
+        self.awaiting_pmu: deque[tuple[HostTask, DeviceTask, float, int | None]] = deque()
+        self.contexts = ContextSpans()
+        # chip v6: the stream of a 32-bit task id, from host task_tracks (launched: used once; registered: kept)
+        self.launched_streams: dict[tuple[int, int], int] = {}
+        self.registered_streams: dict[tuple[int, int], int] = {}
+        self.rows: dict[str, list[list[Any]]] = {kind: [] for kind in ROW_KINDS}
         self.stats = StatsBook()
         self.last_snapshot = 0.0
         self.records_in = 0
@@ -115,6 +127,7 @@ class AggregatorStage(Transform):
         self.unused: Counter[str] = Counter()  # decoded records this release does not turn into output
         self.extras = DeviceExtras(self.unused)
         self.stars_pmu: dict[int, StarsPmu] = {}
+        self.steps = StepTraceBook()
 
     # -- intake ---------------------------------------------------------------------------
     def process(self, batch: Batch) -> Iterable[Batch]:
@@ -159,6 +172,9 @@ class AggregatorStage(Transform):
         elif kind == "tensor":
             for record in arr:
                 self.host.add_tensor(int(record["thread_id"]), int(record["ts_ns"]), record)
+        elif kind == "context_id":
+            for record in arr:
+                self.host.add_context(int(record["thread_id"]), int(record["ts_ns"]), record)
         elif kind in ("task_track", "rt_track"):
             self.pending_host.extend(HostTask(record, now) for record in arr)
         elif kind == "ge_task":
@@ -167,16 +183,19 @@ class AggregatorStage(Transform):
             self.legacy.add_tensors(arr)
         elif kind == "tx":
             self._tx_rows(arr)
-        elif kind == "task_log":
+        elif kind in ("task_log", "unique_task_log"):
             self.log_streams.add(stream)
             self._pair_logs(arr, now)
+        elif kind == "subtask_log":
+            self.contexts.add(arr)
         elif kind in ("pmu", "context_pmu"):
-            for record in arr:
-                key = (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]))
+            contexts = arr["context_id"] if kind == "context_pmu" else np.full(len(arr), INVALID_CONTEXT)
+            for record, context in zip(arr, contexts.tolist(), strict=True):
+                key = (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]), context)
                 self.pmu.setdefault(key, deque()).append(record)
         elif kind == "step":
-            self.unused[UNUSED_KINDS[kind]] += len(arr)
             self.static.add_step_trace(arr)
+            self.rows["step_trace"].extend(self.steps.add(arr))
         elif kind in UNUSED_KINDS:
             self.unused[UNUSED_KINDS[kind]] += len(arr)
         elif kind == "aicpu":
@@ -191,8 +210,11 @@ class AggregatorStage(Transform):
                                int(record["flip_num"]))
 
     def _pair_logs(self, arr: np.ndarray, now: float) -> None:
+        """Start/end logs → device tasks; chip-v6 logs (unique task ids) get their stream at join time."""
+        unique = "unique_task_id" in (arr.dtype.names or ())
         for record in arr:
-            key = (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]))
+            key = (int(record["device_id"]), UNRESOLVED_STREAM, int(record["unique_task_id"])) if unique else \
+                (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]))
             state = int(record["state"])
             if state == records.STATE_START:
                 self.starts.setdefault(key, deque()).append(int(record["ts_ns"]))
@@ -225,7 +247,20 @@ class AggregatorStage(Transform):
         self._resolve_host(now)
         self._resolve_device(now)
         self._resolve_pmu(now)
+        self._take_extra_rows()
         yield from self._flush_rows(force=False)
+
+    def _take_extra_rows(self) -> None:
+        """The aicpu and l2_cache rows the joins produced, names interned (schema.AICPU_COLUMNS, L2_CACHE_COLUMNS)."""
+        aicpu, l2 = self.extras.rows["aicpu"], self.extras.rows["l2_cache"]
+        for row in aicpu:
+            row[2] = self.symbols.intern(row[2])
+        for row in l2:
+            row[5] = self.symbols.intern(row[5])
+        self.rows["aicpu"].extend(aicpu)
+        self.rows["l2_cache"].extend(l2)
+        aicpu.clear()
+        l2.clear()
 
     def _resolve_apis(self, now: float) -> None:
         while self.pending_apis:
@@ -263,33 +298,57 @@ class AggregatorStage(Transform):
                 thread, ts = int(record["thread_id"]), int(record["ts_ns"])
                 node_api = self.host.node_api(thread, ts)
                 type_name = self._type_name(raw.LEVEL_RUNTIME, int(record["task_type"]))
-                if not self._host_context_complete(thread, ts, node_api, type_name) and \
-                        not self._expired(task.arrived, now):
+                complete = int(record["device_id"]) in self.devices and \
+                    self._host_context_complete(thread, ts, node_api, type_name, int(record["kernel_name"]))
+                if not complete and not self._expired(task.arrived, now):
                     return
                 task.resolved = self._describe(record, node_api, type_name)
             self.pending_host.popleft()
             if task.resolved is None:
                 continue  # bookkeeping task (a task-id flip): no device work of its own
-            key = (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]),
-                   int(record["batch_id"]))
-            if task.resolved["model_id"] != schema.MODEL_ID_NONE and task.resolved["iteration"] == 0:
+            key = self._host_key(record)
+            static = task.resolved["model_id"] != schema.MODEL_ID_NONE and task.resolved["iteration"] == 0
+            if self._chip_v6(key[0]):
+                (self.registered_streams if static else self.launched_streams)[(key[0], key[2])] = key[1]
+            if static:
                 self._register_static(key, task)  # reported inside a static graph's load (spec §6 D4)
             else:
                 self.static.launched(key[0], key[1], int(record["ts_ns"]))
                 self._meet(key, host=task)
 
-    def _host_context_complete(self, thread: int, ts: int, node_api: Interval | None, type_name: str | None) -> bool:
+    def _chip_v6(self, device: int) -> bool:
+        return int(self.devices.get(device, {}).get("platform", 1)) in raw.STARS_V6_PLATFORMS
+
+    def _host_key(self, record: Any) -> tuple[int, int, int, int]:
+        """(device, stream, task, batch) of a task_track; on chip v6 the task id is batchId << 16 | taskId, batch 0
+        (msprof TaskTrackChip6Bean)."""
+        device, stream, task, batch = (int(record[name]) for name in ("device_id", "stream_id", "task_id",
+                                                                         "batch_id"))
+        if self._chip_v6(device):
+            return device, stream, (batch << 16) | task, 0
+        return device, stream, task, batch
+
+    def _host_context_complete(self, thread: int, ts: int, node_api: Interval | None, type_name: str | None,
+                               kernel: int) -> bool:
         """Everything that describes a task at ``ts`` has arrived: its Node API, its node_basic_info with
-        both names in hash_dic and, when a tensor_info stream exists, tensor records up to ``ts``."""
+        both names (and the kernel name) in hash_dic, when a tensor_info stream exists its records up to ``ts``
+        and, for an FFTS+ or
+        MIX launch, its context_id_info or else that stream's records up to ``ts`` (other launches take the
+        context ids already in: waiting for a sparse stream would hold every task back)."""
         if type_name == "FLIP_TASK":
             return True
         if node_api is None or type_name is None:
             return False
         node = self.host.node_info(thread, ts, node_api.start)
-        if node is None or int(node["op_name"]) not in self.hashes or int(node["op_type"]) not in self.hashes:
+        if node is None or int(node["op_name"]) not in self.hashes or int(node["op_type"]) not in self.hashes \
+                or kernel and kernel not in self.hashes:
             return False  # names come from hash_dic, which the runtime may flush later than the records
-        tensor_marks = [mark for stream, mark in self.watermarks.items() if "tensor_info" in stream]
-        return all(mark >= ts for mark in tensor_marks)
+        if not all(mark >= ts for stream, mark in self.watermarks.items() if "tensor_info" in stream):
+            return False
+        if type_name not in FFTS_LAUNCH_TYPES or self.host.context_info(thread, ts, int(node["op_name"]),
+                                                                        node_api.start) is not None:
+            return True
+        return all(mark >= ts for stream, mark in self.watermarks.items() if "context_id_info" in stream)
 
     def _describe(self, record: Any, node_api: Interval | None, type_name: str | None) -> dict[str, Any] | None:
         if type_name == "FLIP_TASK":
@@ -308,9 +367,16 @@ class AggregatorStage(Transform):
         else:
             op_type, core, block, op_state = type_name or "N/A", type_name or "N/A", int(record["num_blocks"]), "N/A"
         tensor = self.host.tensor_info(thread, ts, op_hash, since) if node is not None else None
+        contexts: list[int] = []
+        if node is not None and type_name in CONTEXT_TASK_TYPES and not self._chip_v6(int(record["device_id"])):
+            found = self.host.context_info(thread, ts, op_hash, since)
+            contexts = context_ids(found) if found is not None else []
         model = self.host.model_run(thread, ts)
+        kernel = int(record["kernel_name"])
         described = {"op_name": op_name, "op_type": op_type, "task_type": core, "op_state": op_state,
-                     "block_dim": block & 0xFFFF, "mix_block_dim": (block & 0xFFFF) * (block >> 16),
+                     "kernel_name": self.hashes.get(kernel, "N/A") if kernel else "N/A",
+                     "contexts": contexts, "block_dim": block & 0xFFFF,
+                     "mix_block_dim": (block & 0xFFFF) * (block >> 16),
                      "connection_id": node_api.connection_id if node_api else 0, "thread_id": thread,
                      "model_id": model[0] if model else schema.MODEL_ID_NONE, "iteration": model[1] if model else 0}
         described.update(_tensor_texts(tensor))
@@ -320,7 +386,16 @@ class AggregatorStage(Transform):
         while self.pending_device:
             task = self.pending_device[0]
             facts = self.devices.get(task.device, {})
-            if facts.get("platform", 1) != 0:  # the 310's TS stream has no flips (spec §6 D10)
+            if task.stream == UNRESOLVED_STREAM:  # chip v6: 32-bit task ids, no flips
+                stream = self._unique_stream(task.device, task.task)
+                if stream is None and not self._expired(task.arrived, now):
+                    return
+                if stream is None:
+                    self.pending_device.popleft()
+                    self.ctx.reject("chip-v6 device task whose task id no host task_track names", 1)
+                    continue
+                task.stream = stream
+            elif facts.get("platform", 1) != 0:  # the 310's TS stream has no flips (spec §6 D10)
                 flip_stream = f"ts_track.data.{task.device}"
                 if self.watermarks.get(flip_stream, -1) < task.start and not self._expired(task.arrived, now):
                     return
@@ -331,6 +406,11 @@ class AggregatorStage(Transform):
                 self._meet_static(task, binding)
             else:
                 self._meet((task.device, task.stream, task.task, task.batch), device=task)
+
+    def _unique_stream(self, device: int, task: int) -> int | None:
+        """The stream of a chip-v6 task id, as the host task_track that launched or registered it says."""
+        found = self.launched_streams.pop((device, task), None)
+        return found if found is not None else self.registered_streams.get((device, task))
 
     # -- static models: registered at load, replayed by every execution (static.py) ---------
     def _register_static(self, key: tuple[int, int, int, int], host: HostTask) -> None:
@@ -376,18 +456,42 @@ class AggregatorStage(Transform):
                 self.device_ready.setdefault(key, deque()).append(device)
 
     def _matched(self, host: HostTask, device: DeviceTask) -> None:
-        self.awaiting_pmu.append((host, device, self.ctx.clock()))
+        """A joined task waits for its PMU; an FFTS+ task is split into its contexts first (contexts.py)."""
+        arrived = self.ctx.clock()
+        assert host.resolved is not None
+        contexts = host.resolved.get("contexts") or []
+        if not contexts:
+            self.awaiting_pmu.append((host, device, arrived, INVALID_CONTEXT))
+            return
+        found = 0
+        for context in contexts:
+            span = self.contexts.take((device.device, device.stream, device.task, context), device.start, device.end)
+            if span is None:
+                continue
+            found += 1
+            part = DeviceTask(device.device, device.stream, device.task, device.batch, span.start, span.end,
+                              device.arrived)
+            self.awaiting_pmu.append((host, part, arrived, context))
+        if not found:
+            self.awaiting_pmu.append((host, device, arrived, None))
+            self.unused["FFTS+ tasks whose contexts left no subtask logs (one row for the task)"] += 1
+            return
+        self.unused[FFTS_TASK_SPAN] += 1
+        if found < len(contexts):
+            self.ctx.reject("FFTS+ context without subtask start/end logs", len(contexts) - found)
 
     def _resolve_pmu(self, now: float) -> None:
         while self.awaiting_pmu:
-            host, device, arrived = self.awaiting_pmu[0]
+            host, device, arrived, context = self.awaiting_pmu[0]
             assert host.resolved is not None
-            pmu_key = (device.device, device.stream, device.task)
+            task_key = (device.device, device.stream, device.task)
+            pmu_key = (*task_key, INVALID_CONTEXT if context is None else context)
             facts = self.devices.get(device.device, {})
-            wants_pmu = host.resolved["task_type"] in ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV")
+            wants_pmu = host.resolved["task_type"] in ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV") and \
+                context is not None and not self._chip_v6(device.device)  # v6 PMU: a layout not decoded
             wants_l2 = wants_pmu and l2_configured(facts)
             wants_aicpu = host.resolved["task_type"] == "AI_CPU" and bool(facts.get("aicpu_trace"))
-            missing = (wants_pmu and not self.pmu.get(pmu_key) or wants_l2 and not self.extras.l2_ready(pmu_key)
+            missing = (wants_pmu and not self.pmu.get(pmu_key) or wants_l2 and not self.extras.l2_ready(task_key)
                        or wants_aicpu and not self.extras.aicpu_ready(device.device, device.end))
             if missing and not self._expired(arrived, now):
                 return
@@ -396,15 +500,16 @@ class AggregatorStage(Transform):
             self.awaiting_pmu.popleft()
             pmu_record = _take(self.pmu, pmu_key) if wants_pmu else None
             extra: list[float | None] = []
+            op_name = host.resolved["op_name"]
             if facts.get("aicpu_trace"):
-                extra += self.extras.take_aicpu(pmu_key, device.start, device.end) if wants_aicpu \
+                extra += self.extras.take_aicpu(task_key, device.start, device.end, op_name) if wants_aicpu \
                     else [None] * len(AICPU_COLUMNS)
             if l2_configured(facts):
-                extra += self.extras.take_l2(pmu_key, facts) if wants_l2 else [None] * len(L2_COLUMNS)
-            self._emit_task(host.resolved, device, pmu_record, extra)
+                extra += self.extras.take_l2(task_key, facts, op_name) if wants_l2 else [None] * len(L2_COLUMNS)
+            self._emit_task(host.resolved, device, pmu_record, extra, pmu_key[3])
 
     def _emit_task(self, info: dict[str, Any], device: DeviceTask, pmu_record: Any,
-                   extra: list[float | None]) -> None:
+                   extra: list[float | None], context: int = INVALID_CONTEXT) -> None:
         facts = self.devices.get(device.device, {})
         events = list(facts.get("pmu_events", []))
         metric, platform = str(facts.get("metric", "")), int(facts.get("platform", 1))
@@ -433,7 +538,7 @@ class AggregatorStage(Transform):
             intern(info["op_state"]), info["block_dim"], info["mix_block_dim"], info["connection_id"],
             info["thread_id"], intern(info["input_shapes"]), intern(info["input_dtypes"]),
             intern(info["input_formats"]), intern(info["output_shapes"]), intern(info["output_dtypes"]),
-            intern(info["output_formats"]), pmu])
+            intern(info["output_formats"]), pmu, context, intern(info.get("kernel_name", ""))])
         self.stats.add_op(device.device, info["op_type"], info["task_type"], device.end - device.start)
         self.tasks_out += 1
 
@@ -500,6 +605,7 @@ class AggregatorStage(Transform):
                              + [t.start for q in self.static.waiting.values() for t, _ in q])
             self.flips.prune_before(device_low)
             self.static.prune_before(device_low)
+            self.contexts.prune_before(device_low)
 
     def tick(self, now: float) -> Iterable[Batch]:
         self._prune()
@@ -520,13 +626,20 @@ class AggregatorStage(Transform):
             self.ctx.reject("host task without a device task log", unmatched_host)
         if unmatched_device:
             self.ctx.reject("device task without a host task_track", unmatched_device)
-        self.extras.leftovers()
+        self.extras.leftovers(self.devices)
+        self._take_extra_rows()
         if self.static.waiting_count():
             self.ctx.reject("device task on a static model's stream without a load-time registration",
                             self.static.waiting_count())
         for reason, table in (("PMU record without a device task", self.pmu),
                               ("task start log without an end", self.starts)):
             left = sum(len(q) for q in table.values())
+            if left:
+                self.ctx.reject(reason, left)
+        spans, open_starts = self.contexts.leftovers()
+        for reason, left in (("FFTS+ context span no joined task contains", spans),
+                             ("FFTS+ subtask start log without an end", open_starts),
+                             ("FFTS+ subtask end log without a start", self.contexts.unpaired_ends)):
             if left:
                 self.ctx.reject(reason, left)
         out.extend(self._flush_rows(force=True))
@@ -583,8 +696,8 @@ def _tensor_texts(tensor: Any) -> dict[str, str]:
         side = "input" if int(slot[0]) == 0 else "output"
         dims = [str(int(d)) for d in slot[3:] if int(d) != 0]
         sides[side]["shapes"].append(",".join(dims))
-        sides[side]["dtypes"].append(DATA_TYPES.get(int(slot[2]), str(int(slot[2]))))
-        sides[side]["formats"].append(FORMATS.get(int(slot[1]), str(int(slot[1]))))
+        sides[side]["dtypes"].append(ge_enums.data_type_name(int(slot[2])))
+        sides[side]["formats"].append(ge_enums.format_name(int(slot[1])))
     for side, values in sides.items():
         for what, items in values.items():
             if items:

@@ -8,6 +8,9 @@
 - AI Core frequency change points: on the chips where msprof applies them (FreqParser: 910B-class
   platforms), a task's times use the clock in effect at its end instead of info.json's aic_frequency.
 
+Every binary AI CPU record and every L2 cache record also becomes one row of its own table (``rows``: msprof's
+aicpu and l2_cache CSVs), named by the op of the task that took it, or unnamed ("") when none did.
+
 Records these joins cannot use are counted in the aggregator's ``unused`` figures by reason. A task
 waits (at most the aggregator's hold_s) for its AI CPU or L2 cache record when the device's sample.json
 switched them on; once such a wait ran out on a device that has sent none of them, its later tasks no
@@ -62,7 +65,10 @@ class DeviceExtras:
         self.freq: dict[int, tuple[list[int], list[int]]] = {}  # device → sorted change times, MHz
         self.freq_used_until: dict[int, int] = {}  # device → latest task time a clock was looked up for
         self.l2_seen: set[int] = set()
+        self.l2_sequence: dict[int, int] = {}  # device → L2 cache records received
         self.gave_up: set[tuple[str, int]] = set()  # (stream, device) whose records never came
+        # rows of the aicpu and l2_cache tables (schema.AICPU_COLUMNS, L2_CACHE_COLUMNS; names as text)
+        self.rows: dict[str, list[list[Any]]] = {"aicpu": [], "l2_cache": []}
 
     # -- intake ---------------------------------------------------------------------------
     def add_aicpu(self, arr: np.ndarray) -> None:
@@ -79,7 +85,9 @@ class DeviceExtras:
     def add_l2(self, arr: np.ndarray) -> None:
         for record in arr:
             key = (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]))
-            self.l2.setdefault(key, deque()).append(record)
+            sequence = self.l2_sequence.get(key[0], 0)
+            self.l2_sequence[key[0]] = sequence + 1
+            self.l2.setdefault(key, deque()).append((sequence, record))
             self.l2_seen.add(key[0])
 
     def add_freq(self, arr: np.ndarray, platform_of: dict[int, int]) -> None:
@@ -113,40 +121,42 @@ class DeviceExtras:
         if l2 and device not in self.l2_seen:
             self.gave_up.add(("l2", device))
 
-    def take_aicpu(self, key: Key, start: int, end: int) -> list[float | None]:
+    def take_aicpu(self, key: Key, start: int, end: int, op_name: str = "") -> list[float | None]:
         """The task's AI CPU times (µs), from the record whose run ends inside [start, end]."""
         waiting = self.aicpu.get(key)
         while waiting and int(waiting[0]["end_ns"]) < start:  # its task came and went without it
-            waiting.popleft()
+            self._aicpu_row(waiting.popleft(), "")
             self.unused["AI CPU records outside their task's device time"] += 1
         if not waiting or int(waiting[0]["end_ns"]) > end:
+            if key in self.aicpu and not waiting:
+                del self.aicpu[key]
             return [None] * len(AICPU_COLUMNS)
         record = waiting.popleft()
         if not waiting:
             del self.aicpu[key]
-        return [int(record[name]) / 1000 if int(record[name]) >= 0 else None for name in _AICPU_FIELDS]
+        times = self._aicpu_row(record, op_name)
+        return [None if ns is None else ns / 1000 for ns in times]
+
+    def _aicpu_row(self, record: Any, op_name: str) -> list[int | None]:
+        times = [int(record[name]) if int(record[name]) >= 0 else None for name in _AICPU_FIELDS]
+        self.rows["aicpu"].append([int(record["device_id"]), int(record["start_ns"]), op_name, *times,
+                                   int(record["stream_id"]), int(record["task_id"])])
+        return times
 
     def l2_ready(self, key: Key) -> bool:
         return bool(self.l2.get(key)) or key[0] not in self.l2_seen and ("l2", key[0]) in self.gave_up
 
-    def take_l2(self, key: Key, facts: dict[str, Any]) -> list[float | None]:
+    def take_l2(self, key: Key, facts: dict[str, Any], op_name: str = "") -> list[float | None]:
+        """The task's hit and victim rates from its oldest waiting record (None where msprof shows N/A)."""
         waiting = self.l2.get(key)
         if not waiting:
             return [None, None]
-        record = waiting.popleft()
+        sequence, record = waiting.popleft()
         if not waiting:
             del self.l2[key]
-        platform = int(facts.get("platform", 1))
-        request_events, hit_events, victim_events = L2_EVENTS[platform]
-        by_event = dict(zip(facts.get("l2_events") or [], (int(v) for v in record["events"]), strict=False))
-
-        def total(events: tuple[int, ...]) -> int:
-            return sum(by_event[abs(e)] * (-1 if e < 0 else 1) for e in events)
-
-        request = total(request_events)
-        hit = total(hit_events) / request if request else 0.0
-        victim = total(victim_events) / request if request else 0.0
-        return [None if platform in raw.STARS_PLATFORMS else hit, victim]
+        rates = l2_rates(record, facts)
+        self.rows["l2_cache"].append([*key, *rates, op_name, sequence])
+        return rates
 
     def clock_mhz(self, device: int, platform: int, at: int) -> float | None:
         """The AI Core clock in effect at ``at`` where msprof follows frequency changes; None: info.json's."""
@@ -159,13 +169,36 @@ class DeviceExtras:
         index = bisect.bisect_right(times, at)
         return float(mhz[index - 1]) if index else None
 
-    def leftovers(self) -> None:
-        """At the end: records no task took."""
+    def leftovers(self, facts_of: dict[int, dict[str, Any]]) -> None:
+        """At the end: records no task took still become rows of their tables, unnamed."""
         left = sum(len(q) for q in self.aicpu.values())
         if left:
             self.unused["AI CPU records without a matching AI_CPU task"] += left
         left = sum(len(q) for q in self.l2.values())
         if left:
             self.unused["L2 cache records without a matching AI Core task"] += left
+        for queue in self.aicpu.values():
+            for record in queue:
+                self._aicpu_row(record, "")
+        for key, l2_queue in self.l2.items():
+            facts = facts_of.get(key[0], {})
+            if l2_configured(facts):
+                for sequence, record in l2_queue:
+                    self.rows["l2_cache"].append([*key, *l2_rates(record, facts), "", sequence])
         self.aicpu.clear()
         self.l2.clear()
+
+
+def l2_rates(record: Any, facts: dict[str, Any]) -> list[float | None]:
+    """Hit and victim rates of one L2 cache record with the device's event roles (hit None on STARS chips)."""
+    platform = int(facts.get("platform", 1))
+    request_events, hit_events, victim_events = L2_EVENTS[platform]
+    by_event = dict(zip(facts.get("l2_events") or [], (int(v) for v in record["events"]), strict=False))
+
+    def total(events: tuple[int, ...]) -> int:
+        return sum(by_event[abs(e)] * (-1 if e < 0 else 1) for e in events)
+
+    request = total(request_events)
+    hit = total(hit_events) / request if request else 0.0
+    victim = total(victim_events) / request if request else 0.0
+    return [None if platform in raw.STARS_PLATFORMS else hit, victim]

@@ -1,7 +1,7 @@
 """Host ↔ device join state, bounded.
 
-Host side: per thread, recent Node-level API intervals, node_basic_info, tensor_info and
-ModelExecute windows; a task_track takes the innermost ones that contain or precede its
+Host side: per thread, recent Node-level API intervals, node_basic_info, tensor_info,
+context_id_info and ModelExecute windows; a task_track takes the innermost ones that contain or precede its
 timestamp (spec §1.4 "Host ↔ device association"). Device side: start/end logs paired per
 (device, stream, task) in arrival order, batch ids from task-id flips, PMU records queued
 per (device, stream, task). Host and device tasks meet on (device, stream, task, batch); tasks of
@@ -64,6 +64,7 @@ class HostIndex:
     node_apis: dict[int, TimedLog] = field(default_factory=dict)
     node_basic: dict[int, TimedLog] = field(default_factory=dict)
     tensors: dict[int, TimedLog] = field(default_factory=dict)
+    contexts: dict[int, TimedLog] = field(default_factory=dict)  # context_id_info (FFTS+ context ids)
     model_runs: dict[int, TimedLog] = field(default_factory=dict)  # begin ts → [model_id, iteration, end]
 
     @staticmethod
@@ -81,6 +82,9 @@ class HostIndex:
 
     def add_tensor(self, thread: int, ts: int, record: Any) -> None:
         self._log(self.tensors, thread).add(ts, record)
+
+    def add_context(self, thread: int, ts: int, record: Any) -> None:
+        self._log(self.contexts, thread).add(ts, record)
 
     def add_model_event(self, thread: int, ts: int, model_id: int, iteration: int) -> None:
         log = self._log(self.model_runs, thread)
@@ -102,14 +106,22 @@ class HostIndex:
         return record if record is not None and int(record["ts_ns"]) >= since else None
 
     def tensor_info(self, thread: int, ts: int, op_name: int, since: int) -> Any:
-        log = self.tensors.get(thread)
+        return self._op_record(self.tensors, thread, ts, op_name, since)
+
+    def context_info(self, thread: int, ts: int, op_name: int, since: int) -> Any:
+        return self._op_record(self.contexts, thread, ts, op_name, since)
+
+    @staticmethod
+    def _op_record(table: dict[int, TimedLog], thread: int, ts: int, op_name: int, since: int) -> Any:
+        """The latest record of ``op_name`` reported in [since, ts] on ``thread``."""
+        log = table.get(thread)
         record = log.latest_at_or_before(ts) if log else None
         if record is None or int(record["op_name"]) != op_name or int(record["ts_ns"]) < since:
             return None
         return record
 
     def prune_before(self, ts: int) -> None:
-        for table in (self.node_apis, self.node_basic, self.tensors, self.model_runs):
+        for table in (self.node_apis, self.node_basic, self.tensors, self.contexts, self.model_runs):
             for log in table.values():
                 log.prune_before(ts)
 

@@ -38,7 +38,8 @@ class DeviceDecoder:
         if kind == "aicore":
             return self._aicore(batch.body, device)
         if kind == "ts_track":
-            return list(decode_ts_track(batch.body, device, clock, self.reject))
+            platform = int(self.timebase.device_info(device).get("platform_version") or 1)
+            return list(decode_ts_track(batch.body, device, clock, self.reject, platform in raw.STARS_V6_PLATFORMS))
         if kind in ("mini_ts_track", "mini_aicore"):
             return self._mini(kind, batch.body, device, clock)
         if kind in devextra.KINDS:

@@ -16,6 +16,16 @@ Reject = Callable[[str, int, bytes], None]
 Output = list[tuple[str, "np.ndarray | Batch"]]
 
 
+OP_STATIC, OP_DYNAMIC = 0, 1
+
+
+def op_state_of(stream: str) -> int:
+    """OP State of the node_basic_info records of a stream: msprof takes it from the file group, not from the
+    record's opState byte: `aging.` (non-persistent, reported at each launch) → dynamic, `unaging.` → static
+    (NodeBasicInfoParser.get_op_state; C++ NodeBasicInfoParser's static/dynamic file prefixes)."""
+    return OP_DYNAMIC if stream.startswith("aging.") else OP_STATIC
+
+
 class HostDecoder:
     def __init__(self, timebase: TimeBase, reject: Reject) -> None:
         self.timebase = timebase
@@ -44,8 +54,9 @@ class HostDecoder:
             return [("task_track", out)]
         if kind == "node_basic_info":
             out = np.zeros(len(arr), records.NODE_BASIC)
-            for name in ("thread_id", "op_name", "op_type", "task_type", "block_num", "op_state"):
+            for name in ("thread_id", "op_name", "op_type", "task_type", "block_num"):
                 out[name] = arr[name]
+            out["op_state"] = op_state_of(str(batch.meta.get("stream", "")))
             out["ts_ns"] = ts
             return [("node_basic", out)]
         if kind == "tensor_info":

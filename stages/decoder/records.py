@@ -28,7 +28,7 @@ TASK_LOG = np.dtype([("device_id", "<u2"), ("stream_id", "<u2"), ("task_id", "<u
 PMU = np.dtype([("device_id", "<u2"), ("stream_id", "<u2"), ("task_id", "<u2"), ("ts_ns", "<i8"),
                 ("total_cycle", "<u8"), ("pmu", "<u8", (8,)), ("block", "<u2")])
 STEP = np.dtype([("device_id", "<u2"), ("ts_ns", "<i8"), ("index_id", "<u8"), ("model_id", "<u8"),
-                 ("stream_id", "<u2"), ("task_id", "<u2"), ("tag_id", "<u2")])
+                 ("stream_id", "<u2"), ("task_id", "<u4"), ("tag_id", "<u2")])  # task id: 32 bits on chip v6
 FLIP = np.dtype([("device_id", "<u2"), ("ts_ns", "<i8"), ("stream_id", "<u2"), ("flip_num", "<u2"),
                  ("task_id", "<u2")])
 # STARS chips (stages/decoder/stars.py). core: CORE_AIC / CORE_AIV / CORE_MIX_AIC / CORE_MIX_AIV, from the
@@ -43,6 +43,10 @@ BLOCK_PMU = np.dtype([("device_id", "<u2"), ("stream_id", "<u2"), ("task_id", "<
 # Chip v6 ACSQ logs carry one 32-bit unique task id instead of a stream/task pair.
 UNIQUE_TASK_LOG = np.dtype([("device_id", "<u2"), ("unique_task_id", "<u4"), ("sqe_type", "u1"), ("state", "u1"),
                             ("ts_ns", "<i8")])
+# FFTS+ subtask (context) start/end logs of stars_soc.data: state STATE_START / STATE_END.
+SUBTASK_LOG = np.dtype([("device_id", "<u2"), ("stream_id", "<u2"), ("task_id", "<u2"), ("context_id", "<u4"),
+                        ("subtask_type", "u1"), ("ffts_type", "u1"), ("thread_id", "<u2"), ("state", "u1"),
+                        ("ts_ns", "<i8")])
 CORE_AIC, CORE_AIV, CORE_MIX_AIC, CORE_MIX_AIV = 0, 1, 2, 3
 # ts_track tags 11 (TS memcpy), 12 (task type) and 15 (block num); tag 13 (old-format flip) decodes as FLIP.
 TS_MEMCPY = np.dtype([("device_id", "<u2"), ("ts_ns", "<i8"), ("stream_id", "<u2"), ("task_id", "<u2"),
@@ -69,7 +73,8 @@ FREQ = np.dtype([("device_id", "<u2"), ("ts_ns", "<i8"), ("count", "<u2"), ("poi
 DTYPES = {"api": API, "event": EVENT, "node_basic": NODE_BASIC, "tensor": TENSOR, "task_track": TASK_TRACK,
           "tx": TX, "task_log": TASK_LOG, "pmu": PMU, "step": STEP, "flip": FLIP, "aicpu": AICPU,
           "l2_cache": L2_CACHE, "freq": FREQ,
-          "context_pmu": CONTEXT_PMU, "block_pmu": BLOCK_PMU, "unique_task_log": UNIQUE_TASK_LOG}
+          "context_pmu": CONTEXT_PMU, "block_pmu": BLOCK_PMU, "unique_task_log": UNIQUE_TASK_LOG,
+          "subtask_log": SUBTASK_LOG}
 DTYPES.update({"ts_memcpy": TS_MEMCPY, "ts_task_type": TS_TASK_TYPE, "ts_block_num": TS_BLOCK_NUM,
                "ts_flip_old": FLIP})
 DTYPES.update(host_records.DTYPES)  # legacy host records and the compact/additional kinds not joined yet

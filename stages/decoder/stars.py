@@ -1,10 +1,12 @@
 """STARS-class device records (910B and later, spec §1.7, §6 D11).
 
 stars_soc.data holds the ACSQ task start/end logs that replace hwts.data (64 B; 32 B with one
-32-bit unique task id on chip v6), mixed with other STARS logs this release does not decode
-(rejected per func type, with its name). ffts_profile.data holds ContextPmu records (one per task
-or FFTS+ context, the PMU that replaces aicore.data) and BlockPmu records (per block, the slave
-core of MIX ops). Every record becomes one output record or one rejection.
+32-bit unique task id on chip v6) and, on 64-byte chips, the FFTS+ subtask (context) start/end
+logs of FFTS+ tasks, mixed with other STARS logs this release does not decode (rejected per func
+type, with its name; msprof's chip-v6 func types include no FFTS+ subtask logs). ffts_profile.data
+holds ContextPmu records (one per task or FFTS+ context, the PMU that replaces aicore.data) and
+BlockPmu records (per block, the slave core of MIX ops). Every record becomes one output record or
+one rejection.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ STARS_KINDS = frozenset({"stars_soc", "stars_soc_v6", "ffts_profile"})
 INVALID_CONTEXT_ID = 0xFFFFFFFF
 PLACE_HOLDER_SQE, EVENT_RECORD_SQE = 3, 4  # keep their ids as written in expand-stream mode
 
-# STARS func types msprof knows but this release does not decode (msprof stars_config.py).
+# Names of the STARS func types msprof knows (msprof stars_config.py), for the rejections of those this release
+# does not decode (FFTS+ subtask logs on chip v6 among them).
 FUNC_TYPE_NAMES = {
-    0b100010: "FFTS+ subtask start log", 0b100011: "FFTS+ subtask end log", 0b100100: "block start log",
-    0b100101: "block end log", 0b011010: "ACC PMU", 0b011001: "SIO", 0b011011: "chip trans", 0b011100: "inter-SoC",
-    0b011101: "low power", 0b011000: "QoS", 0b010110: "fusion task", 0b010111: "fusion task",
+    raw.FFTS_LOG_START: "FFTS+ subtask start log", raw.FFTS_LOG_END: "FFTS+ subtask end log",
+    0b100100: "block start log", 0b100101: "block end log", 0b011010: "ACC PMU", 0b011001: "SIO",
+    0b011011: "chip trans", 0b011100: "inter-SoC", 0b011101: "low power", 0b011000: "QoS",
+    0b010110: "fusion task", 0b010111: "fusion task",
 }
 
 
@@ -132,16 +136,20 @@ class StarsDecoder:
 
     def _acsq(self, arr: np.ndarray, device: int, clock: Clock) -> Output:
         funcs = func_type(arr["head"])
-        keep = (funcs == raw.ACSQ_START) | (funcs == raw.ACSQ_END)
-        self._other_func_types("stars_soc", arr, keep)
-        if not keep.all():
-            arr, funcs = arr[keep], funcs[keep]
+        task = (funcs == raw.ACSQ_START) | (funcs == raw.ACSQ_END)
+        subtask = (funcs == raw.FFTS_LOG_START) | (funcs == raw.FFTS_LOG_END)
+        self._other_func_types("stars_soc", arr, task | subtask)
+        outputs: Output = []
+        if subtask.any():  # before the task logs: a task's contexts end before it does
+            outputs.append(("subtask_log", _subtasks(arr[subtask], device, clock)))
+        if not task.all():
+            arr, funcs = arr[task], funcs[task]
         out = np.zeros(len(arr), records.TASK_LOG)
         out["device_id"] = device
         out["stream_id"], out["task_id"] = ids(arr["stream_id"], arr["task_id"])
         out["state"] = np.where(funcs == raw.ACSQ_START, records.STATE_START, records.STATE_END)
         out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
-        return [("task_log", out)]
+        return outputs + [("task_log", out)]
 
     def _acsq_v6(self, arr: np.ndarray, device: int, clock: Clock) -> Output:
         funcs = func_type(arr["head"])
@@ -165,6 +173,21 @@ class StarsDecoder:
             return [("context_pmu", _context(arr, device, clock))]
         return [("context_pmu", _context(arr[context], device, clock)),
                 ("block_pmu", _block(arr[block], device, clock))]
+
+
+def _subtasks(arr: np.ndarray, device: int, clock: Clock) -> np.ndarray:
+    """FFTS+ subtask start/end logs (64-byte stars_soc records read with the FFTS_PLUS_LOG layout)."""
+    logs = arr.view(raw.FFTS_PLUS_LOG)
+    out = np.zeros(len(logs), records.SUBTASK_LOG)
+    out["device_id"] = device
+    out["stream_id"], out["task_id"] = ids(logs["stream_id"], logs["task_id"])
+    out["context_id"] = logs["subtask_id"]
+    out["subtask_type"] = logs["subtask_type"]
+    out["ffts_type"] = logs["ffts"] >> 13
+    out["thread_id"] = logs["thread_id"]
+    out["state"] = np.where(func_type(logs["head"]) == raw.FFTS_LOG_START, records.STATE_START, records.STATE_END)
+    out["ts_ns"] = clock.to_local_ns(logs["timestamp"])
+    return out
 
 
 def _pmu_common(arr: np.ndarray, dtype: np.dtype, device: int, clock: Clock) -> np.ndarray:

@@ -47,6 +47,25 @@ def _mhz_to_khz(value: object) -> int:
     return max(1, round(float(str(value)) * 1000))
 
 
+DEFAULT_HOST_KHZ = 1_000_000  # CPU Frequency missing or 1000 MHz: host records carry monotonic ns as they are
+
+
+def _host_khz(info: dict) -> int:
+    """The host counter's frequency from an info.json's CPU list (kHz)."""
+    cpus = info.get("CPU") or [{}]
+    freq = cpus[0].get("Frequency") if isinstance(cpus, list) and cpus and isinstance(cpus[0], dict) else None
+    try:
+        return _mhz_to_khz(freq) if freq not in (None, "") and float(str(freq)) > 0 else DEFAULT_HOST_KHZ
+    except ValueError:
+        return DEFAULT_HOST_KHZ
+
+
+def _host_monotonic(log: dict[str, int], host_khz: int) -> int:
+    """clock_monotonic_raw of a host_start.log, corrected by its cntvct_diff (host counter ticks) as msprof does
+    (TimerBean.host_mon; C++ GetSyscntConversionParams)."""
+    return log.get("clock_monotonic_raw", 0) + log.get("cntvct_diff", 0) * 1_000_000 // host_khz
+
+
 @dataclass
 class TimeBase:
     """Everything learned from the control files of one PROF directory."""
@@ -76,12 +95,11 @@ class TimeBase:
         offset = self._offset("host/start_info")
         if offset is None:
             return None
-        info = self._json("host/info.json")
-        cpus = info.get("CPU") or [{}]
-        freq = cpus[0].get("Frequency") if isinstance(cpus, list) and cpus else None
+        khz = _host_khz(self._json("host/info.json"))
+        if khz == DEFAULT_HOST_KHZ:  # already monotonic ns (msprof time_from_host_syscnt, GetTimeFromHostCnt)
+            return Clock(local_offset=offset)
         log = _log_values(self.files["host/host_start.log"])
-        khz = _mhz_to_khz(freq) if freq not in (None, "", "0") else 1_000_000
-        return Clock(khz, log.get("cntvct", 0), log.get("clock_monotonic_raw", 0), offset)
+        return Clock(khz, log.get("cntvct", 0), _host_monotonic(log, khz), offset)
 
     def legacy_host_clock(self, device: int) -> Clock | None:
         """Clock of the legacy host records in device_N/data (AclModule, Framework, Runtime; spec §1.5).
@@ -110,7 +128,9 @@ class TimeBase:
         dev_log = _log_values(self.files[f"{folder}/dev_start.log.{device}"])
         host_log = _log_values(self.files[f"{folder}/host_start.log.{device}"])
         khz = _mhz_to_khz(info.get("hwts_frequency") or 100)
-        return Clock(khz, dev_log.get("cntvct", 0), host_log.get("clock_monotonic_raw", 0), offset)
+        info_json = self._json(f"{folder}/info.json.{device}")
+        host_khz = _host_khz(info_json if info_json.get("CPU") else self._json("host/info.json"))
+        return Clock(khz, dev_log.get("cntvct", 0), _host_monotonic(host_log, host_khz), offset)
 
     def device_info(self, device: int) -> dict:
         info = self._json(f"device_{device}/info.json.{device}")

@@ -2,9 +2,11 @@
 
 Tag 10 step trace → ``step``, 11 TS memcpy → ``ts_memcpy``, 12 task type → ``ts_task_type``,
 13 old-format task flip → ``ts_flip_old``, 14 task flip → ``flip``, 15 block num → ``ts_block_num``.
-Any other tag is rejected. Stream ids keep their low 11 bits, as msprof's readers do; block num
-records first undo the STARS id packing (msprof's BlockNumBean applies StarsCommon to them on
-every chip; on HWTS chips, whose stream ids stay below 2048, it changes nothing).
+Any other tag is rejected. On chip v6 a step trace record puts its tag id before the stream id
+and carries a 32-bit task id (msprof STEP_TRACE_V6_FMT). Stream ids keep their low 11 bits, as
+msprof's readers do; block num records first undo the STARS id packing (msprof's BlockNumBean
+applies StarsCommon to them on every chip; on HWTS chips, whose stream ids stay below 2048, it
+changes nothing).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ _TAGS: dict[int, tuple[np.dtype, str, tuple[str, ...]]] = {
 }
 
 
-def decode_ts_track(body: bytes, device: int, clock: Clock, reject: Reject) -> list[tuple[str, np.ndarray]]:
+def decode_ts_track(body: bytes, device: int, clock: Clock, reject: Reject,
+                    chip_v6: bool = False) -> list[tuple[str, np.ndarray]]:
     """Every record of a chunk, split by tag into decoded arrays (unknown tags rejected)."""
     tags = np.frombuffer(body, dtype=raw.TS_STEP_TRACE)["tag"]
     unknown = ~np.isin(tags, list(_TAGS))
@@ -42,6 +45,8 @@ def decode_ts_track(body: bytes, device: int, clock: Clock, reject: Reject) -> l
         selected = tags == tag
         if not selected.any():
             continue
+        if chip_v6 and tag == raw.TS_TAG_STEP_TRACE:
+            layout = raw.TS_STEP_TRACE_V6
         arr = np.frombuffer(body, dtype=layout)[selected]
         out = np.zeros(len(arr), records.DTYPES[kind])
         out["device_id"] = device

@@ -108,6 +108,10 @@ TS_BLOCK_NUM = _packed([("mode", "u1"), ("tag", "u1"), ("buf_size", "<u2"), ("re
 TS_TAG_STEP_TRACE, TS_TAG_TS_MEMCPY, TS_TAG_TASK_TYPE, TS_TAG_TASK_FLIP_OLD, TS_TAG_TASK_FLIP, TS_TAG_BLOCK_NUM = \
     10, 11, 12, 13, 14, 15
 TS_TRACK_SIZE = 40
+# Chip v6 step trace (msprof STEP_TRACE_V6_FMT `BBHLQQQHHI`): the tag id comes first and the task id is 32 bits.
+TS_STEP_TRACE_V6 = _packed([("mode", "u1"), ("tag", "u1"), ("buf_size", "<u2"), ("reserved", "<u4"),
+                            ("timestamp", "<u8"), ("index_id", "<u8"), ("model_id", "<u8"), ("tag_id", "<u2"),
+                            ("stream_id", "<u2"), ("task_id", "<u4")], 40)
 STEP_TAG_MODEL_START, STEP_TAG_MODEL_END = 0, 1  # step-trace tag ids (spec §1.7)
 
 # Ascend 310 ("mini", platform 0): ts_track.data / aicore.data are TLV streams (spec §6 D5).
@@ -170,8 +174,10 @@ STARS_MARKER = HWTS_MARKER
 STARS_PLATFORMS = frozenset({5, 7, 8, 11, 15, 16})  # chip v4 (910B), v1.1.x, v6 (spec §1.8)
 STARS_V6_PLATFORMS = frozenset({15, 16})  # 32-byte stars_soc records
 ACSQ_START, ACSQ_END = 0b000000, 0b000001
+FFTS_LOG_START, FFTS_LOG_END = 0b100010, 0b100011  # FFTS+ subtask (context) start / end
 CONTEXT_PMU, BLOCK_PMU = 0b101000, 0b101001
 SQE_AI_CORE, SQE_AI_CPU, SQE_AI_VECTOR_CORE = 0, 1, 2
+SQE_V6_AI_CORE, SQE_V6_AI_VECTOR_CORE, SQE_V6_AI_CPU = 0, 1, 5  # chip v6 renumbers them (AIV 1, AICPU_D 5)
 # FFTS types: 0 plain AI Core task, 4 FFTS+, 5 MIX AIC; msprof reads any other value as a plain AI Vector
 # Core task (the value itself is not named in public code; the simulator writes 1).
 FFTS_TYPE_AIC, FFTS_TYPE_AIV, FFTS_TYPE_PLUS, FFTS_TYPE_MIX_AIC = 0, 1, 4, 5
@@ -179,6 +185,10 @@ SUBTASK_AIC, SUBTASK_MIX_AIC, SUBTASK_MIX_AIV = 0, 6, 7
 
 ACSQ_LOG = _packed([("head", "<u2"), ("marker", "<u2"), ("stream_id", "<u2"), ("task_id", "<u2"),
                     ("timestamp", "<u8"), ("rsv4", "<u2"), ("acc_acsq", "<u2"), ("reserved", "<u4", (11,))], 64)
+# FFTS+ subtask log: byte 16 subtask type, u16 @18 subtask (context) id, bits 13–15 of u16 @20 the FFTS type.
+FFTS_PLUS_LOG = _packed([("head", "<u2"), ("marker", "<u2"), ("stream_id", "<u2"), ("task_id", "<u2"),
+                         ("timestamp", "<u8"), ("subtask_type", "u1"), ("rsv3", "u1"), ("subtask_id", "<u2"),
+                         ("ffts", "<u2"), ("thread_id", "<u2"), ("reserved", "<u4", (10,))], 64)
 ACSQ_LOG_V6 = _packed([("head", "<u2"), ("marker", "<u2"), ("task_id", "<u4"), ("timestamp", "<u8"),
                        ("rsv4", "<u2"), ("acc_acsq", "<u2"), ("reserved", "<u4", (3,))], 32)
 # ffts_profile.data: ContextPmu and BlockPmu share one shape. Byte 20 is BlockPmu's coreType (bit 0) and

@@ -20,6 +20,16 @@ timeline TLV streams, the 910's HWTS log and AI Core PMU, the 910B's STARS ACSQ 
 context PMU (spec §6 D5, D11); ts_track step trace and task-id flips on the 910 and 910B. Model load
 reports graph_id_map, each aclrtMemcpy a memcpy_info inside its MemCopySync.
 
+On the 910B the MIX_AIC ops run as FFTS+ tasks (runtime task type FFTS_PLUS): their node launch
+also reports a context_id_info (context ids 0 … k−1), and the device splits the task's run into k
+consecutive contexts, each with FFTS+ subtask start/end logs in stars_soc.data and its own
+ContextPmu (FFTS type FFTS+, subtask type MIX_AIC, subtask id = context id).
+
+Chip v6 ("v6", platform 15): 32-byte ACSQ logs that name a task by one 32-bit id, which the host
+task_track splits into taskId (low 16 bits) and batchId (high 16 bits); ids do not wrap, so there are
+no flips; chip-v6 SQE type numbers; the v6 step-trace layout; no ffts_profile (its v6 PMU layout is
+not simulated) and no FFTS+ subtasks.
+
 That is "launch" mode (single-op / dynamic execution: op information at every launch). In "static"
 mode the app runs an offline model (.om): GE and the runtime report every op and task once, at model
 load, and each aclmdlExecute replays the same stream / task / batch ids on the device (spec §6 D4):
@@ -32,6 +42,10 @@ load, and each aclmdlExecute replays the same stream / task / batch ids on the d
 When the load crosses a 16-bit task-id wrap, the runtime's FLIP task lands in the model's stream
 (hicann/runtime engine.cc sends it after the task with the last id, sink streams included), so the
 device writes the same task-flip record, with the same flip number, on every execution.
+
+The case-study variants of the model (workload.py: ``face_mask_ssd_mish``, ``face_mask_ssd_fused``), and
+any run with ``sleep_ms``, wrap the model load in an msproftx range named CreateMultipleStreamsFromFile
+as seed 004's app does; ``sleep_ms`` is the app's sleep inside that range after the load (the seed's sleep(5)).
 
 Layout "legacy" writes the same launch-mode run as CANN 5/6 did (stages/simulator/legacy.py): no host/
 folder, AclModule / Framework / Runtime files beside the device data, no msproftx. Static mode is not
@@ -54,7 +68,9 @@ from stages.simulator.workload import (
     AI_CORE_NUM,
     AIV_NUM,
     MODEL_ID,
+    STARS_CHIPS,
     Chip,
+    Model,
     OpTable,
     aic_mhz,
     hash_name,
@@ -65,6 +81,7 @@ US = 1000  # ns
 Mode = Literal["launch", "static"]
 MODES = ("launch", "static")
 TASK_ID_LIMIT = 0x10000
+V6_TASK_ID_LIMIT = 1 << 32
 APP_PID, APP_TID = 14250, 14263
 PMU_CYCLES_PER_ICACHE_REQ = 40
 
@@ -78,12 +95,14 @@ HASH_DIC = "unaging.additional.hash_dic"
 TYPE_INFO_DIC = "unaging.additional.type_info_dic"
 GRAPH_ID_MAP = "unaging.additional.graph_id_map"
 MEMCPY_INFO = "aging.compact.memcpy_info"  # an aging group, which readers take like the unaging ones
+CONTEXT_ID_INFO = "unaging.additional.context_id_info"
 HOST_STREAMS = (API_EVENT, NODE_BASIC_INFO, TASK_TRACK, TENSOR_INFO, MSPROFTX, HASH_DIC, TYPE_INFO_DIC, GRAPH_ID_MAP,
-                MEMCPY_INFO)
+                MEMCPY_INFO, CONTEXT_ID_INFO)
 Layout = Literal["current", "legacy"]
 LAYOUTS = ("current", "legacy")
 GRAPH_ID = 1
-MODEL_NAME = "face_mask_ssd"
+DEFAULT_MODEL: Model = "face_mask_ssd"
+LOAD_RANGE = "CreateMultipleStreamsFromFile"  # seed 004's msproftx range around stream and model creation
 MEMCPY_H2D, MEMCPY_D2H = 1, 2
 INPUT_BYTES, OUTPUT_BYTES = 260 * 260 * 3, 5972 * 6 * 4  # one uint8 NHWC image; boxes and scores per anchor
 
@@ -96,7 +115,8 @@ FREQ_DIP_MHZ = 900
 def device_streams(chip: str, device_id: int) -> tuple[str, ...]:
     bases = {"cloud": ("hwts.data", "aicore.data", "ts_track.data", *CLOUD_EXTRA_STREAMS),
              "mini": ("ts_track.data", "aicore.data"),
-             "910b": ("stars_soc.data", "ffts_profile.data", "ts_track.data")}[chip]
+             "910b": ("stars_soc.data", "ffts_profile.data", "ts_track.data"),
+             "v6": ("stars_soc.data", "ts_track.data")}[chip]
     return tuple(f"{base}.{device_id}" for base in bases)
 
 
@@ -107,24 +127,26 @@ def host_streams(layout: str, device_id: int) -> tuple[str, ...]:
 
 @dataclass
 class TaskIds:
-    """Per-stream 16-bit task ids. On flip chips a FLIP task takes id 0 of each new batch (spec §6 D10)."""
+    """Per-stream task ids (16 bits; 32 on chip v6). On flip chips a FLIP task takes id 0 of each new batch
+    (spec §6 D10)."""
 
     flips: bool
     next_id: int = 0
     batch: int = 0
+    limit: int = TASK_ID_LIMIT
 
     def allocate(self, n: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
         """Ids and batch ids of the next `n` tasks, and the positions a flip task precedes."""
         ids, batches, flip_at = np.empty(n, np.int64), np.empty(n, np.int64), []
         i = 0
         while i < n:
-            if self.next_id >= TASK_ID_LIMIT:
+            if self.next_id >= self.limit:
                 self.next_id = 0
                 if self.flips:
                     self.batch += 1
                     flip_at.append(i)
                     self.next_id = 1
-            take = min(TASK_ID_LIMIT - self.next_id, n - i)
+            take = min(self.limit - self.next_id, n - i)
             ids[i:i + take] = self.next_id + np.arange(take)
             batches[i:i + take] = self.batch
             self.next_id += take
@@ -159,6 +181,18 @@ Emission = dict[str, rec.Chunk]
 Part = tuple[np.ndarray, np.ndarray]  # (emit times, records)
 
 
+@dataclass(frozen=True)
+class Contexts:
+    """The contexts of one execution's FFTS+ tasks, one row each."""
+
+    op: np.ndarray  # op index
+    context: np.ndarray  # context id (0 … k−1)
+    start: np.ndarray  # device ticks
+    end: np.ndarray
+    total: np.ndarray  # cycles
+    pmu: np.ndarray  # (n, 8) counters
+
+
 @dataclass
 class Launches:
     """The host side of launching every op once, in op order."""
@@ -175,8 +209,11 @@ class Launches:
 class Board:
     def __init__(self, chip: Chip, seed: int, timebase: TimeBase, *, device_id: int = 0,
                  first_task_id: int = 0, mode: Mode = "launch", metrics: str = "PipeUtilization",
-                 layout: Layout = "current") -> None:
+                 layout: Layout = "current", model: Model = DEFAULT_MODEL, sleep_ms: int = 0) -> None:
         self.chip = chip
+        self.model_name = model
+        self.sleep_ns = sleep_ms * 1_000_000
+        self.load_range = model != DEFAULT_MODEL or sleep_ms > 0
         self.mode = mode
         self.legacy = layout == "legacy"
         self.loaded: Launches | None = None  # static mode: the tasks registered at model load
@@ -184,17 +221,22 @@ class Board:
         self.events = raw.PMU_EVENT_SETS[metrics]
         self.tb = timebase
         self.device_id = device_id
-        self.table = OpTable.build(chip)
+        self.table = OpTable.build(chip, model)
         self.truth = Truth(self.table.ops, device_id, timebase.ns_per_tick)
         self.truth.mode = mode
         self.truth.metrics = metrics
         self.rng = np.random.default_rng(seed)
         self.group_rng = np.random.default_rng([seed, 1])  # counters of metric groups other than PipeUtilization
         self.extra_rng = np.random.default_rng([seed, 2])  # AI CPU and L2 cache records
+        self.ffts_rng = np.random.default_rng([seed, 3])  # how FFTS+ tasks split into contexts
         self.now = timebase.host_mono0 + 1500 * US  # host time of the next action
         self.device_free = int(timebase.ticks_at(self.now))
         streams = sorted(set(self.table.stream_id.tolist()))
-        self.task_ids = {s: TaskIds(chip != "mini", first_task_id % TASK_ID_LIMIT) for s in streams}
+        if chip == "v6":  # one 32-bit id space for the whole device: a task id alone names a task
+            shared = TaskIds(False, first_task_id % V6_TASK_ID_LIMIT, limit=V6_TASK_ID_LIMIT)
+            self.task_ids = {s: shared for s in streams}
+        else:
+            self.task_ids = {s: TaskIds(chip != "mini", first_task_id % TASK_ID_LIMIT) for s in streams}
         self.hwts_cnt = self.aic_cnt = 0
         self._precompute()
 
@@ -203,8 +245,11 @@ class Board:
         self.op_hash = np.array([hash_name(op.name) for op in ops], np.uint64)
         self.type_hash = np.array([hash_name(op.op_type) for op in ops], np.uint64)
         self.kernel_hash = np.array([hash_name(op.kernel_name) for op in ops], np.uint64)
-        self.ge_task_type = np.select([t.is_aicpu, t.is_aiv], [1, 2], 0)  # GE: AI_CORE 0, AI_CPU 1, AI_VECTOR_CORE 2
-        self.rt_task_type = np.select([t.is_aicpu, t.is_aiv], [names.TASK_KERNEL_AICPU, names.TASK_KERNEL_AIVEC],
+        self.ffts_plus = t.contexts > 0
+        # GE: AI_CORE 0, AI_CPU 1, AI_VECTOR_CORE 2, MIX_AIC 4
+        self.ge_task_type = np.select([t.is_aicpu, t.is_aiv, self.ffts_plus], [1, 2, 4], 0)
+        self.rt_task_type = np.select([t.is_aicpu, t.is_aiv, self.ffts_plus],
+                                      [names.TASK_KERNEL_AICPU, names.TASK_KERNEL_AIVEC, names.TASK_FFTS_PLUS],
                                       names.TASK_KERNEL_AICORE)
         self.rt_api_type = np.where(t.is_aicpu, names.RUNTIME_APIS["CpuKernelLaunch"],
                                     names.RUNTIME_APIS["KernelLaunch"])
@@ -253,15 +298,20 @@ class Board:
         end = cursor + self._draw_us(36_000, 2_000)
         self._acl(host, "aclmdlLoadFromFile", begin, end)
         self.now = end + 500 * US
+        if self.load_range:
+            self.now += self.sleep_ns
+            if not self.legacy:
+                emission[MSPROFTX] = rec.merge([self._msproftx(2, begin - 200 * US, self.now, LOAD_RANGE)])
+            self.now += 100 * US
         ops = self.table.ops
         strings = sorted({op.name for op in ops} | {op.op_type for op in ops} | {op.kernel_name for op in ops}
-                         | {MODEL_NAME})
+                         | {self.model_name})
         emission[API_EVENT] = rec.merge([host.records(), *api_parts])
         emission[HASH_DIC] = rec.text_chunk(end, [f"{hash_name(s)}:{s}" for s in strings])
         if self.chip == "cloud":  # the AI Core clock as the load finds it
             emission.update(self._freq_points(begin, [(begin, aic_mhz(self.chip))]))
         emission[GRAPH_ID_MAP] = rec.merge([(np.array([end - 100 * US]), rec.graph_id_maps(
-            APP_TID, end - 100 * US, hash_name(MODEL_NAME), GRAPH_ID, MODEL_ID))])
+            APP_TID, end - 100 * US, hash_name(self.model_name), GRAPH_ID, MODEL_ID))])
         return self._layout(emission)
 
     def _freq_points(self, emit_ns: int, points: list[tuple[int, int]]) -> Emission:
@@ -428,6 +478,10 @@ class Board:
                     self.tensor_row_num, self.tensor_rows))]),
                 TASK_TRACK: self._task_tracks(track_ts, t.stream_id, ids, batches, flips, rt_b),
             }
+            if self.ffts_plus.any():
+                at = node_b[self.ffts_plus] + 900
+                records[CONTEXT_ID_INFO] = rec.merge([(at, rec.context_id_infos(
+                    APP_TID, at, self.op_hash[self.ffts_plus], t.contexts[self.ffts_plus]))])
         return Launches(node_e, track_ts, ids, batches, flips, api_parts, records)
 
     def _schedule(self, submitted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -442,7 +496,7 @@ class Board:
         start = np.maximum.accumulate(ready - offset) + offset
         end = start + dur
         self.device_free = int(end[-1])
-        self.truth.add_tasks(dur * self.tb.ns_per_tick)
+        self.truth.add_tasks(dur * self.tb.ns_per_tick, counted=~self.ffts_plus)  # FFTS+ tasks count per context
         return start, end
 
     def _finish_execute(self, host: _HostApis, iteration: int, begin: int, ev_begin: int, sync_b: int,
@@ -460,6 +514,8 @@ class Board:
     def _task_tracks(self, track_ts: np.ndarray, stream: np.ndarray, ids: np.ndarray, batches: np.ndarray,
                      flips: list[tuple[int, int]], rt_b: np.ndarray) -> rec.Chunk:
         n = len(ids)
+        if self.chip == "v6":  # a 32-bit task id: low 16 bits in taskId, high 16 in batchId (spec §1.4)
+            ids, batches = ids & 0xFFFF, ids >> 16
         parts = [(track_ts, rec.task_tracks(n, APP_TID, track_ts, self.device_id, stream, ids, batches,
                                             self.rt_task_type, self.kernel_hash, self.table.block_dim,
                                             self.args_size))]
@@ -479,7 +535,7 @@ class Board:
         cycles_per_tick = aic_mhz(self.chip) // self.tb.hwts_mhz
         total = (dur[sel] * cycles_per_tick * self.busy_cores[sel] * rng.uniform(0.86, 0.96, m)).astype(np.int64)
         pipes = self.table.pipe[sel] * rng.uniform(0.95, 1.05, (m, 6))
-        if self.chip == "910b":
+        if self.chip in STARS_CHIPS:
             pipes[~self.table.is_aiv[sel], 0] = 0.0  # a 910B AI Core (cube core) has no vector pipe
         pmu = np.zeros((m, 8), np.uint64)
         pmu[:, :6] = np.minimum(total[:, None], (pipes * total[:, None]).astype(np.int64))
@@ -488,18 +544,22 @@ class Board:
         pmu[:, 7] = (req * rng.uniform(0.01, 0.05, m)).astype(np.int64)
         if self.metrics != "PipeUtilization":  # the draws above still happen: the rest of the run is unchanged
             pmu = devextra.group_counters(self.events, total, self.table.pipe[sel], self.group_rng)
-        self.truth.add_pmu(np.flatnonzero(sel), total, pmu)
+        plain = ~self.ffts_plus[sel]  # FFTS+ tasks write one ContextPmu per context (_contexts)
+        self.truth.add_pmu(np.flatnonzero(sel)[plain], total[plain], pmu[plain])
         return total, pmu
 
     def _device_records(self, iteration: int, ids: np.ndarray, start: np.ndarray, end: np.ndarray,
                         flips: list[tuple[int, int]]) -> Emission:
         t, dev = self.table, self.device_id
         mono = self.tb.mono_at
+        keypoints = rec.step_traces(2, np.array([start[0] - 1, end[-1] + 1]), iteration, MODEL_ID,
+                                    t.stream_id[[0, -1]], ids[[0, -1]], np.array([0, 1]), chip_v6=self.chip == "v6")
+        steps = (mono(keypoints["timestamp"].astype(np.int64)), keypoints)
+        self.truth.add_iteration(int(end[-1] - start[0] + 2) * self.tb.ns_per_tick)
+        if self.chip == "v6":
+            return self._v6_records(ids, start, end, steps)
         total, pmu = self._pmu(end - start)
         sel = self.aicore
-        keypoints = rec.step_traces(2, np.array([start[0] - 1, end[-1] + 1]), iteration, MODEL_ID,
-                                    t.stream_id[[0, -1]], ids[[0, -1]], np.array([0, 1]))
-        steps = (mono(keypoints["timestamp"].astype(np.int64)), keypoints)
         task_type = np.where(t.is_aicpu, 1, 0)
         if self.chip == "910b":
             return self._stars_records(ids, start, end, flips, steps, total, pmu)
@@ -557,24 +617,90 @@ class Board:
 
     def _stars_records(self, ids: np.ndarray, start: np.ndarray, end: np.ndarray, flips: list[tuple[int, int]],
                        steps: Part, total: np.ndarray, pmu: np.ndarray) -> Emission:
-        """910B: ACSQ start/end logs, ContextPmu per AI Core / AI Vector Core task, ts_track steps and flips."""
+        """910B: ACSQ start/end logs, a ContextPmu per AI Core / AI Vector Core task or per context of an FFTS+
+        task (whose subtask logs fall between its ACSQ logs), ts_track steps and flips. Rolling counters go in
+        file order."""
         t, dev, mono = self.table, self.device_id, self.tb.mono_at
-        ticks = np.concatenate((start, end))
-        order = np.argsort(ticks, kind="stable")
-        func = np.repeat([raw.ACSQ_START, raw.ACSQ_END], len(ids))[order]
-        both = np.concatenate((np.arange(len(ids)), np.arange(len(ids))))[order]
+        n = len(ids)
         sqe = np.select([t.is_aicpu, t.is_aiv], [raw.SQE_AI_CPU, raw.SQE_AI_VECTOR_CORE], raw.SQE_AI_CORE)
-        acsq = rec.acsq_logs(func, sqe[both], t.stream_id[both], ids[both], ticks[order],
-                             rec.stars_cnt(self.hwts_cnt, len(order)))
-        self.hwts_cnt = (self.hwts_cnt + len(order)) % 16
-        sel = self.aicore
-        m = int(sel.sum())
-        ffts_type = np.where(t.is_aiv[sel], raw.FFTS_TYPE_AIV, raw.FFTS_TYPE_AIC)
-        context = rec.context_pmus(ffts_type, t.stream_id[sel], ids[sel], total, pmu, start[sel], end[sel],
-                                   rec.stars_cnt(self.aic_cnt, m))
-        self.aic_cnt = (self.aic_cnt + m) % 16
+        both = np.concatenate((np.arange(n), np.arange(n)))
+        ticks = np.concatenate((start, end))
+        func = np.repeat([raw.ACSQ_START, raw.ACSQ_END], n)
+        soc = [(mono(ticks), rec.acsq_logs(func, sqe[both], t.stream_id[both], ids[both], ticks,
+                                           np.zeros(2 * n, np.uint16)))]
+        plain = self.aicore & ~self.ffts_plus
+        rows = ~self.ffts_plus[self.aicore]  # the plain tasks' rows of `total` / `pmu` (AI Core and Vector ops)
+        ffts_type = np.where(t.is_aiv[plain], raw.FFTS_TYPE_AIV, raw.FFTS_TYPE_AIC)
+        pmus = [(mono(end[plain]), rec.context_pmus(ffts_type, t.stream_id[plain], ids[plain], total[rows], pmu[rows],
+                                                    start[plain], end[plain], np.zeros(int(plain.sum()), np.uint16)))]
+        if self.ffts_plus.any():
+            ctx = self._contexts(start, end, total, pmu)
+            stream, task, m = t.stream_id[ctx.op], ids[ctx.op], len(ctx.op)
+            for func_type, at in ((raw.FFTS_LOG_START, ctx.start), (raw.FFTS_LOG_END, ctx.end)):
+                soc.append((mono(at), rec.ffts_plus_logs(func_type, stream, task, raw.SUBTASK_MIX_AIC, ctx.context, at,
+                                                         np.zeros(m, np.uint16))))
+            pmus.append((mono(ctx.end), rec.context_pmus(raw.FFTS_TYPE_PLUS, stream, task, ctx.total, ctx.pmu,
+                                                         ctx.start, ctx.end, np.zeros(m, np.uint16),
+                                                         raw.SUBTASK_MIX_AIC, ctx.context)))
+        stars_soc, ffts_profile = rec.merge(soc), rec.merge(pmus)
+        stars_soc = rec.with_stars_cnt(stars_soc, self.hwts_cnt, raw.ACSQ_LOG.itemsize)
+        ffts_profile = rec.with_stars_cnt(ffts_profile, self.aic_cnt, raw.FFTS_PMU.itemsize)
+        self.hwts_cnt = (self.hwts_cnt + stars_soc.count) % 16
+        self.aic_cnt = (self.aic_cnt + ffts_profile.count) % 16
         return {
-            f"stars_soc.data.{dev}": rec.merge([(mono(ticks[order]), acsq)]),
-            f"ffts_profile.data.{dev}": rec.merge([(mono(end[sel]), context)]),
+            f"stars_soc.data.{dev}": stars_soc,
+            f"ffts_profile.data.{dev}": ffts_profile,
             f"ts_track.data.{dev}": self._ts_track(steps, start, flips),
         }
+
+    def _contexts(self, start: np.ndarray, end: np.ndarray, total: np.ndarray, pmu: np.ndarray) -> Contexts:
+        """Split each FFTS+ task's run into its contexts: consecutive, 1 tick apart, inside the task's ACSQ
+        span, lengths drawn around equal shares; the task's cycles and counters are shared by length, so its
+        contexts sum to it exactly."""
+        ops = np.flatnonzero(self.ffts_plus)
+        counts = self.table.contexts[ops]
+        op = np.repeat(ops, counts)
+        context = np.concatenate([np.arange(k) for k in counts])
+        first = np.cumsum(counts) - counts  # flat index of each op's first context
+
+        def share_so_far(values: np.ndarray) -> np.ndarray:
+            """Σ values up to and including each context, over the op's Σ values."""
+            running = np.cumsum(values, dtype=np.float64)
+            before = np.repeat(running[first] - values[first], counts)
+            return (running - before) / np.repeat(np.add.reduceat(values, first), counts)
+
+        def previous(values: np.ndarray) -> np.ndarray:
+            """The previous context's value (0 for an op's first context)."""
+            shifted = np.concatenate((np.zeros((1, *values.shape[1:]), values.dtype), values[:-1]))
+            return np.where((context == 0).reshape(-1, *([1] * (values.ndim - 1))), 0, shifted)
+
+        upper = share_so_far(self.ffts_rng.uniform(0.7, 1.3, len(op)))
+        upper[context == np.repeat(counts - 1, counts)] = 1.0
+        inner, length = start[op] + 1, end[op] - start[op] - 2
+        c_end = inner + np.floor(upper * length).astype(np.int64)
+        c_start = np.where(context == 0, inner, previous(c_end) + 1)
+        assert (c_end > c_start).all(), "an FFTS+ task too short for its contexts"
+        duration = c_end - c_start
+        fraction = share_so_far(duration)
+        row = (np.cumsum(self.aicore) - 1)[op]  # the op's row of `total` / `pmu`
+        cycles_so_far = np.floor(total[row] * fraction).astype(np.int64)
+        counters_so_far = np.floor(pmu[row].astype(np.float64) * fraction[:, None]).astype(np.int64)
+        c_total, c_pmu = cycles_so_far - previous(cycles_so_far), counters_so_far - previous(counters_so_far)
+        self.truth.add_contexts(op, duration * self.tb.ns_per_tick)
+        self.truth.add_pmu(op, c_total, c_pmu)
+        return Contexts(op, context, c_start, c_end, c_total, c_pmu.astype(np.uint64))
+
+    def _v6_records(self, ids: np.ndarray, start: np.ndarray, end: np.ndarray, steps: Part) -> Emission:
+        """Chip v6: 32-byte ACSQ start/end logs naming each task by its 32-bit id, and ts_track step traces."""
+        t, dev, mono = self.table, self.device_id, self.tb.mono_at
+        n = len(ids)
+        sqe = np.select([t.is_aicpu, t.is_aiv], [raw.SQE_V6_AI_CPU, raw.SQE_V6_AI_VECTOR_CORE], raw.SQE_V6_AI_CORE)
+        both = np.concatenate((np.arange(n), np.arange(n)))
+        ticks = np.concatenate((start, end))
+        order = np.argsort(ticks, kind="stable")
+        func = np.repeat([raw.ACSQ_START, raw.ACSQ_END], n)[order]
+        acsq = rec.acsq_logs_v6(func, sqe[both[order]], ids[both[order]], ticks[order],
+                                rec.stars_cnt(self.hwts_cnt, len(order)))
+        self.hwts_cnt = (self.hwts_cnt + len(order)) % 16
+        return {f"stars_soc.data.{dev}": rec.merge([(mono(ticks[order]), acsq)]),
+                f"ts_track.data.{dev}": rec.merge([steps])}

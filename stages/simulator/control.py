@@ -13,10 +13,10 @@ from typing import Any
 
 from stages.formats.raw import PMU_EVENT_SETS
 from stages.simulator.timebase import HOST_CPU_MHZ, TimeBase
-from stages.simulator.workload import AI_CORE_NUM, AIV_NUM, aic_mhz
+from stages.simulator.workload import AI_CORE_NUM, AIV_NUM, STARS_CHIPS, aic_mhz
 
 HOST_DEVICE_ID = "64"  # the host pseudo device (spec §6 D1/D2)
-PLATFORM_VERSION = {"mini": "0", "cloud": "1", "910b": "5"}
+PLATFORM_VERSION = {"mini": "0", "cloud": "1", "910b": "5", "v6": "15"}
 DRV_VERSION = 467732  # ≥ 467473: msprof exports the whole run (spec §6 D3)
 HOSTNAME = "atlas-sim"
 APP = "python3"
@@ -98,14 +98,16 @@ def info_json(chip: str, tb: TimeBase, pid: int, device_id: int | None) -> str:
 def sample_json(chip: str, result_dir: str, device_id: int | None, metrics: str = AI_CORE_METRICS) -> str:
     """Collection switches: task-based AI Core PMU of one metric group, TS timeline on the 310, HWTS log on the
     910, and there also the AI CPU trace and L2 cache task counters; on the 910B the task time switch (its
-    STARS log replaces the HWTS log) and the AI Vector Core PMU (spec §6 D11)."""
-    mini, cloud = chip == "mini", chip == "cloud"
-    events = ",".join(f"0x{e:x}" for e in PMU_EVENT_SETS[metrics])
+    STARS log replaces the HWTS log) and the AI Vector Core PMU (spec §6 D11). Chip v6: no PMU (its layout
+    is not simulated), so both PMU switches are off and list no events."""
+    mini, cloud, stars = chip == "mini", chip == "cloud", chip in STARS_CHIPS
+    pmu = chip != "v6"
+    events = ",".join(f"0x{e:x}" for e in PMU_EVENT_SETS[metrics]) if pmu else ""
     return dump({
-        "acl": "on", "ai_core_metrics": metrics, "ai_core_profiling": "on",
+        "acl": "on", "ai_core_metrics": metrics, "ai_core_profiling": "on" if pmu else "off",
         "ai_core_profiling_events": events, "ai_core_profiling_mode": "task-based", "aicore_sampling_interval": 10,
         "aicpuTrace": "on" if cloud else "off", "aiv_metrics": metrics,
-        "aiv_profiling": "on" if chip == "910b" else "off", "aiv_profiling_events": events,
+        "aiv_profiling": "on" if stars and pmu else "off", "aiv_profiling_events": events,
         "aiv_profiling_mode": "task-based", "aiv_sampling_interval": 10, "app": APP, "app_dir": "/home/app",
         "app_parameters": APP_PARAMETERS, "cpu_profiling": "off",
         "devices": HOST_DEVICE_ID if device_id is None else str(device_id), "host_profiling": 0,

@@ -41,13 +41,15 @@ RUNTIME_APIS = {
 # Runtime task types (task_track.taskType) and the task_track header type.
 TASK_KERNEL_AICORE, TASK_KERNEL_AICPU, TASK_FLIP = 0, 1, 98
 TASK_KERNEL_AIVEC = 66  # TS_TASK_TYPE_KERNEL_AIVEC (hicann/runtime task_base.hpp)
+TASK_FFTS_PLUS = 52  # TS_TASK_TYPE_FFTS_PLUS (same header)
 TASK_TYPES = {TASK_KERNEL_AICORE: "KERNEL_AICORE", TASK_KERNEL_AICPU: "KERNEL_AICPU", TASK_FLIP: "FLIP_TASK",
-              TASK_KERNEL_AIVEC: "KERNEL_AIVEC"}
+              TASK_KERNEL_AIVEC: "KERNEL_AIVEC", TASK_FFTS_PLUS: "FFTS_PLUS"}
 TASK_TRACK_TYPE = 802
 
 # Node level (10000) and model level (15000) report types.
 NODE_BASIC_INFO_TYPE, TENSOR_INFO_TYPE, NODE_LAUNCH_TYPE = 0, 1, 5
-NODE_TYPES = {NODE_BASIC_INFO_TYPE: "node_basic_info", TENSOR_INFO_TYPE: "tensor_info", NODE_LAUNCH_TYPE: "launch"}
+NODE_TYPES = {NODE_BASIC_INFO_TYPE: "node_basic_info", TENSOR_INFO_TYPE: "tensor_info", NODE_LAUNCH_TYPE: "launch",
+              host_extra.NODE_CONTEXT_ID_INFO_TYPE: "context_id_info"}
 MODEL_TYPES = {raw.MODEL_EXECUTE_TYPE: "ModelExecute", raw.MODEL_LOAD_TYPE: "ModelLoad"}
 MSPROFTX_TYPE = 0
 

@@ -147,6 +147,18 @@ def tensor_infos(thread_id: int, timestamp: ArrayLike, op_name: ArrayLike, tenso
     return recs
 
 
+def context_id_infos(thread_id: int, timestamp: ArrayLike, op_name: ArrayLike, contexts: np.ndarray) -> np.ndarray:
+    """context_id_info (node level): an FFTS+ op's context ids 0 … contexts−1."""
+    recs = np.zeros(len(contexts), host_extra.CONTEXT_ID_INFO)
+    _host_header(recs, raw.LEVEL_NODE, host_extra.NODE_CONTEXT_ID_INFO_TYPE, thread_id, timestamp,
+                 host_extra.ADDITIONAL_DATA_LEN)
+    recs["op_name"] = op_name
+    recs["ctx_id_num"] = contexts
+    recs["ctx_ids"] = np.arange(host_extra.CTX_ID_MAX)
+    recs["ctx_ids"][np.arange(host_extra.CTX_ID_MAX) >= np.asarray(contexts)[:, None]] = 0
+    return recs
+
+
 def graph_id_maps(thread_id: int, timestamp: ArrayLike, model_name: ArrayLike, graph_id: ArrayLike,
                   model_id: ArrayLike) -> np.ndarray:
     """One graph_id_map (model level) per model loaded."""
@@ -216,12 +228,13 @@ def aicore_pmus(stream_id: ArrayLike, task_id: ArrayLike, total_cycle: ArrayLike
 
 
 def step_traces(n: int, timestamp: ArrayLike, index_id: ArrayLike, model_id: int, stream_id: ArrayLike,
-                task_id: ArrayLike, tag_id: ArrayLike) -> np.ndarray:
-    """Tag-10 step trace / keypoint records (ts_track on every chip, TLV-framed the same on the 310)."""
-    recs = np.zeros(n, raw.TS_STEP_TRACE)
+                task_id: ArrayLike, tag_id: ArrayLike, chip_v6: bool = False) -> np.ndarray:
+    """Tag-10 step trace / keypoint records (ts_track on every chip, TLV-framed the same on the 310; chip v6:
+    tag id before the stream id, 32-bit task id)."""
+    recs = np.zeros(n, raw.TS_STEP_TRACE_V6 if chip_v6 else raw.TS_STEP_TRACE)
     recs["mode"] = DEVICE_MODE
     recs["tag"] = raw.TS_TAG_STEP_TRACE
-    recs["buf_size"] = raw.TS_STEP_TRACE.itemsize
+    recs["buf_size"] = recs.dtype.itemsize
     recs["timestamp"] = timestamp
     recs["index_id"] = index_id
     recs["model_id"] = model_id
@@ -279,6 +292,15 @@ def stars_cnt(first: int, n: int) -> np.ndarray:
     return ((first + np.arange(n)) % 16).astype(np.uint16) << 6
 
 
+def with_stars_cnt(chunk: Chunk, first: int, size: int) -> Chunk:
+    """The chunk (records of `size` bytes, in file order) with STARS rolling counters from `first` on."""
+    rows = np.frombuffer(chunk.data, np.uint8).reshape(-1, size).copy()
+    head = np.ascontiguousarray(rows[:, :2]).view("<u2").ravel()
+    head = (head & np.uint16(~0x3C0 & 0xFFFF)) | stars_cnt(first, len(head))
+    rows[:, :2] = head.astype("<u2").view(np.uint8).reshape(-1, 2)
+    return Chunk(chunk.emit, chunk.ends, rows.tobytes())
+
+
 def stars_ids(stream_id: np.ndarray, task_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(stream field, task field) of STARS records, in the three encodings of spec §1.7.
 
@@ -305,13 +327,41 @@ def acsq_logs(func_type: ArrayLike, sqe_type: ArrayLike, stream_id: np.ndarray, 
     return recs
 
 
+def acsq_logs_v6(func_type: ArrayLike, sqe_type: ArrayLike, task_id: ArrayLike, timestamp: ArrayLike,
+                 cnt: np.ndarray) -> np.ndarray:
+    """Chip-v6 ACSQ task start / end logs: 32 bytes, one 32-bit task id."""
+    recs = np.zeros(len(cnt), raw.ACSQ_LOG_V6)
+    recs["head"] = np.asarray(func_type, np.uint16) | cnt | (np.asarray(sqe_type, np.uint16) << 10)
+    recs["marker"] = raw.STARS_MARKER
+    recs["task_id"] = task_id
+    recs["timestamp"] = timestamp
+    return recs
+
+
+def ffts_plus_logs(func_type: ArrayLike, stream_id: np.ndarray, task_id: np.ndarray, subtask_type: ArrayLike,
+                   subtask_id: ArrayLike, timestamp: ArrayLike, cnt: np.ndarray) -> np.ndarray:
+    """FFTS+ subtask (context) start (func type 100010) / end (100011) logs of stars_soc.data, thread 0."""
+    recs = np.zeros(len(cnt), raw.FFTS_PLUS_LOG)
+    recs["head"] = np.asarray(func_type, np.uint16) | cnt | (raw.SQE_AI_CORE << 10)
+    recs["marker"] = raw.STARS_MARKER
+    recs["stream_id"], recs["task_id"] = stars_ids(stream_id, task_id)
+    recs["timestamp"] = timestamp
+    recs["subtask_type"] = subtask_type
+    recs["subtask_id"] = subtask_id
+    recs["ffts"] = raw.FFTS_TYPE_PLUS << 13
+    return recs
+
+
 def context_pmus(ffts_type: ArrayLike, stream_id: np.ndarray, task_id: np.ndarray, total_cycle: ArrayLike,
-                 pmu: np.ndarray, start: ArrayLike, end: ArrayLike, cnt: np.ndarray) -> np.ndarray:
-    """ContextPmu records of ffts_profile.data (plain tasks: no FFTS+ context, subtask type 0)."""
+                 pmu: np.ndarray, start: ArrayLike, end: ArrayLike, cnt: np.ndarray, subtask_type: ArrayLike = 0,
+                 subtask_id: ArrayLike = 0) -> np.ndarray:
+    """ContextPmu records of ffts_profile.data (plain tasks: no FFTS+ context, subtask type and id 0)."""
     recs = np.zeros(len(cnt), raw.FFTS_PMU)
     recs["head"] = raw.CONTEXT_PMU | cnt
     recs["marker"] = raw.STARS_MARKER
     recs["stream_id"], recs["task_id"] = stars_ids(stream_id, task_id)
+    recs["subtask"] = subtask_type
+    recs["subtask_id"] = subtask_id
     recs["ffts"] = np.asarray(ffts_type, np.uint8) << 5
     recs["total_cycle"] = total_cycle
     recs["pmu"] = pmu

@@ -21,10 +21,10 @@ from stages.formats.raw import PMU_EVENT_SETS
 from stages.simulator.board import APP_PID, LAYOUTS, MODES, Board, Layout, Mode
 from stages.simulator.timebase import HWTS_MHZ, STARS_HWTS_MHZ, TimeBase
 from stages.simulator.truth import TRUTH_FILE
-from stages.simulator.workload import Chip
+from stages.simulator.workload import MODELS, STARS_CHIPS, Chip, Model
 from stages.simulator.writer import ProfWriter, Rate
 
-CHIPS = ("mini", "cloud", "910b")
+CHIPS = ("mini", "cloud", "910b", "v6")
 AIC_METRICS = tuple(PMU_EVENT_SETS)  # --aic-metrics choices (spec §1.9)
 MIN_SLICE_BYTES = 1024
 TRUTH_REFRESH_NS = 1_000_000_000
@@ -37,7 +37,8 @@ class Simulation:
     def __init__(self, out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rate = "realtime",
                  seed: int = 0, slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, *,
                  first_task_id: int = 0, start_time_ns: int | None = None, mode: str = "launch",
-                 aic_metrics: str = "PipeUtilization", layout: str = "current") -> None:
+                 aic_metrics: str = "PipeUtilization", layout: str = "current", model: str = "face_mask_ssd",
+                 sleep_ms: int = 0) -> None:
         if chip not in CHIPS:
             raise ValueError(f"chip must be one of {CHIPS}, not {chip!r}")
         if mode not in MODES:
@@ -49,7 +50,14 @@ class Simulation:
             raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
         if mode == "static" and layout == "legacy":
             raise ValueError("static mode is not supported with the legacy layout (CANN 5/6 files): use one of them")
+        if chip in STARS_CHIPS and layout == "legacy":
+            raise ValueError(f"chip {chip!r} came after the legacy layout (CANN 5/6 files): use layout 'current'")
         self.layout = cast(Layout, layout)
+        if model not in MODELS:
+            raise ValueError(f"model must be one of {MODELS}, not {model!r}")
+        if sleep_ms < 0:
+            raise ValueError(f"sleep_ms must be >= 0, not {sleep_ms}")
+        self.model, self.sleep_ms = cast(Model, model), sleep_ms
         if rate not in ("realtime", "max"):
             raise ValueError(f"rate must be 'realtime' or 'max', not {rate!r}")
         if iterations < 0 or burst_ms < 1 or slice_bytes < MIN_SLICE_BYTES:
@@ -77,14 +85,14 @@ class Simulation:
         if should_stop is not None:
             self._should_stop = should_stop
         tb = TimeBase(wall0_ns=self.start_time_ns if self.start_time_ns is not None else time.time_ns(),
-                      hwts_mhz=STARS_HWTS_MHZ if self.chip == "910b" else HWTS_MHZ)
+                      hwts_mhz=STARS_HWTS_MHZ if self.chip in STARS_CHIPS else HWTS_MHZ)
         board = Board(self.chip, self.seed, tb, first_task_id=self.first_task_id, mode=self.mode,
-                      metrics=self.aic_metrics, layout=self.layout)
+                      metrics=self.aic_metrics, layout=self.layout, model=self.model, sleep_ms=self.sleep_ms)
         writer = ProfWriter(self.out_dir, self.chip, tb, self.seed, self.slice_bytes, APP_PID,
                             metrics=self.aic_metrics, layout=self.layout)
         self.prof_dir = writer.prof_dir
         log.info("simulator.start", prof_dir=str(writer.prof_dir), chip=self.chip, mode=self.mode,
-                 iterations=self.iterations, rate=self.rate, seed=self.seed, layout=self.layout)
+                 iterations=self.iterations, rate=self.rate, seed=self.seed, layout=self.layout, model=self.model)
         self._board, self._writer = board, writer
         self._wall0 = time.monotonic()
         self._next_burst = tb.host_mono0 + self.burst_ns
@@ -133,15 +141,18 @@ class Simulation:
 def simulate(out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rate = "realtime", seed: int = 0,
              slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, stop_event: threading.Event | None = None,
              *, first_task_id: int = 0, start_time_ns: int | None = None, mode: str = "launch",
-             aic_metrics: str = "PipeUtilization", layout: str = "current") -> Path:
+             aic_metrics: str = "PipeUtilization", layout: str = "current", model: str = "face_mask_ssd",
+             sleep_ms: int = 0) -> Path:
     """Write one PROF_ directory under `out_dir` (and `out_dir/simulator_truth.json`); returns its path.
 
     `first_task_id`: task ids already used on each stream when profiling starts (reach a 16-bit wrap
     sooner); `start_time_ns`: wall clock of the collection start (default now; fix it for byte-identical
     control files); `mode`: "launch" (op information at every launch) or "static" (an offline model
     reports it once at load and every execution reuses its task ids, board.py); `layout`: "current"
-    (CANN ≥ 6.3 reporter) or "legacy" (CANN 5/6 files, spec §1.5; launch mode only).
+    (CANN ≥ 6.3 reporter) or "legacy" (CANN 5/6 files, spec §1.5; launch mode only); `model`: the workload
+    variant (workload.MODELS); `sleep_ms`: the app's sleep inside its model-load msproftx range (board.py).
     """
     sim = Simulation(out_dir, chip, iterations, rate, seed, slice_bytes, burst_ms, first_task_id=first_task_id,
-                     start_time_ns=start_time_ns, mode=mode, aic_metrics=aic_metrics, layout=layout)
+                     start_time_ns=start_time_ns, mode=mode, aic_metrics=aic_metrics, layout=layout, model=model,
+                     sleep_ms=sleep_ms)
     return sim.run(stop_event.is_set if stop_event is not None else None)

@@ -3,12 +3,15 @@
 Example (YAML):
 
     board: {type: simulator, chip: mini, mode: launch, iterations: 200, rate: realtime, seed: 0, output: board,
-            layout: current}
+            layout: current, model: face_mask_ssd, sleep_ms: 0}
 
 chip: mini = Ascend 310 (TS timeline), cloud = Ascend 910 (HWTS log), 910b = Ascend 910B (STARS log,
-FFTS context PMU with AI Core and AI Vector Core tasks; keep slice_bytes a multiple of 128 when
-msprof's Python parser is to read the directory, spec §6 D11). layout: legacy (CANN 5/6 files) runs
-in launch mode only.
+FFTS context PMU with AI Core and AI Vector Core tasks, FFTS+ MIX_AIC tasks with subtask logs; keep
+slice_bytes a multiple of 128 when msprof's Python parser is to read the directory, spec §6 D11),
+v6 = chip v6 (platform 15: 32-byte STARS log, 32-bit task ids, no PMU). layout: legacy (CANN 5/6
+files) runs in launch mode on the 310 and 910 only. model: the workload variant (face_mask_ssd;
+face_mask_ssd_mish and face_mask_ssd_fused are the before / after pair of the case studies,
+workload.py); sleep_ms: the app sleeps this long inside its model-load msproftx range (seed 004).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pydantic import Field
 
 from pipeline.stage import Batch, Source, StageConfig, StageContext
 from stages.simulator.run import MIN_SLICE_BYTES, Simulation, simulate
+from stages.simulator.workload import Model
 
 __all__ = ["SimulatorStage", "simulate"]
 
@@ -34,7 +38,7 @@ class SimulatorStage(Source):
     outputs = ()
 
     class Config(StageConfig):
-        chip: Literal["mini", "cloud", "910b"] = "mini"  # Ascend 310 (TS timeline), 910 (HWTS), 910B (STARS)
+        chip: Literal["mini", "cloud", "910b", "v6"] = "mini"  # Ascend 310 (TS timeline), 910 (HWTS), 910B (STARS), v6
         mode: Literal["launch", "static"] = "launch"  # op info at every launch, or once at model load (.om)
         iterations: int = Field(200, ge=0)  # images to run; 0 = until stopped
         rate: Literal["realtime", "max"] = "realtime"  # pace to wall time, or write as fast as possible
@@ -44,6 +48,8 @@ class SimulatorStage(Source):
         burst_ms: int = Field(20, ge=1)  # records are appended in bursts this far apart (simulated time)
         aic_metrics: AicMetrics = "PipeUtilization"  # AI Core PMU metric group (sample.json ai_core_metrics)
         layout: Literal["current", "legacy"] = "current"  # legacy = CANN 5/6 AclModule/Framework/Runtime files
+        model: Model = "face_mask_ssd"  # workload variant: face_mask_ssd, face_mask_ssd_mish, face_mask_ssd_fused
+        sleep_ms: int = Field(0, ge=0)  # the app's sleep inside its model-load msproftx range (seed 004)
 
     def __init__(self, config: Any, ctx: StageContext) -> None:
         if not isinstance(config, SimulatorStage.Config):
@@ -51,7 +57,8 @@ class SimulatorStage(Source):
         super().__init__(config, ctx)
         self.simulation = Simulation(ctx.resolve(config.output), config.chip, config.iterations, config.rate,
                                      config.seed, config.slice_bytes, config.burst_ms, mode=config.mode,
-                                     aic_metrics=config.aic_metrics, layout=config.layout)
+                                     aic_metrics=config.aic_metrics, layout=config.layout, model=config.model,
+                                     sleep_ms=config.sleep_ms)
 
     def batches(self) -> Iterator[Batch]:
         self.simulation.run()

@@ -18,6 +18,7 @@ import numpy as np
 from stages.simulator.workload import Op
 
 TRUTH_FILE = "simulator_truth.json"
+ITERATIONS_LISTED = 10_000  # per-iteration figures kept (the file is rewritten every simulated second)
 
 
 class Truth:
@@ -36,6 +37,7 @@ class Truth:
         self.records: Counter[str] = Counter()
         self.slices: Counter[str] = Counter()
         self.iterations = 0
+        self.iteration_ns: list[int] = []  # model end − model start keypoint (step trace), first iterations
         self.flips = 0  # task-flip records the device wrote
         self.mode = "launch"
         self.metrics = "PipeUtilization"
@@ -49,18 +51,25 @@ class Truth:
         self.l2_rates = np.zeros((n, 2), np.float64)  # Σ hit / request, Σ victim / request
         self.freq_points = 0
 
-    def add_tasks(self, durations_ns: np.ndarray) -> None:
-        """One execution of every op (durations in op order)."""
-        self.task_count += 1
-        self.task_total += durations_ns
-        np.minimum(self.task_min, durations_ns, out=self.task_min)
-        np.maximum(self.task_max, durations_ns, out=self.task_max)
+    def add_tasks(self, durations_ns: np.ndarray, counted: np.ndarray | None = None) -> None:
+        """One execution of every op (durations in op order); `counted`: the ops whose task is one statistic
+        entry (an FFTS+ task counts per context instead, add_contexts)."""
+        ops = np.arange(len(self.ops)) if counted is None else np.flatnonzero(counted)
+        self.add_contexts(ops, np.asarray(durations_ns)[ops])
+
+    def add_contexts(self, ops: np.ndarray, durations_ns: np.ndarray) -> None:
+        """Statistic entries of `ops` (an op may repeat: one entry per FFTS+ context)."""
+        durations = np.asarray(durations_ns, np.int64)
+        np.add.at(self.task_count, ops, 1)
+        np.add.at(self.task_total, ops, durations)
+        np.minimum.at(self.task_min, ops, durations)
+        np.maximum.at(self.task_max, ops, durations)
 
     def add_pmu(self, ops: np.ndarray, total_cycles: np.ndarray, counters: np.ndarray) -> None:
-        """One execution's AI Core PMU records (`ops` = op indices of the rows)."""
-        self.pmu_count[ops] += 1
-        self.pmu_cycles[ops] += total_cycles.astype(np.int64)
-        self.pmu_counters[ops] += counters.astype(np.int64)
+        """One execution's AI Core PMU records (`ops` = op indices of the rows; one per FFTS+ context)."""
+        np.add.at(self.pmu_count, ops, 1)
+        np.add.at(self.pmu_cycles, ops, total_cycles.astype(np.int64))
+        np.add.at(self.pmu_counters, ops, counters.astype(np.int64))
 
     def add_aicpu(self, ops: np.ndarray, values_ns: dict[str, np.ndarray]) -> None:
         self.aicpu_count[ops] += 1
@@ -97,6 +106,10 @@ class Truth:
         self.api_count[level, name] += count
         self.api_total[level, name] += total_ns
 
+    def add_iteration(self, duration_ns: int) -> None:
+        if len(self.iteration_ns) < ITERATIONS_LISTED:
+            self.iteration_ns.append(duration_ns)
+
     def add_msproftx(self, message: str, duration_ns: int) -> None:
         entry = self.msproftx[message]
         entry[0] += 1
@@ -123,6 +136,7 @@ class Truth:
             "mode": self.mode,
             "complete": complete,
             "iterations": self.iterations,
+            "iteration_ns": self.iteration_ns,
             "ns_per_tick": self.ns_per_tick,
             "op_statistic": self.op_statistic(),
             "api_statistic": [{"level": level, "api_name": name, "count": self.api_count[level, name],

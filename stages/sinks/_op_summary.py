@@ -9,26 +9,35 @@ memory: ``chunk_rows`` rows at a time), the wait time is recomputed over the sor
 every output file is replaced atomically (temp file + ``os.replace``); more than ``max_rows``
 rows become ``op_summary_slice_{k}_{ts}``, k from 0, as msprof names them.
 
-Every write goes through the stage's :class:`~pipeline.output_guard.OutputGuard`: on a full or
-read-only disk an append is cut back and retried, and the sort at close starts over (its run
-files and temp files removed; the live files are replaced only once every sorted file is
-complete), so a pause never leaves a row twice or half a row.
+Writes go through the stage's :class:`~pipeline.output_guard.OutputGuard`, as in :mod:`._table`: a
+full or read-only disk pauses them, and the sort at close starts over once it takes writes again.
 """
 
 from __future__ import annotations
 
-import heapq
 import json
 import os
-import re
 from collections.abc import Iterable, Iterator
-from contextlib import suppress
 from itertools import chain
 from pathlib import Path
 
-from pipeline.output_guard import OutputGuard, check_fault_cue, write_all
+from pipeline.output_guard import OutputGuard
 from stages.sinks._format import NA, us, us_to_ns
 from stages.sinks._jsonarray import JsonArrayFile
+from stages.sinks._table import (
+    MERGE_FAN_IN,
+    TICK_ROWS,
+    AtomicText,
+    create_with_header,
+    csv_cell,
+    merge_runs,
+    remove,
+    remove_temporaries,
+    slice_name,
+    write_atomic,
+    write_run,
+    write_sorted_files,
+)
 
 BASE_HEADER = [
     "Device_id", "Model ID", "Task ID", "Stream ID", "Op Name", "OP Type", "OP State", "Task Type",
@@ -36,14 +45,11 @@ BASE_HEADER = [
 ]
 START, DURATION, WAIT = 8, 9, 10
 TENSOR_COLUMNS = range(14, 20)  # shapes / data types / formats: msprof's quoted form
-MERGE_FAN_IN = 64
-TICK_ROWS = 8192  # rows between two heartbeats while sorting at close
+KEY_FIELDS = 5
+SHAPE_COLUMNS = (14, 17)  # Input Shapes, Output Shapes
 
 SortKey = tuple[int, int, int, int, int]  # device, start ns, stream, task, duration ns
 Row = tuple[int, int, int, int, int, str]  # sort key + the line as written
-
-_SPECIAL = re.compile(r'[,"\t\n\r]')
-_BLANKS = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
 
 
 def op_summary_header(block_header: str, pmu_columns: Iterable[str]) -> list[str]:
@@ -52,14 +58,12 @@ def op_summary_header(block_header: str, pmu_columns: Iterable[str]) -> list[str
             "Context ID", *pmu_columns]
 
 
-def csv_cell(text: str) -> str:
-    """A text cell: never a TAB or newline (the TAB marks the start column), quoted when needed."""
-    if not _SPECIAL.search(text):
-        return text
-    text = text.translate(_BLANKS)
-    if "," in text or '"' in text:
-        return '"' + text.replace('"', '""') + '"'
-    return text
+def csv_shape_cell(text: str) -> str:
+    """msprof wraps every shape list in literal double quotes, with or without a comma (``AddQuotation``): a CSV
+    reader yields ``"10"`` for a one-dimensional shape, ``"4096,512"`` for two dimensions; N/A stays bare."""
+    if text != NA and not (len(text) > 1 and text[0] == '"' and text[-1] == '"'):
+        text = f'"{text}"'
+    return csv_cell(text)
 
 
 def csv_tensor_cell(text: str) -> str:
@@ -82,7 +86,7 @@ class CsvCodec:
         out = [csv_cell(c) for c in cells]
         out[START] = cells[START] + "\t"  # msprof's spreadsheet guard
         for i in TENSOR_COLUMNS:
-            out[i] = csv_tensor_cell(cells[i])
+            out[i] = csv_shape_cell(cells[i]) if i in SHAPE_COLUMNS else csv_tensor_cell(cells[i])
         return ",".join(out)
 
     @staticmethod
@@ -162,9 +166,7 @@ class OpSummaryWriter:
         return self.codec.header
 
     def name(self, index: int, sliced: bool) -> Path:
-        if not sliced:
-            return self.directory / f"op_summary_{self.timestamp}.{self.codec.suffix}"
-        return self.directory / f"op_summary_slice_{index}_{self.timestamp}.{self.codec.suffix}"
+        return slice_name(self.directory, "op_summary", self.timestamp, self.codec.suffix, index, sliced)
 
     def append(self, rows: list[tuple[int, int, int, list[str]]]) -> None:
         """Rows as (device, start ns, end ns, cells); the wait cell is filled in here."""
@@ -195,8 +197,8 @@ class OpSummaryWriter:
         self._close_current()
         header = self.codec.header_text()
         for path in self.files:
-            self.guard.replace(path, lambda path=path: chain(  # type: ignore[misc]
-                [header], (f"{line}{pad}\n" for line in self.codec.read(path))))
+            write_atomic(path, lambda path=path: chain(  # type: ignore[misc]
+                [header], (f"{line}{pad}\n" for line in self.codec.read(path))), self.guard)
         self._fd = self.guard.attempt(self.files[-1], lambda: os.open(self.files[-1], os.O_WRONLY | os.O_APPEND))
 
     def finish(self) -> list[Path]:
@@ -204,20 +206,23 @@ class OpSummaryWriter:
         self._close_current()
         if not self.rows:
             return []
-        return self.guard.attempt(self.directory, self._sort_files, self._remove_temporaries)
+        return self.guard.attempt(self.directory, self._sort_files,
+                                  lambda: remove_temporaries(self.directory, "op_summary", self.timestamp, "run"))
 
     def _sort_files(self) -> list[Path]:
-        runs, tail = self._sorted_runs()
+        """The live files are re-read every time, so a sort the disk interrupted starts over from them."""
+        runs: list[Path] = []
         try:
+            runs, tail = self._sorted_runs(runs)
             while len(runs) > MERGE_FAN_IN:
                 groups = [runs[i : i + MERGE_FAN_IN] for i in range(0, len(runs), MERGE_FAN_IN)]
-                runs = [self._write_run(_merge(group)) for group in groups]
+                runs = [self._write_run(merge_runs(group, KEY_FIELDS)) for group in groups]
                 for group in groups:
-                    _remove(group)
-            merged = _merge(runs) if runs else iter(tail)
+                    remove(group)
+            merged = merge_runs(runs, KEY_FIELDS) if runs else iter(tail)
             final = self._write_sorted(merged)
         finally:
-            _remove(runs)
+            remove(runs)  # also the runs of an attempt that failed half-way
         for stale in set(self.files) - set(final):
             stale.unlink(missing_ok=True)
         self.files = final
@@ -229,27 +234,11 @@ class OpSummaryWriter:
         self._close_current()
         path = self.name(len(self.files), sliced=bool(self.files))
         if isinstance(self.codec, CsvCodec):
-            header = self.codec.header_text().encode()
-            self.guard.attempt(path, lambda: self._create_csv(path, header), lambda: self._discard(path))
+            self._fd = create_with_header(self.guard, path, self.codec.header_text().encode())
         else:
             self._json = JsonArrayFile(path, self.guard)
         self.files.append(path)
         self._rows_in_file = 0
-
-    def _create_csv(self, path: Path, header: bytes) -> None:
-        self._close_current()
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-        write_all(self._fd, header, path)
-
-    def _discard(self, path: Path) -> None:
-        """No file rather than half a header, until the disk takes it."""
-        self._close_current()
-        path.unlink(missing_ok=True)
-
-    def _remove_temporaries(self) -> None:
-        """What an interrupted sort left: run files and unfinished sorted files."""
-        for leftover in self.directory.glob(f".op_summary*_{self.timestamp}*"):
-            leftover.unlink(missing_ok=True)
 
     def _close_current(self) -> None:
         if self._fd >= 0:
@@ -259,9 +248,8 @@ class OpSummaryWriter:
             self._json.close()
             self._json = None
 
-    def _sorted_runs(self) -> tuple[list[Path], list[Row]]:
-        """Sorted chunks as run files; a single chunk stays in memory (the tail)."""
-        runs: list[Path] = []
+    def _sorted_runs(self, runs: list[Path]) -> tuple[list[Path], list[Row]]:
+        """Sorted chunks as run files (added to ``runs``); a single chunk stays in memory (the tail)."""
         chunk: list[Row] = []
         for path in self.files:
             for count, line in enumerate(self.codec.read(path)):
@@ -280,34 +268,21 @@ class OpSummaryWriter:
 
     def _write_run(self, rows: Iterable[Row]) -> Path:
         self._runs_made += 1
-        path = self.directory / f".op_summary_{self.timestamp}.run{self._runs_made}"
-        with open(path, "w", encoding="utf-8", newline="\n") as run:
-            for *key, line in rows:
-                run.write("\t".join(map(str, key)) + f"\t{line}\n")
-            check_fault_cue(path)
-        return path
+        return write_run(self.directory / f".op_summary_{self.timestamp}.run{self._runs_made}", rows)
 
     def _write_sorted(self, rows: Iterator[Row]) -> list[Path]:
-        """Stream sorted rows into the final files, ``max_rows`` per file, under temp names; rename
-        them all into place once every one is complete (a failed write leaves the live files as they are)."""
-        done: list[_AtomicText] = []
-        try:
-            self._write_sorted_rows(rows, self.rows > self.max_rows, done)
-        except BaseException:
-            for text in done:
-                with suppress(OSError):  # the flush of a full disk fails again; the file is closed anyway
-                    text.close()
-            raise
-        return [text.commit() for text in done]
+        """Stream sorted rows into the final files, ``max_rows`` per file, renamed into place together."""
+        return write_sorted_files(lambda done: self._write_sorted_rows(rows, done))
 
-    def _write_sorted_rows(self, rows: Iterator[Row], sliced: bool, done: list[_AtomicText]) -> None:
+    def _write_sorted_rows(self, rows: Iterator[Row], done: list[AtomicText]) -> None:
+        sliced = self.rows > self.max_rows
         is_csv = isinstance(self.codec, CsvCodec)
-        out: _AtomicText | None = None
+        out: AtomicText | None = None
         previous: tuple[int, int, int] | None = None  # device, start, duration
         count = 0
         for device, start, _stream, _task, dur, line in rows:
             if out is None:
-                out = _AtomicText(self.name(len(done), sliced))
+                out = AtomicText(self.name(len(done), sliced))
                 done.append(out)
                 out.write(self.codec.header_text() if isinstance(self.codec, CsvCodec) else "[\n")
                 count = 0
@@ -326,44 +301,6 @@ class OpSummaryWriter:
             out.complete("" if is_csv else "]")
 
 
-class _AtomicText:
-    """A text file written under a temp name and renamed into place when complete."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.temp = path.with_name(f".{path.name}.tmp")
-        self._out = open(self.temp, "w", encoding="utf-8", newline="\n")
-        self.write = self._out.write
-
-    def complete(self, ending: str) -> None:
-        self._out.write(ending)
-        check_fault_cue(self.temp)
-        self._out.close()
-
-    def close(self) -> None:
-        self._out.close()
-
-    def commit(self) -> Path:
-        os.replace(self.temp, self.path)
-        return self.path
-
-
 def _int(text: str) -> int:
     """Stream / task ids; N/A (communication ops) sorts first."""
     return int(text) if text.isdigit() else -1
-
-
-def _read_run(path: Path) -> Iterator[Row]:
-    with open(path, encoding="utf-8", newline="\n") as run:
-        for text in run:
-            device, start, stream, task, dur, line = text[:-1].split("\t", 5)
-            yield int(device), int(start), int(stream), int(task), int(dur), line
-
-
-def _merge(runs: list[Path]) -> Iterator[Row]:
-    return heapq.merge(*(_read_run(path) for path in runs))
-
-
-def _remove(paths: Iterable[Path]) -> None:
-    for path in paths:
-        path.unlink(missing_ok=True)

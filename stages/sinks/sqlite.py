@@ -229,8 +229,9 @@ class SqliteSink(Sink):
         for row in rows:
             (device, model_id, _iteration, stream_id, task_id, _batch_id, start, end, op_name, op_type,
              task_type, op_state, block_dim, mix_block_dim, connection_id, _thread_id, in_shapes,
-             in_dtypes, in_formats, out_shapes, out_dtypes, out_formats, pmu) = row
-            tasks.append((start, end, device, connection_id, global_id, pid, sym(task_type), UINT32_NONE,
+             in_dtypes, in_formats, out_shapes, out_dtypes, out_formats, pmu, context_id, *_) = row
+            tasks.append((start, end, device, connection_id, global_id, pid, sym(task_type),
+                          UINT32_NONE if context_id is None else context_id,
                           stream_id, task_id, model_id))
             if op_name:
                 compute.append((sym(op_name), global_id, block_dim, mix_block_dim, sym(task_type), sym(op_type),

@@ -1,4 +1,5 @@
-"""Summary sink: msprof's op_summary, op_statistic and api_statistic files (spec §3.1, §3.2).
+"""Summary sink: msprof's summary files (spec §3.1, §3.2): op_summary, op_statistic, api_statistic,
+task_time, step_trace, msprof_tx, aicpu and l2_cache.
 
 Example config::
 
@@ -9,14 +10,17 @@ Example config::
       timestamp: "20240101120000"             # the {timestamp} of file names (default: when the sink opens)
       format: csv                             # or json: the same rows as an array of objects
       block_header: Block Dim                 # or "Block Num" (msprof after 2026-01)
-      max_rows: 1000000                       # op_summary rows per file before slicing
+      max_rows: 1000000                       # rows per file before slicing (every table)
       refresh_s: 1.0                          # at most one statistics rewrite per interval
-      sort_chunk_rows: 100000                 # rows held in memory by the sort at close
+      sort_chunk_rows: 100000                 # rows per table held in memory by the sort
 
-Files are ``{module}_{timestamp}.{csv|json}``. op_summary grows as task batches arrive and is
-sorted at close (see :mod:`._op_summary`); it lists device tasks that have host task info
-(an op name), except task types msprof leaves out (WRITE_BACK, INVALID, HCCL_AI_CPU,
-COMMUNICATION). The statistics files are rewritten atomically from the latest snapshot.
+Files are ``{module}_{timestamp}.{csv|json}``, sliced past ``max_rows`` rows into
+``{module}_slice_{k}_{timestamp}``; a table without rows has no file, as in msprof. op_summary grows as
+task batches arrive and is sorted at close (see :mod:`._op_summary`); it lists device tasks that have host
+task info (an op name), except task types msprof leaves out (WRITE_BACK, INVALID, HCCL_AI_CPU,
+COMMUNICATION). task_time, step_trace, msprof_tx, aicpu and l2_cache grow the same way and are sorted at
+close (:mod:`._summary_tables`, :mod:`._table`). The statistics files are rewritten atomically from the
+latest snapshot.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from pydantic import Field
 
 from pipeline.output_guard import OutputGuard
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
-from stages.schema import SymbolTable, unpack_rows
+from stages.schema import CONTEXT_ID_NONE, SymbolTable, unpack_rows
 from stages.sinks._format import (
     DEFAULT_OUTPUT_DIR,
     NA,
@@ -42,7 +46,9 @@ from stages.sinks._format import (
     us,
     us_trimmed,
 )
-from stages.sinks._op_summary import OpSummaryWriter, csv_cell, op_summary_header
+from stages.sinks._op_summary import OpSummaryWriter, op_summary_header
+from stages.sinks._summary_tables import TABLES, TABLES_BY_KIND, TableSpec
+from stages.sinks._table import SortedTable, csv_cell, write_atomic
 
 OP_STATISTIC_HEADER = ["Device_id", "OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)",
                        "Avg Time(us)", "Max Time(us)", "Ratio(%)"]
@@ -88,11 +94,11 @@ def api_statistic_rows(symbols: SymbolTable, rows: list[list[Any]]) -> list[list
 def write_table(path: Path, header: list[str], rows: list[list[str]], fmt: str, guard: OutputGuard) -> None:
     """Replace ``path`` with the rows (temp file + rename); a full disk pauses here until it takes them."""
     if fmt == "csv":
-        lines = [",".join(csv_cell(cell) for cell in row) + "\n" for row in rows]
-        guard.replace(path, lambda: [",".join(header) + "\n", *lines])
+        lines = (",".join(csv_cell(cell) for cell in row) + "\n" for row in rows)
+        write_atomic(path, [",".join(header) + "\n", *lines], guard)
     else:
         objects = ",\n".join(json.dumps(dict(zip(header, row, strict=True)), ensure_ascii=False) for row in rows)
-        guard.replace(path, lambda: ["[\n", objects, "\n]"])
+        write_atomic(path, ["[\n", objects, "\n]"], guard)
 
 
 class SummarySink(Sink):
@@ -103,9 +109,9 @@ class SummarySink(Sink):
         timestamp: str | None = Field(None, description="the {timestamp} of file names; default: open time")
         format: Literal["csv", "json"] = Field("csv", description="csv as msprof, or a JSON array of objects")
         block_header: Literal["Block Dim", "Block Num"] = Field("Block Dim", description="op_summary spelling")
-        max_rows: int = Field(1_000_000, gt=0, description="op_summary rows per file before slicing")
+        max_rows: int = Field(1_000_000, gt=0, description="rows per file before slicing (every table)")
         refresh_s: float = Field(1.0, ge=0, description="minimum seconds between statistics rewrites")
-        sort_chunk_rows: int = Field(100_000, gt=0, description="rows in memory while sorting op_summary")
+        sort_chunk_rows: int = Field(100_000, gt=0, description="rows per table in memory while sorting")
 
     def __init__(self, config: Any, ctx: StageContext) -> None:
         if not isinstance(config, self.Config):
@@ -116,6 +122,7 @@ class SummarySink(Sink):
         self.timestamp = ""
         self.directory = Path()
         self.op_summary: OpSummaryWriter | None = None
+        self.tables: dict[str, SortedTable] = {}
         self._pmu_columns: list[str] = []
         self._pending: dict[str, list[list[str]]] = {}
         self._last_refresh = float("-inf")
@@ -132,8 +139,12 @@ class SummarySink(Sink):
         learn_symbols(self.symbols, batch)
         if not self.timestamp:
             self.open()
-        if batch.kind == "task":
-            self._tasks(unpack_rows(batch), batch.meta.get("pmu_columns") or [])
+        if batch.kind in TABLES_BY_KIND:
+            rows = unpack_rows(batch)
+            if batch.kind == "task":
+                self._tasks(rows, batch.meta.get("pmu_columns") or [])
+            for spec in TABLES_BY_KIND[batch.kind]:
+                self._append(spec, rows)
         elif batch.kind in STATISTICS:
             make = op_statistic_rows if batch.kind == "op_statistic" else api_statistic_rows
             self._pending[batch.kind] = make(self.symbols, unpack_rows(batch))
@@ -146,10 +157,31 @@ class SummarySink(Sink):
         self._refresh(force=True)
         if self.op_summary is not None:
             self.op_summary.finish()
+        for table in self.tables.values():
+            table.finish()
 
     def accounting(self) -> dict[str, int]:
         rows = self.op_summary.rows if self.op_summary is not None else 0
-        return {"op_summary_rows": rows, **self.counts}
+        tables = {f"{module}_rows": self.tables[module].rows if module in self.tables else 0 for module in TABLES}
+        return {"op_summary_rows": rows, **tables, **self.counts}
+
+    # -- task_time, step_trace, msprof_tx, aicpu, l2_cache ----------------------------------
+
+    def _append(self, spec: TableSpec, rows: list[list[Any]]) -> None:
+        keyed = list(spec.rows(self.symbols, rows))
+        if not keyed:
+            return
+        table = self.tables.get(spec.module)
+        if table is None:
+            table = self.tables[spec.module] = SortedTable(
+                self.directory, spec.module, self.timestamp, self.config.format, list(spec.header),
+                key_fields=spec.key_fields, max_rows=self.config.max_rows, chunk_rows=self.config.sort_chunk_rows,
+                tab_columns=spec.time_points, guard=self.ctx.output_guard)
+        missing = max(len(cells) for _, cells in keyed) - len(table.header)
+        if missing > 0 and spec.growth:  # more all-reduce pairs than earlier iterations had
+            repeats = -(-missing // len(spec.growth))
+            table.add_columns(list(spec.growth * repeats)[:missing])
+        table.append(keyed)
 
     # -- op_summary -------------------------------------------------------------------------
 
@@ -159,7 +191,7 @@ class SummarySink(Sink):
         for row in rows:
             (device, model_id, _iteration, stream_id, task_id, _batch_id, start, end, op_name, op_type,
              task_type, op_state, block_dim, mix_block_dim, _connection_id, _thread_id, in_shapes,
-             in_dtypes, in_formats, out_shapes, out_dtypes, out_formats, pmu) = row
+             in_dtypes, in_formats, out_shapes, out_dtypes, out_formats, pmu, context_id, *_) = row
             name = sym[op_name]
             kind = sym[task_type]
             if not name or kind in SKIPPED_TASK_TYPES:
@@ -170,7 +202,8 @@ class SummarySink(Sink):
                 sym[op_state] or NA, kind or NA, us(start), us(end - start), "0",
                 NA if block_dim is None else str(block_dim), NA if mix_block_dim is None else str(mix_block_dim),
                 NA, sym[in_shapes] or NA, sym[in_dtypes] or NA, sym[in_formats] or NA, sym[out_shapes] or NA,
-                sym[out_dtypes] or NA, sym[out_formats] or NA, NA,
+                sym[out_dtypes] or NA, sym[out_formats] or NA,
+                NA if context_id in (None, CONTEXT_ID_NONE) else str(context_id),
             ]
             cells.extend(self._pmu_cells(pmu or [], pmu_columns))
             entries.append((device, start, end, cells))

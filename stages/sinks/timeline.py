@@ -7,7 +7,8 @@ Example config::
       inputs: [aggregate.tasks]
       directory: mindstudio_profiler_output   # under the run's output folder
       timestamp: "20240101120000"             # the {ts} of file names (default: when the sink opens)
-      rotate_bytes: 209715200                 # start msprof_{ts}_1.json ... past this size
+      rotate_bytes: 209715200                 # start msprof_{ts}_1.json ... past this size;
+                                              # at close: msprof_slice_{k}_{ts}.json, k from 0
       overlap_window_s: 5.0                   # how far back host spans are checked for overlap
       fsync: false                            # fsync on every flush (close always does)
 
@@ -25,6 +26,7 @@ carries its own metadata, and no two complete events cross on one track (see :mo
 from __future__ import annotations
 
 import json
+import os
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -108,6 +110,7 @@ class TimelineSink(Sink):
         self._texts: dict[int, str] = {}  # symbol -> JSON string
         self._node_connections = _Bounded(FLOW_MEMORY)
         self._waiting_flow_ends = _Bounded(FLOW_MEMORY)  # connection id -> (pid, tid, ts)
+        self._flow_ended = _Bounded(FLOW_MEMORY)  # connection ids whose flow has its end
         self.counts = {"task": 0, "api": 0, "tx": 0, "flows": 0}
 
     # -- stage interface -------------------------------------------------------------------
@@ -147,6 +150,11 @@ class TimelineSink(Sink):
             self._file.sync()
             self._file.close()
             self._file = None
+        if len(self.paths) > 1:  # rotated: msprof's slice names, k from 0, once the files are final
+            final = [old.with_name(f"msprof_slice_{k}_{self.timestamp}.json") for k, old in enumerate(self.paths)]
+            for path, target in zip(self.paths, final, strict=True):
+                self.ctx.output_guard.attempt(target, lambda: os.replace(path, target))  # noqa: B023 (called now)
+            self.paths = final
 
     def accounting(self) -> dict[str, int]:
         adjusted = sum(t.adjusted for t in self._serial.values()) + sum(
@@ -240,7 +248,7 @@ class TimelineSink(Sink):
         for row in rows:
             (device_id, model_id, _iteration, stream_id, task_id, batch_id, start_ns, end_ns,
              op_name, _op_type, task_type, *_rest) = row
-            connection_id = row[14]
+            connection_id, context_id = row[14], row[23]
             pid = format_pid(app_pid, SORT_HARDWARE, device_id)
             if (pid, -1) not in self._announced:
                 self._process(out, pid, "Ascend Hardware", f"NPU {device_id}", SORT_HARDWARE)
@@ -258,13 +266,14 @@ class TimelineSink(Sink):
                 f'{{"name":{name},"pid":{pid},"tid":{stream_id},"ts":"{ts}","dur":{us(end_ns - start_ns)},'
                 f'"args":{{"Model Id":{model_id},"Task Type":{task_type_text},'
                 f'"Physic Stream Id":{stream_id},"Task Id":{task_id},"Batch Id":{batch_id},'
-                f'"Subtask Id":{UINT32_NONE},"connection_id":{conn}}},"ph":"X"}}'
+                f'"Subtask Id":{UINT32_NONE if context_id is None else context_id},"connection_id":{conn}}},"ph":"X"}}'
             )
             written += 1
-            if connection_id is not None:
+            # One flow per launch: an FFTS+ task's contexts share its connection id, the first one ends it.
+            if connection_id is not None and connection_id not in self._flow_ended.data:
                 if connection_id in self._node_connections.data:
                     out.append(self._flow_end(connection_id, pid, stream_id, ts))
-                else:
+                elif connection_id not in self._waiting_flow_ends.data:
                     self._waiting_flow_ends.put(connection_id, (pid, stream_id, ts))
         self.counts["task"] += written
 
@@ -334,6 +343,7 @@ class TimelineSink(Sink):
                 f'"pid":{pid},"tid":{tid},"ts":"{ts}"}}')
 
     def _flow_end(self, connection_id: int, pid: int, tid: int, ts: str) -> str:
+        self._flow_ended.put(connection_id)
         flow_id = connection_id << 32
         return (f'{{"name":"HostToDevice{flow_id}","ph":"f","id":"{flow_id}","ts":"{ts}",'
                 f'"cat":"HostToDevice","pid":{pid},"tid":{tid},"bp":"e"}}')

@@ -41,7 +41,7 @@ def test_live_config_is_valid_and_prof_dir_disables_simulator(monkeypatch: pytes
     monkeypatch.delenv("PROF_DIR", raising=False)
     config = load_config(LIVE)
     assert config.stages["board"].enabled
-    assert set(config.consumers("aggregate", "stats")) == {"summary", "db", "top"}
+    assert set(config.consumers("aggregate", "stats")) == {"summary", "db", "top", "advice"}
     monkeypatch.setenv("PROF_DIR", "/data/PROF_000001")
     config = load_config(LIVE)
     assert not config.stages["board"].enabled

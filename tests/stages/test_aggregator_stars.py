@@ -13,7 +13,7 @@ from chain import run_chain
 
 from stages.aggregator.stars import StarsPmu
 from stages.decoder import records
-from stages.schema import SymbolTable, unpack_rows
+from stages.schema import CONTEXT_ID_NONE, SymbolTable, unpack_rows
 from stages.simulator.run import simulate
 
 PIPE = [0x8, 0xA, 0x9, 0xB, 0xC, 0xD, 0x54, 0x55]  # PipeUtilization, counter-slot order
@@ -137,15 +137,38 @@ def test_simulated_910b_joins_exactly_with_aic_and_aiv_columns(tmp_path: Path) -
     assert {row[5] for row in rows} == {0, 1}  # batch ids from the flips
     by_core = Counter(symbols[row[10]] for row in rows)
     assert by_core == {core: sum(t["count"] for t in truth["op_statistic"] if t["core_type"] == core)
-                       for core in ("AI_CORE", "AI_VECTOR_CORE", "AI_CPU")}
+                       for core in ("AI_CORE", "AI_VECTOR_CORE", "AI_CPU", "MIX_AIC")}
+    contexts: dict[tuple[int, int, int], list[int]] = {}  # FFTS+ task (stream, task, batch) → its rows' context ids
     for row in rows:
         core, pmu, duration_us = symbols[row[10]], row[22], (row[7] - row[6]) / 1000
+        assert (row[23] != CONTEXT_ID_NONE) == (core == "MIX_AIC")
+        if core == "MIX_AIC":
+            contexts.setdefault((row[3], row[4], row[5]), []).append(row[23])
         if core == "AI_CPU":
             assert pmu == [None] * len(columns)
             continue
-        main, other = ("aic", "aiv") if core == "AI_CORE" else ("aiv", "aic")
-        assert pmu[at[f"{main}_total_cycles"]] > 0 and pmu[at[f"{other}_total_cycles"]] == 0
+        main, other = ("aiv", "aic") if core == "AI_VECTOR_CORE" else ("aic", "aiv")
+        assert pmu[at[f"{main}_total_cycles"]] > 0
+        assert pmu[at[f"{other}_total_cycles"]] == (None if core == "MIX_AIC" else 0)  # MIX slave side: BlockPmu
         time_column = "aicore_time(us)" if main == "aic" else "aiv_time(us)"
         assert 0 < pmu[at[time_column]] <= duration_us  # busy cycles never exceed the wall time
         assert 0 <= pmu[at["cube_utilization(%)"]] <= 100
-        assert (pmu[at["cube_utilization(%)"]] > 0) == (core == "AI_CORE" and symbols[row[9]] == "Conv2D")
+        assert (pmu[at["cube_utilization(%)"]] > 0) == (core != "AI_VECTOR_CORE" and symbols[row[9]] == "Conv2D")
+    assert sorted(map(sorted, contexts.values())) == sorted([list(range(4)), list(range(3))] * 8)  # per run
+
+
+@pytest.mark.parametrize("mode", ["launch", "static"])
+def test_simulated_chip_v6_joins_32_bit_task_ids_exactly(tmp_path: Path, mode: str) -> None:
+    """Task ids start below 2^16 and pass it: the host's batchId field carries the high 16 bits."""
+    prof = simulate(tmp_path / "board", chip="v6", iterations=6, rate="max", seed=4, slice_bytes=8100,
+                    first_task_id=65_500, mode=mode)
+    truth = json.loads((tmp_path / "board" / "simulator_truth.json").read_text())
+    batches, figures = run_chain(prof, tmp_path / "out")
+    assert figures["rejected"] == {} and figures["decoder"]["records_in"] == truth["records_total"]
+    final = next(b for b in batches if b.kind == "op_statistic" and b.meta.get("final"))
+    ours = {(op, core): (count, total, low, high) for _, op, core, count, total, low, high in unpack_rows(final)}
+    assert ours == {(t["op_type"], t["core_type"]): (t["count"], t["total_ns"], t["min_ns"], t["max_ns"])
+                    for t in truth["op_statistic"]}
+    _, rows, columns = _chain_rows(batches)
+    assert max(row[4] for row in rows) > 0xFFFF and {row[5] for row in rows} == {0}  # 32-bit ids, batch 0
+    assert {row[3] for row in rows} == {2, 3} and columns == []  # streams from the task_tracks; no PMU on v6

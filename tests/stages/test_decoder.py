@@ -63,6 +63,20 @@ def test_api_and_event_told_apart_and_zero_begin_rejected(tmp_path) -> None:  # 
     assert decoder.check() == []
 
 
+def test_op_state_comes_from_the_file_group_not_the_byte(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """msprof: unaging.compact.node_basic_info holds static ops, aging.… dynamic ones; the opState byte is not read."""
+    decoder = _decoder(tmp_path)
+    arr = np.zeros(2, raw.NODE_BASIC_INFO)
+    arr["magic"] = raw.HOST_MAGIC
+    arr["timestamp"] = 5_000_000_100
+    arr["op_state"] = [1, 0]
+    for stream, expected in (("unaging.compact.node_basic_info", 0), ("aging.compact.node_basic_info", 1)):
+        batch = Batch("raw", 2, {"kind": "node_basic_info", "stream": stream, "device": None, "size": 64},
+                      arr.tobytes())
+        (out,) = decoder.process(batch)
+        assert records.from_batch(out)["op_state"].tolist() == [expected, expected], stream
+
+
 def test_hwts_start_end_and_device_time(tmp_path) -> None:  # type: ignore[no-untyped-def]
     decoder = _decoder(tmp_path)
     arr = np.zeros(2, raw.HWTS_LOG)

@@ -141,14 +141,43 @@ def test_acsq_start_end_become_task_logs_with_decoded_ids(tmp_path: Path) -> Non
 
 def test_other_stars_log_func_types_are_rejected_by_name(tmp_path: Path) -> None:
     decoder = _decoder(tmp_path)
-    body = (_acsq(0b100010, 0, 2, 7, 1000) * 2 + _acsq(0b011010, 0, 0, 0, 1000)
+    body = (_acsq(0b100100, 0, 2, 7, 1000) * 2 + _acsq(0b011010, 0, 0, 0, 1000)
             + _acsq(raw.ACSQ_START, 0, 2, 8, 1000) + _acsq(0b111111, 0, 0, 0, 0))
     out = _decode(decoder, files.STARS_SOC, body)
     assert len(out["task_log"]) == 1
-    assert decoder.ctx.rejected == {"stars_soc: func type 100010 (FFTS+ subtask start log) not decoded": 2,
+    assert decoder.ctx.rejected == {"stars_soc: func type 100100 (block start log) not decoded": 2,
                                     "stars_soc: func type 011010 (ACC PMU) not decoded": 1,
                                     "stars_soc: func type 111111 (unknown func type) not decoded": 1}
     assert decoder.accounting() == {"records_in": 5, "decoded": 1, "rejected": 4, "lost_on_device": 0}
+
+
+def _subtask(func: int, stream: int, task: int, syscnt: int, *, subtask_type: int = raw.SUBTASK_MIX_AIC,
+             context: int = 0, ffts: int = raw.FFTS_TYPE_PLUS, thread: int = 0, cnt: int = 0) -> bytes:
+    """An FFTS+ subtask log at the spec's offsets: timestamp @8, subtask type @16, context @18, FFTS type in bits
+    13–15 of u16 @20, thread @22."""
+    record = bytearray(64)
+    struct.pack_into("<HHHHQBBHHH", record, 0, func | (cnt << 6), 0x6BD3, stream, task, syscnt, subtask_type, 0,
+                     context, ffts << 13, thread)
+    return bytes(record)
+
+
+def test_ffts_plus_subtask_logs_become_subtask_logs_beside_the_task_logs(tmp_path: Path) -> None:
+    decoder = _decoder(tmp_path)
+    body = (_acsq(raw.ACSQ_START, raw.SQE_AI_CORE, 2, 7, 1000)
+            + _subtask(raw.FFTS_LOG_START, 2, 7, 1001, context=3, thread=9, cnt=1)
+            + _subtask(raw.FFTS_LOG_END, 0x2000 | 7, 0x4000 | 2, 1100, context=3, thread=9)  # bit 13: swapped
+            + _subtask(raw.FFTS_LOG_START, 0x1000 | 0x6000 | 2, 7, 1101, subtask_type=raw.SUBTASK_AIC, context=0xFFFF)
+            + _acsq(raw.ACSQ_END, raw.SQE_AI_CORE, 2, 7, 1200))
+    out = _decode(decoder, files.STARS_SOC, body)
+    assert out["task_log"]["state"].tolist() == [records.STATE_START, records.STATE_END]
+    logs = out["subtask_log"]
+    assert logs["state"].tolist() == [records.STATE_START, records.STATE_END, records.STATE_START]
+    assert logs["stream_id"].tolist() == [2, 2, 2] and logs["task_id"].tolist() == [7, 0x4007, 0x6007]
+    assert logs["context_id"].tolist() == [3, 3, 0xFFFF]
+    assert logs["subtask_type"].tolist() == [raw.SUBTASK_MIX_AIC, raw.SUBTASK_MIX_AIC, raw.SUBTASK_AIC]
+    assert logs["ffts_type"].tolist() == [raw.FFTS_TYPE_PLUS] * 3 and logs["thread_id"].tolist() == [9, 9, 0]
+    assert logs["ts_ns"].tolist() == [T0 + 20, T0 + 100 * 20, T0 + 101 * 20]
+    assert decoder.accounting() == {"records_in": 5, "decoded": 5, "rejected": 0, "lost_on_device": 0}
 
 
 def test_chip_v6_32_byte_acsq_keeps_the_unique_task_id(tmp_path: Path) -> None:
@@ -247,6 +276,91 @@ def test_context_pmu_round_trip_across_a_split(fields: list[tuple], cut: int) ->
     expected_core = [records.CORE_AIC if f[5] == 0 else records.CORE_MIX_AIC if f[5] == 5 else records.CORE_AIV
                      for f in fields]
     assert got["core"].tolist() == expected_core
+
+
+SOC_FIELDS = st.tuples(st.sampled_from([raw.ACSQ_START, raw.ACSQ_END, raw.FFTS_LOG_START, raw.FFTS_LOG_END]),
+                       st.integers(0, 2047), st.integers(0, 0xFFFF), st.integers(0, 0xFFFF),
+                       st.sampled_from([0, 1, 6, 7, 12]), st.integers(0, 0xFFFF), st.integers(1000, 2**40))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(fields=st.lists(SOC_FIELDS, min_size=1, max_size=12), cut=st.integers(0, 10_000))
+def test_subtask_and_task_logs_round_trip_across_a_split(fields: list[tuple], cut: int) -> None:
+    """stars_soc with FFTS+ subtask logs among the ACSQ logs, cut anywhere into two slices."""
+    stream, task = (np.array([f[i] for f in fields], np.int64) for i in (1, 2))
+    stream_field, task_field = stars_ids(stream, task)
+    body = b"".join(
+        _acsq(f[0], 0, int(s), int(t), f[6]) if f[0] in (raw.ACSQ_START, raw.ACSQ_END)
+        else _subtask(f[0], int(s), int(t), f[6], subtask_type=f[4], context=f[3], thread=f[5])
+        for f, s, t in zip(fields, stream_field, task_field, strict=True))
+    cut %= len(body) + 1
+    first = frame(files.STARS_SOC, body[:cut], final=False)
+    second = frame(files.STARS_SOC, body[first.consumed:], final=True)
+    assert first.garbage == second.garbage == [] and first.count + second.count == len(fields)
+    with tempfile.TemporaryDirectory() as folder:
+        decoder = _decoder(Path(folder))
+        parts = [_decode(decoder, files.STARS_SOC, part.records) for part in (first, second)]
+    subtask = [f for f in fields if f[0] in (raw.FFTS_LOG_START, raw.FFTS_LOG_END)]
+    got = [p["subtask_log"] for p in parts if "subtask_log" in p]
+    logs = np.concatenate(got) if got else np.zeros(0, records.SUBTASK_LOG)
+    for name, at in (("stream_id", 1), ("task_id", 2), ("context_id", 3), ("subtask_type", 4), ("thread_id", 5)):
+        assert logs[name].tolist() == [f[at] for f in subtask], name
+    assert logs["state"].tolist() == [records.STATE_START if f[0] == raw.FFTS_LOG_START else records.STATE_END
+                                      for f in subtask]
+    assert logs["ts_ns"].tolist() == [T0 + (f[6] - 1000) * 20 for f in subtask]
+    assert sum(len(p.get("task_log", ())) for p in parts) == len(fields) - len(subtask)
+
+
+V6_FIELDS = st.tuples(st.sampled_from([raw.ACSQ_START, raw.ACSQ_END]), st.sampled_from([0, 1, 5]),
+                      st.integers(0, 2**32 - 1), st.integers(1000, 2**40))
+
+
+def _acsq_v6(func: int, sqe: int, task: int, syscnt: int) -> bytes:
+    """A chip-v6 ACSQ log: u16 head, marker, u32 task id @4, timestamp @8, 32 bytes."""
+    record = bytearray(32)
+    struct.pack_into("<HHIQ", record, 0, func | (sqe << 10), 0x6BD3, task, syscnt)
+    return bytes(record)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(fields=st.lists(V6_FIELDS, min_size=1, max_size=16), cut=st.integers(0, 10_000))
+def test_chip_v6_acsq_round_trip_across_a_split(fields: list[tuple[int, int, int, int]], cut: int) -> None:
+    body = b"".join(_acsq_v6(*f) for f in fields)
+    cut %= len(body) + 1
+    first = frame(files.STARS_SOC_V6, body[:cut], final=False)
+    second = frame(files.STARS_SOC_V6, body[first.consumed:], final=True)
+    assert first.garbage == second.garbage == [] and first.count + second.count == len(fields)
+    with tempfile.TemporaryDirectory() as folder:
+        decoder = _decoder(Path(folder))
+        parts = [_decode(decoder, files.STARS_SOC_V6, part.records).get("unique_task_log") for part in (first, second)]
+    got = np.concatenate([x for x in parts if x is not None])
+    assert got["unique_task_id"].tolist() == [f[2] for f in fields]
+    assert got["sqe_type"].tolist() == [f[1] for f in fields]
+    assert got["state"].tolist() == [records.STATE_START if f[0] == raw.ACSQ_START else records.STATE_END
+                                     for f in fields]
+    assert got["ts_ns"].tolist() == [T0 + (f[3] - 1000) * 20 for f in fields]
+
+
+def test_chip_v6_step_trace_puts_the_tag_first_and_a_32_bit_task_id(tmp_path: Path) -> None:
+    decoder = DecoderStage(DecoderStage.Config(), make_ctx("decode", tmp_path))
+    for path, text in CONTROL.items():
+        text = text.replace('"platform_version": "5"', '"platform_version": "15"')
+        list(decoder.process(Batch("control", 0, {"path": path, "text": text})))
+    record = bytearray(40)
+    struct.pack_into("<BBHIQQQHHI", record, 0, 1, raw.TS_TAG_STEP_TRACE, 40, 0, 1500, 7, 1, 1, 3, 0x12345)
+    steps = _decode(decoder, files.TS_TRACK, bytes(record))["step"]
+    assert steps[["index_id", "model_id", "tag_id", "stream_id", "task_id"]].tolist() == [(7, 1, 1, 3, 0x12345)]
+    assert steps["ts_ns"].tolist() == [T0 + 500 * 20]
+    v4 = _decode(_decoder(tmp_path / "v4"), files.TS_TRACK, bytes(record))["step"]  # the same bytes on a 910B
+    assert v4[["tag_id", "stream_id", "task_id"]].tolist() == [(0x2345, 1, 3)]
+
+
+def test_ffts_plus_logs_in_a_32_byte_stream_are_rejected_by_name(tmp_path: Path) -> None:
+    decoder = _decoder(tmp_path)
+    body = _acsq_v6(raw.FFTS_LOG_START, 0, 9, 1000) + _acsq_v6(raw.ACSQ_START, 0, 9, 1000)
+    out = _decode(decoder, files.STARS_SOC_V6, body)
+    assert len(out["unique_task_log"]) == 1
+    assert decoder.ctx.rejected == {"stars_soc: func type 100010 (FFTS+ subtask start log) not decoded": 1}
 
 
 # -- framing and classification -------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ def test_aicpu_records_join_the_task_whose_time_holds_their_run_end() -> None:
     # the task at [4 000, 6 000]: the record ending at 1 000 belonged to an earlier task that never came
     assert extras.take_aicpu((0, 3, 7), 4_000, 6_000) == [1.5, 0.25, 2.0, None, 3.0]
     assert extras.take_aicpu((0, 3, 7), 6_500, 8_000) == [None] * len(AICPU_COLUMNS)  # 9 000 is a later task's
-    extras.leftovers()
+    extras.leftovers({})
     assert unused == {"AI CPU text records (DATA_PREPROCESS.AICPU text form: no stream/task id to join)": 1,
                       "AI CPU records outside their task's device time": 1,
                       "AI CPU records without a matching AI_CPU task": 1}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from stages.decoder.stars import func_type, sqe_type, stream_ids, task_ids
-from stages.formats import raw
+from stages.formats import host_extra, raw
 from stages.simulator import names, simulate
 from stages.simulator.workload import OpTable
 
@@ -70,13 +70,16 @@ def test_control_files_describe_a_910b(run: tuple[Path, dict]) -> None:
 
 def test_acsq_logs(run: tuple[Path, dict]) -> None:
     prof, truth = run
-    acsq = _records(prof / "device_0" / "data", "stars_soc.data.0", raw.ACSQ_LOG)
-    assert (acsq["marker"] == raw.STARS_MARKER).all()
-    assert set(func_type(acsq["head"]).tolist()) == {raw.ACSQ_START, raw.ACSQ_END}
-    assert ((np.diff(((acsq["head"] >> 6) & 0xF).astype(int)) % 16) == 1).all()  # rolling counter, no gap
+    soc = _records(prof / "device_0" / "data", "stars_soc.data.0", raw.ACSQ_LOG)
+    assert (soc["marker"] == raw.STARS_MARKER).all()
+    assert set(func_type(soc["head"]).tolist()) == {raw.ACSQ_START, raw.ACSQ_END, raw.FFTS_LOG_START,
+                                                    raw.FFTS_LOG_END}
+    assert ((np.diff(((soc["head"] >> 6) & 0xF).astype(int)) % 16) == 1).all()  # rolling counter over all, no gap
+    acsq = soc[func_type(soc["head"]) <= raw.ACSQ_END]
+    ffts_plus_tasks = truth["iterations"] * int((OpTable.build("910b").contexts > 0).sum())
     assert Counter(sqe_type(acsq["head"]).tolist()) == Counter(
-        {raw.SQE_AI_CORE: 2 * _tasks(truth, "AI_CORE"), raw.SQE_AI_VECTOR_CORE: 2 * _tasks(truth, "AI_VECTOR_CORE"),
-         raw.SQE_AI_CPU: 2 * _tasks(truth, "AI_CPU")})
+        {raw.SQE_AI_CORE: 2 * (_tasks(truth, "AI_CORE") + ffts_plus_tasks),
+         raw.SQE_AI_VECTOR_CORE: 2 * _tasks(truth, "AI_VECTOR_CORE"), raw.SQE_AI_CPU: 2 * _tasks(truth, "AI_CPU")})
     forms = Counter(1 if s & 0x1000 else 2 if s & 0x2000 else 0 for s in acsq["stream_id"].tolist())
     assert set(forms) == {0, 1, 2}  # every id encoding of spec §1.7 occurs
     assert set(stream_ids(acsq["stream_id"], acsq["task_id"]).tolist()) == {2, 3}
@@ -93,8 +96,11 @@ def test_context_pmu_one_per_ai_core_and_vector_task(run: tuple[Path, dict]) -> 
     pmu = _records(data, "ffts_profile.data.0", raw.FFTS_PMU)
     assert (pmu["marker"] == raw.STARS_MARKER).all() and (func_type(pmu["head"]) == raw.CONTEXT_PMU).all()
     ffts = Counter((pmu["ffts"] >> 5).tolist())
-    assert ffts == {raw.FFTS_TYPE_AIC: _tasks(truth, "AI_CORE"), raw.FFTS_TYPE_AIV: _tasks(truth, "AI_VECTOR_CORE")}
-    acsq = _records(data, "stars_soc.data.0", raw.ACSQ_LOG)
+    assert ffts == {raw.FFTS_TYPE_AIC: _tasks(truth, "AI_CORE"), raw.FFTS_TYPE_AIV: _tasks(truth, "AI_VECTOR_CORE"),
+                    raw.FFTS_TYPE_PLUS: _tasks(truth, "MIX_AIC")}  # one per FFTS+ context
+    pmu = pmu[(pmu["ffts"] >> 5) != raw.FFTS_TYPE_PLUS]  # contexts: test_ffts_plus_contexts
+    soc = _records(data, "stars_soc.data.0", raw.ACSQ_LOG)
+    acsq = soc[func_type(soc["head"]) <= raw.ACSQ_END]
     ids = list(zip(stream_ids(acsq["stream_id"], acsq["task_id"]).tolist(),
                    task_ids(acsq["stream_id"], acsq["task_id"]).tolist(), strict=True))
     start = {key: int(ts) for key, ts, f in zip(ids, acsq["timestamp"], func_type(acsq["head"]), strict=True)
@@ -124,3 +130,83 @@ def test_vector_ops_and_their_runtime_task_type(run: tuple[Path, dict]) -> None:
     assert {op.block_dim for op in table.ops if op.core == "AI_VECTOR_CORE"} <= set(range(1, 49))
     assert max(op.block_dim for op in table.ops if op.core == "AI_VECTOR_CORE") == 48
     assert OpTable.build("cloud").is_aiv.sum() == 0  # the 910 has no vector cores
+
+
+def test_ffts_plus_contexts(run: tuple[Path, dict]) -> None:
+    """Each MIX_AIC task: its host context_id_info, k consecutive subtask spans inside its ACSQ span (context ids
+    0 … k−1), and one ContextPmu per context timed like its logs; the contexts' cycles are the op's PMU truth."""
+    prof, truth = run
+    data, host = prof / "device_0" / "data", prof / "host" / "data"
+    table = OpTable.build("910b")
+    counts = {op.name: op.contexts for op in table.ops if op.contexts}
+    assert counts and all(op.core == "MIX_AIC" for op in table.ops if op.contexts)
+    infos = _records(host, "unaging.additional.context_id_info", host_extra.CONTEXT_ID_INFO)
+    assert Counter(infos["ctx_id_num"].tolist()) == Counter({k: truth["iterations"] for k in counts.values()})
+    assert all(info["ctx_ids"][: info["ctx_id_num"]].tolist() == list(range(info["ctx_id_num"])) for info in infos)
+    tracks = _records(host, "unaging.compact.task_track", raw.TASK_TRACK)
+    assert Counter(tracks["task_type"].tolist())[names.TASK_FFTS_PLUS] == len(infos)
+
+    soc = _records(data, "stars_soc.data.0", raw.ACSQ_LOG)
+    funcs = func_type(soc["head"])
+    logs = soc[(funcs == raw.FFTS_LOG_START) | (funcs == raw.FFTS_LOG_END)].view(raw.FFTS_PLUS_LOG)
+    assert (logs["subtask_type"] == raw.SUBTASK_MIX_AIC).all() and ((logs["ffts"] >> 13) == raw.FFTS_TYPE_PLUS).all()
+    def keys(records: np.ndarray) -> list[tuple[int, int]]:
+        return list(zip(stream_ids(records["stream_id"], records["task_id"]).tolist(),
+                        task_ids(records["stream_id"], records["task_id"]).tolist(), strict=True))
+
+    acsq = soc[funcs <= raw.ACSQ_END]
+    acsq_task = keys(acsq)
+    spans: dict[tuple[tuple[int, int], int], list[int]] = {}
+    for task, context, ts in zip(keys(logs), logs["subtask_id"].tolist(), logs["timestamp"].tolist(), strict=True):
+        spans.setdefault((task, context), []).append(ts)
+    by_task: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+    for (task, context), (start, end) in spans.items():  # ids do not repeat in this short run: one pair each
+        by_task.setdefault(task, []).append((context, start, end))
+    assert sorted(len(v) for v in by_task.values()) == sorted(list(counts.values()) * truth["iterations"])
+    for task, contexts in by_task.items():
+        times = [int(t) for t, k in zip(acsq["timestamp"], acsq_task, strict=True) if k == task]
+        assert len(times) == 2
+        contexts.sort()
+        assert [c for c, _, _ in contexts] == list(range(len(contexts)))
+        edges = [times[0]] + [t for _, s, e in contexts for t in (s, e)] + [times[1]]
+        assert edges == sorted(edges) and len(set(edges)) == len(edges)  # consecutive, inside the task, no overlap
+
+    pmu = _records(data, "ffts_profile.data.0", raw.FFTS_PMU)
+    pmu = pmu[(pmu["ffts"] >> 5) == raw.FFTS_TYPE_PLUS]
+    assert ((pmu["subtask"] & 0xFF) == raw.SUBTASK_MIX_AIC).all()
+    for record, task in zip(pmu, keys(pmu), strict=True):
+        start, end = spans[(task, int(record["subtask_id"]))]
+        assert (int(record["start_cnt"]), int(record["end_cnt"])) == (start, end)
+    mix = [i for i, op in enumerate(table.ops) if op.contexts]
+    extras = truth["device_extras"]["ops"]
+    assert sum(extras[i]["pmu"]["count"] for i in mix) == len(pmu)
+    assert sum(extras[i]["pmu"]["total_cycles"] for i in mix) == int(pmu["total_cycle"].sum())
+
+
+@pytest.fixture(scope="module")
+def v6_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("v6")
+    prof = simulate(out, chip="v6", iterations=4, rate="max", slice_bytes=SLICE, start_time_ns=START_NS,
+                    first_task_id=65_520)
+    return prof, json.loads((out / "simulator_truth.json").read_text())
+
+
+def test_chip_v6_writes_32_byte_logs_named_by_32_bit_task_ids(v6_run: tuple[Path, dict]) -> None:
+    prof, truth = v6_run
+    data, host = prof / "device_0" / "data", prof / "host" / "data"
+    assert json.loads((prof / "device_0" / "info.json.0").read_text())["platform_version"] == "15"
+    assert {p.name.rsplit(".slice_", 1)[0] for p in data.iterdir()} == {"stars_soc.data.0", "ts_track.data.0"}
+    acsq = _records(data, "stars_soc.data.0", raw.ACSQ_LOG_V6)
+    assert (acsq["marker"] == raw.STARS_MARKER).all() and truth["records"]["stars_soc.data.0"] == len(acsq)
+    assert ((np.diff(((acsq["head"] >> 6) & 0xF).astype(int)) % 16) == 1).all()
+    assert set(sqe_type(acsq["head"]).tolist()) == {raw.SQE_V6_AI_CORE, raw.SQE_V6_AI_VECTOR_CORE, raw.SQE_V6_AI_CPU}
+    tracks = _records(host, "unaging.compact.task_track", raw.TASK_TRACK)
+    unique = (tracks["batch_id"].astype(np.int64) << 16) | tracks["task_id"]
+    assert unique.max() > 0xFFFF and len(set(unique.tolist())) == len(unique)  # past 16 bits; one id space, no flips
+    assert truth["task_flips"] == 0
+    starts = acsq[func_type(acsq["head"]) == raw.ACSQ_START]
+    assert sorted(starts["task_id"].tolist()) == sorted(unique.tolist())
+    steps = _records(data, "ts_track.data.0", raw.TS_STEP_TRACE_V6)
+    assert set(steps["tag_id"].tolist()) == {0, 1} and steps["task_id"].max() > 0xFFFF
+    sample = json.loads((prof / "device_0" / "sample.json").read_text())
+    assert (sample["ai_core_profiling"], sample["ai_core_profiling_events"]) == ("off", "")

@@ -9,6 +9,7 @@ from pipeline.stage import Batch
 from stages.schema import (
     API_COLUMNS,
     API_TEXT_COLUMNS,
+    CONTEXT_ID_NONE,
     MODEL_ID_NONE,
     TASK_COLUMNS,
     TASK_TEXT_COLUMNS,
@@ -39,7 +40,8 @@ class Feed:
             start_ns=start, end_ns=end, op_name="MatMul_1", op_type="MatMul", task_type="AI_CORE",
             op_state="static", block_dim=8, mix_block_dim=0, connection_id=None, thread_id=100,
             input_shapes="16,16;16,16", input_dtypes="FLOAT16;FLOAT16", input_formats="ND;ND",
-            output_shapes="16,16", output_dtypes="FLOAT16", output_formats="ND", pmu=[],
+            output_shapes="16,16", output_dtypes="FLOAT16", output_formats="ND", pmu=[], context_id=CONTEXT_ID_NONE,
+            kernel_name="",
         )
         values.update(fields)
         return self._row(TASK_COLUMNS, TASK_TEXT_COLUMNS, values)

@@ -235,10 +235,11 @@ def test_rotation_gives_complete_files_with_their_own_metadata(ctx: StageContext
     for i in range(10):
         base = i * 100_000
         sink.write_batch(feed.batch("task", [feed.task(base + k * 1_000, base + k * 1_000 + 500) for k in range(5)]))
+    live_names = [p.name for p in sink.paths]
     sink.close()
     directory = ctx.output_dir / "mindstudio_profiler_output"
-    assert sink.paths[0].name == f"msprof_{TIMESTAMP}.json"
-    assert [p.name for p in sink.paths[1:3]] == [f"msprof_{TIMESTAMP}_1.json", f"msprof_{TIMESTAMP}_2.json"]
+    assert live_names[:3] == [f"msprof_{TIMESTAMP}.json", f"msprof_{TIMESTAMP}_1.json", f"msprof_{TIMESTAMP}_2.json"]
+    assert [p.name for p in sink.paths] == [f"msprof_slice_{k}_{TIMESTAMP}.json" for k in range(len(live_names))]
     assert sorted(directory.iterdir()) == sorted(sink.paths)
     total = 0
     for path in sink.paths:

@@ -1,0 +1,355 @@
+"""Summary tables written live and rewritten sorted at close (spec §3.1 names, §3.2 quirks).
+
+A :class:`SortedTable` appends rows in arrival order to ``{module}_{ts}.csv`` (past ``max_rows`` rows,
+``{module}_slice_{k}_{ts}.csv`` as well), whole lines per write, so the file parses at every moment.
+Each row comes with an integer sort key. At most ``chunk_rows`` rows are held in memory: a full chunk
+is sorted and spilled to a hidden run file. At close the runs are merged (bounded fan-in), and the final
+files, sorted by key and sliced at ``max_rows`` rows as msprof names them, replace the live ones
+atomically.
+
+The helpers below (cell quoting, atomic files, run files) are shared with op_summary's writer.
+
+Every write goes through the sink's :class:`~pipeline.output_guard.OutputGuard`: on a full or
+read-only disk a live append is cut back and retried, a spilled run is written again, and the sort at
+close starts over (its temp files removed; the live files are replaced only once every sorted file is
+complete), so a pause never leaves a row twice, half a row, or a row lost.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import re
+from collections.abc import Callable, Collection, Iterable, Iterator
+from itertools import chain
+from pathlib import Path
+
+from pipeline.output_guard import OutputGuard, check_fault_cue, write_all
+from stages.sinks._format import NA
+from stages.sinks._jsonarray import JsonArrayFile
+
+MERGE_FAN_IN = 64
+TICK_ROWS = 8192  # rows between two heartbeats while sorting at close
+SPECIAL = re.compile(r'[,"\t\n\r]')
+_BLANKS = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
+
+RunRow = tuple  # (*int key, line): a row of a run file
+
+
+def csv_cell(text: str) -> str:
+    """A text cell: never a TAB or newline (the TAB marks time points), quoted when needed."""
+    if not SPECIAL.search(text):
+        return text
+    text = text.translate(_BLANKS)
+    if "," in text or '"' in text:
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def slice_name(directory: Path, module: str, timestamp: str, suffix: str, index: int, sliced: bool) -> Path:
+    """``{module}_{ts}.{suffix}``, or ``{module}_slice_{k}_{ts}.{suffix}`` when the table is sliced."""
+    if not sliced:
+        return directory / f"{module}_{timestamp}.{suffix}"
+    return directory / f"{module}_slice_{index}_{timestamp}.{suffix}"
+
+
+def write_atomic(path: Path, parts: Iterable[str] | Callable[[], Iterable[str]],
+                 guard: OutputGuard | None = None) -> None:
+    """Write to a temp file next to ``path`` and rename over it: readers never see half a file. A full
+    disk pauses here until it takes the file; ``parts`` may be a callable, called again for each attempt."""
+    if callable(parts):
+        make = parts
+    else:
+        fixed = list(parts)
+        make = lambda: fixed  # noqa: E731
+    (guard or OutputGuard()).replace(path, make)
+
+
+def create_with_header(guard: OutputGuard, path: Path, header: bytes) -> int:
+    """A new live file holding ``header``; its descriptor (append mode). Until the disk takes the
+    header there is no file rather than half a header."""
+    fd = -1
+
+    def create() -> int:
+        nonlocal fd
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        write_all(fd, header, path)
+        return fd
+
+    def discard() -> None:
+        nonlocal fd
+        if fd >= 0:
+            os.close(fd)
+            fd = -1
+        path.unlink(missing_ok=True)
+
+    return guard.attempt(path, create, discard)
+
+
+class AtomicText:
+    """A text file written under a temp name; :meth:`commit` renames it into place once complete."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.temp = path.with_name(f".{path.name}.tmp")
+        self._out = open(self.temp, "w", encoding="utf-8", newline="\n")
+        self.write = self._out.write
+
+    def complete(self, ending: str) -> None:
+        self._out.write(ending)
+        check_fault_cue(self.temp)
+        self._out.close()
+
+    def close(self) -> None:
+        self._out.close()
+
+    def commit(self) -> Path:
+        os.replace(self.temp, self.path)
+        return self.path
+
+
+def write_sorted_files(write: Callable[[list[AtomicText]], None]) -> list[Path]:
+    """Run ``write`` (which opens, fills and completes AtomicTexts into the list it gets), then rename
+    them all into place: a failed write leaves the live files as they were."""
+    done: list[AtomicText] = []
+    try:
+        write(done)
+    except BaseException:
+        for text in done:
+            try:
+                text.close()  # the flush of a full disk fails again; the file is closed anyway
+            except OSError:
+                pass
+        raise
+    return [text.commit() for text in done]
+
+
+def remove_temporaries(directory: Path, module: str, timestamp: str, runs: str) -> None:
+    """What an interrupted sort left: unfinished sorted files, and its run files (``runs``: their suffix)."""
+    for pattern in (f".{module}*_{timestamp}*.tmp", f".{module}_{timestamp}.{runs}*"):
+        remove(directory.glob(pattern))
+
+
+def write_run(path: Path, rows: Iterable[RunRow]) -> Path:
+    """A run file: one row per line, the integer key fields then the line, TAB-separated."""
+    with open(path, "w", encoding="utf-8", newline="\n") as run:
+        for *key, line in rows:
+            run.write("\t".join(map(str, key)) + f"\t{line}\n")
+        check_fault_cue(path)
+    return path
+
+
+def read_run(path: Path, key_fields: int) -> Iterator[RunRow]:
+    with open(path, encoding="utf-8", newline="\n") as run:
+        for text in run:
+            *key, line = text[:-1].split("\t", key_fields)
+            yield (*map(int, key), line)
+
+
+def merge_runs(runs: list[Path], key_fields: int) -> Iterator[RunRow]:
+    return heapq.merge(*(read_run(path, key_fields) for path in runs))
+
+
+def remove(paths: Iterable[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
+
+
+class SortedTable:
+    """One summary table: rows appended live, sorted by their integer key and sliced at :meth:`finish`.
+
+    ``tab_columns`` name the time-point columns: msprof follows their values with a TAB (its guard against
+    spreadsheets reformatting them), except where the cell is ``N/A``. Rows shorter than the header are
+    padded with ``N/A``; :meth:`add_columns` widens the header (earlier rows get ``N/A`` there).
+    """
+
+    def __init__(self, directory: Path, module: str, timestamp: str, fmt: str, header: list[str], *,
+                 key_fields: int, max_rows: int, chunk_rows: int, tab_columns: Collection[str] = (),
+                 guard: OutputGuard | None = None) -> None:
+        self.directory = directory
+        self.guard = guard or OutputGuard()
+        self.module = module
+        self.timestamp = timestamp
+        self.csv = fmt == "csv"
+        self.suffix = "csv" if self.csv else "json"
+        self.header = list(header)
+        self.key_fields = key_fields
+        self.max_rows = max_rows
+        self.chunk_rows = chunk_rows
+        self.tab_names = frozenset(tab_columns)
+        self._tabs = [i for i, name in enumerate(self.header) if name in self.tab_names]
+        self.files: list[Path] = []
+        self.rows = 0
+        self._chunk: list[RunRow] = []  # (*key, width, line)
+        self._runs: list[Path] = []
+        self._rows_in_file = 0
+        self._fd = -1
+        self._json: JsonArrayFile | None = None
+        self.guard.attempt(directory, lambda: directory.mkdir(parents=True, exist_ok=True))
+
+    def append(self, rows: Iterable[tuple[tuple[int, ...], list[str]]]) -> None:
+        """Rows as (sort key, cells)."""
+        width = len(self.header)
+        lines: list[str] = []
+        for key, cells in rows:
+            if len(cells) < width:
+                cells = cells + [NA] * (width - len(cells))
+            line = self._line(cells)
+            self._chunk.append((*key, width, line))
+            lines.append(line)
+        self._write_live(lines)
+        if len(self._chunk) >= self.chunk_rows:
+            self._spill()
+
+    def add_columns(self, names: list[str]) -> None:
+        """Widen the header: rows written so far get ``N/A`` in the new columns."""
+        self.header.extend(names)
+        self._tabs = [i for i, name in enumerate(self.header) if name in self.tab_names]
+        if not self.files or not self.csv:
+            return  # JSON objects are completed at finish()
+        pad = ",N/A" * len(names)
+        self._close_current()
+        header = self._header_text()
+        for path in self.files:
+            write_atomic(path, lambda path=path: chain(  # type: ignore[misc]
+                [header], (f"{line}{pad}\n" for line in _csv_lines(path))), self.guard)
+        self._fd = self.guard.attempt(self.files[-1], lambda: os.open(self.files[-1], os.O_WRONLY | os.O_APPEND))
+
+    def finish(self) -> list[Path]:
+        """Sort, replace the live files with the final ones; returns them. A full disk pauses the sort,
+        which then starts over from the same runs."""
+        self._close_current()
+        if not self.rows:
+            return []
+        if self._runs and self._chunk:
+            self._spill()
+        try:
+            final = self.guard.attempt(self.directory, self._sort_files,
+                                       lambda: remove_temporaries(self.directory, self.module, self.timestamp, "merge"))
+        finally:
+            remove(self._runs)
+            self._runs = []
+            self._chunk = []
+        for stale in set(self.files) - set(final):
+            stale.unlink(missing_ok=True)
+        self.files = final
+        return final
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _line(self, cells: list[str]) -> str:
+        if not self.csv:
+            return json.dumps(dict(zip(self.header, cells, strict=False)), ensure_ascii=False)
+        out = [csv_cell(cell) for cell in cells]
+        for i in self._tabs:
+            if out[i] != NA:
+                out[i] += "\t"
+        return ",".join(out)
+
+    def _header_text(self) -> str:
+        return ",".join(self.header) + "\n"
+
+    def _name(self, index: int, sliced: bool) -> Path:
+        return slice_name(self.directory, self.module, self.timestamp, self.suffix, index, sliced)
+
+    def _sort_files(self) -> list[Path]:
+        fields = self.key_fields + 1  # the key, then the row's width
+        if not self._runs:
+            self._chunk.sort()
+            return self._write_sorted(self._chunk)
+        runs = self._runs  # the spilled runs stay until the sort has succeeded
+        try:
+            while len(runs) > MERGE_FAN_IN:
+                groups = [runs[i : i + MERGE_FAN_IN] for i in range(0, len(runs), MERGE_FAN_IN)]
+                merged = [write_run(self._run_path("merge"), merge_runs(group, fields)) for group in groups]
+                if runs is not self._runs:
+                    remove(runs)
+                runs = merged
+            return self._write_sorted(merge_runs(runs, fields))
+        finally:
+            if runs is not self._runs:
+                remove(runs)
+
+    def _write_live(self, lines: list[str]) -> None:
+        while lines:
+            if self._fd < 0 and self._json is None or self._rows_in_file >= self.max_rows:
+                self._next_file()
+            room = self.max_rows - self._rows_in_file
+            part, lines = lines[:room], lines[room:]
+            if self._json is not None:
+                self._json.append(part)
+            else:
+                self.guard.append(self._fd, ("\n".join(part) + "\n").encode(), self.files[-1])
+            self._rows_in_file += len(part)
+            self.rows += len(part)
+
+    def _next_file(self) -> None:
+        self._close_current()
+        path = self._name(len(self.files), sliced=bool(self.files))
+        if self.csv:
+            self._fd = create_with_header(self.guard, path, self._header_text().encode())
+        else:
+            self._json = JsonArrayFile(path, self.guard)
+        self.files.append(path)
+        self._rows_in_file = 0
+
+    def _close_current(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        if self._json is not None:
+            self._json.close()
+            self._json = None
+
+    def _run_path(self, kind: str = "run") -> Path:
+        """A spilled chunk (``run``, kept until the sort succeeds) or a merge of runs (``merge``, one sort's)."""
+        return self.directory / f".{self.module}_{self.timestamp}.{kind}{len(self._runs)}_{os.urandom(4).hex()}"
+
+    def _spill(self) -> None:
+        self._chunk.sort()
+        path, chunk = self._run_path(), self._chunk
+        self._runs.append(self.guard.attempt(path, lambda: write_run(path, chunk), lambda: remove([path])))
+        self._chunk = []
+
+    def _complete(self, width: int, line: str) -> str:
+        """A line written under a narrower header, padded to the final one."""
+        missing = len(self.header) - width
+        if self.csv:
+            return line + ",N/A" * missing
+        row = json.loads(line)
+        return json.dumps({name: row.get(name, NA) for name in self.header}, ensure_ascii=False)
+
+    def _write_sorted(self, rows: Iterable[RunRow]) -> list[Path]:
+        return write_sorted_files(lambda done: self._write_sorted_rows(rows, done))
+
+    def _write_sorted_rows(self, rows: Iterable[RunRow], done: list[AtomicText]) -> None:
+        sliced = self.rows > self.max_rows
+        width = len(self.header)
+        out: AtomicText | None = None
+        count = 0
+        for *_key, row_width, line in rows:
+            if out is None:
+                out = AtomicText(self._name(len(done), sliced))
+                done.append(out)
+                out.write(self._header_text() if self.csv else "[\n")
+                count = 0
+            if row_width != width:
+                line = self._complete(row_width, line)
+            out.write(f"{line}\n" if self.csv else f"{',' if count else ''}{line}\n")
+            count += 1
+            if count % TICK_ROWS == 0:
+                self.guard.tick()
+            if count >= self.max_rows:
+                out.complete("" if self.csv else "]")
+                out = None
+        if out is not None:
+            out.complete("" if self.csv else "]")
+
+
+def _csv_lines(path: Path) -> Iterator[str]:
+    with open(path, encoding="utf-8", newline="\n") as lines:
+        next(lines, None)  # header
+        for line in lines:
+            if line.endswith("\n"):
+                yield line[:-1]
