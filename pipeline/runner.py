@@ -152,6 +152,7 @@ class StageRunner:
                 self.waiting_for = None
 
     def send(self, batch: Batch) -> None:
+        self._metrics()  # a long run of sends (a transform's finish) keeps the heartbeat going
         self.out_batches[batch.port] += 1
         self.out_records[batch.port] += batch.count
         for consumer, sock in self.outputs.get(batch.port, []):
@@ -311,6 +312,7 @@ class StageRunner:
                     elif transform is not None:
                         for out in transform.process(batch):
                             self.send(out)
+                    self._metrics()  # heartbeat between messages of a backlog
             now = time.monotonic()
             if now >= next_tick:
                 next_tick = now + flush_s
@@ -322,11 +324,13 @@ class StageRunner:
                 sink.flush()
             self._metrics()
         if transform is not None:
+            self._metrics(force=True)  # the silence of a long finish counts from here
             for out in transform.finish():
                 self.send(out)
             self.send_eos()
         if sink is not None:
             sink.flush()
+            self._metrics(force=True)
             sink.close()
         if self.input_peers is not None:
             self._watch_peers()
