@@ -1,14 +1,22 @@
 """`pipeline` command line: run, stage, validate, graph, simulate, import, export, show, compare, top,
-plugins."""
+keys, plugins, acl-json, ctl."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+import shutil
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.errors import UserError
+
+if TYPE_CHECKING:
+    from pipeline.config import PipelineConfig
+    from pipeline.launch import Application, ProfilerSwitches
 
 # `pipeline simulate --aic-metrics` choices: the metric groups of stages.formats.raw.PMU_EVENT_SETS (spec §1.9),
 # listed here so the CLI starts without importing numpy.
@@ -18,18 +26,103 @@ EXPORT_KINDS = ("summary", "timeline", "db", "advice")  # pipeline.offline.EXPOR
 SIM_MODELS = ("face_mask_ssd", "face_mask_ssd_mish", "face_mask_ssd_fused")  # stages.simulator.workload.MODELS
 
 
+def _switches(args: argparse.Namespace, output: Path) -> ProfilerSwitches:
+    from pipeline.launch import ProfilerSwitches
+
+    return ProfilerSwitches(output=str(output), switch=getattr(args, "switch", None) or "on",
+                            aic_metrics=args.aic_metrics or "ArithmeticUtilization", aicpu=args.aicpu or "on",
+                            acl_api=args.acl_api or "on", interval=0 if args.interval is None else args.interval,
+                            msproftx=args.msproftx or "off")
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from pipeline.config import load_config
     from pipeline.supervisor import run_pipeline
 
-    overrides = {"run.output": args.output} if args.output else {}
+    overrides: dict[str, object] = {"run.output": args.output} if args.output else {}
     config = load_config(args.config, overrides)
+    app = None
+    if args.app:
+        if args.no_follow:
+            raise UserError("run: --no-follow cannot follow an application", "drop --no-follow: the collectors "
+                            "read until the application exits")
+        app, launch_overrides = _prepare_launch(args, config)
+        overrides.update(launch_overrides)
+    else:
+        given = [flag for flag, value in (("--prof-dir", args.prof_dir), ("--aic-metrics", args.aic_metrics),
+                                          ("--aicpu", args.aicpu), ("--acl-api", args.acl_api),
+                                          ("--interval", args.interval), ("--msproftx", args.msproftx))
+                 if value is not None]
+        if given:
+            raise UserError(f"run: {given[0]} applies when launching an application",
+                            "pipeline run CONFIG [flags] -- python infer.py …")
     if args.no_follow:
-        followers = {f"stages.{sid}.follow": False for sid, spec in config.stages.items()
-                     if "follow" in type(spec.config).model_fields}
-        config = load_config(args.config, {**overrides, **followers})
+        overrides.update({f"stages.{sid}.follow": False for sid, spec in config.stages.items()
+                          if "follow" in type(spec.config).model_fields})
+    if overrides:
+        config = load_config(args.config, overrides)
     live = None if args.live == "auto" else args.live == "on"
-    return run_pipeline(config, live=live)
+    return run_pipeline(config, live=live, app=app)
+
+
+def _prepare_launch(args: argparse.Namespace, config: PipelineConfig) -> tuple[Application, dict[str, object]]:
+    """acl.json, the application's environment, and the config overrides that point every collector at the
+    application's profiling output (simulator stages off: the application is the board)."""
+    from pipeline.launch import (
+        ACL_JSON_NAME,
+        DEFAULT_PROF_DIR,
+        END_MARKER_NAME,
+        Application,
+        app_environment,
+        write_acl_json,
+    )
+    from stages.collector import CollectorStage
+    from stages.simulator.stage import SimulatorStage
+
+    out = config.output_dir
+    prof_dir = Path(args.prof_dir).expanduser().resolve() if args.prof_dir else out / DEFAULT_PROF_DIR
+    collectors = [sid for sid, spec in config.enabled_stages().items() if issubclass(spec.cls, CollectorStage)]
+    if not collectors:
+        raise UserError(f"{config.path}: no enabled collector stage to follow the application's profiling output",
+                        "add a stage of type collector (see configs/board.yaml)")
+    _check_executable(args.app[0])
+    prof_dir.mkdir(parents=True, exist_ok=True)
+    switches = _switches(args, prof_dir)
+    acl_json = write_acl_json(out / ACL_JSON_NAME, switches)
+    end_marker = out / END_MARKER_NAME
+    overrides: dict[str, object] = {}
+    for sid in collectors:
+        overrides[f"stages.{sid}.path"] = str(prof_dir)
+        overrides[f"stages.{sid}.end_marker"] = str(end_marker)
+    for sid, spec in config.stages.items():
+        if issubclass(spec.cls, SimulatorStage):
+            overrides[f"stages.{sid}.enabled"] = False
+    return Application(list(args.app), app_environment(acl_json, switches), end_marker), overrides
+
+
+def _check_executable(program: str) -> None:
+    if os.sep in program:
+        if not os.access(program, os.X_OK) or not Path(program).is_file():
+            raise UserError(f"run: {program} is not an executable file", "check the command after '--'")
+    elif shutil.which(program) is None:
+        raise UserError(f"run: {program!r} is not on PATH", "check the command after '--'")
+
+
+def _cmd_acl_json(args: argparse.Namespace) -> int:
+    from pipeline.launch import app_environment, write_acl_json
+
+    output = Path(args.output).expanduser().resolve()
+    output.mkdir(parents=True, exist_ok=True)  # the runtime wants it to exist (seed 000)
+    switches = _switches(args, output)
+    path = write_acl_json(Path(args.path).expanduser(), switches)
+    if args.env:
+        env = app_environment(path.resolve(), switches, base={})
+        for name, value in env.items():
+            print(f"export {name}={shlex.quote(value)}")
+    else:
+        print(f"wrote {path} (profiling output: {output}; pass the file to acl.init, or export "
+              f"PIPELINE_ACL_JSON={path.resolve()})")
+    return 0
 
 
 def _cmd_stage(args: argparse.Namespace) -> int:
@@ -135,12 +228,39 @@ def _cmd_keys(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_ctl(args: argparse.Namespace) -> int:
+    from pipeline.ctl import run_ctl
+    from pipeline.windows import Schedule
+
+    schedule = None
+    if args.ctl_command == "schedule":
+        schedule = Schedule(wait=args.wait, active=args.active, warmup=args.warmup, skip_first=args.skip_first,
+                            repeat=args.repeat)
+    return run_ctl(args.ctl_command, args.target, window_id=getattr(args, "window", None), schedule=schedule,
+                   as_json=getattr(args, "json", False), force=getattr(args, "force", False))
+
+
 def _cmd_plugins(args: argparse.Namespace) -> int:
     from pipeline.plugins import available_types
 
     for name, target in sorted(available_types().items()):
         print(f"{name:<12} {target}")
     return 0
+
+
+def _add_switch_flags(parser: argparse.ArgumentParser, with_switch: bool) -> None:
+    """acl.json's profiler switches (seed 000's `msprof.pyc collect` flags)."""
+    on_off = ("on", "off")
+    if with_switch:
+        parser.add_argument("--switch", choices=on_off, help="profiling on or off (default: on)")
+    parser.add_argument("--aic-metrics", choices=AIC_METRICS,
+                        help="AI Core metric group (default: ArithmeticUtilization, seed 000's)")
+    parser.add_argument("--aicpu", choices=on_off, help="AI CPU data (default: on)")
+    parser.add_argument("--acl-api", choices=on_off, help="AscendCL API data (default: on)")
+    parser.add_argument("--interval", type=int, help="profile every N-th inference (default: 0, every one)")
+    parser.add_argument("--msproftx", choices=on_off,
+                        help="the runtime's own msproftx switch, for acl.prof.mark … (default: off; "
+                             "pipeline.tx annotations do not need it)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,7 +274,21 @@ def build_parser() -> argparse.ArgumentParser:
                      help="show the live view (default: when stdout is a terminal)")
     run.add_argument("--no-follow", action="store_true",
                      help="collectors read what is on disk and end, instead of waiting for the job to finish")
-    run.set_defaults(func=_cmd_run)
+    run.add_argument("--prof-dir", help="with -- APP: the application's profiling output, which the collectors "
+                                        "follow (default: RUN_OUTPUT/profiling)")
+    _add_switch_flags(run, with_switch=False)
+    run.set_defaults(func=_cmd_run, app=[])
+
+    acl = sub.add_parser("acl-json", help="write acl.json's profiler section (what `run -- APP` hands the app)")
+    acl.add_argument("path", nargs="?", default="acl.json", help="the file to write (default: ./acl.json); "
+                                                                 "other sections of an existing file are kept")
+    acl.add_argument("--output", default="profiling",
+                     help="where the runtime writes PROF_… (default: ./profiling, written as an absolute path)")
+    acl.add_argument("--env", action="store_true",
+                     help="also print the environment (PIPELINE_ACL_JSON, PROFILING_MODE, PROFILING_OPTIONS) "
+                          "as shell export lines, instead of the summary line")
+    _add_switch_flags(acl, with_switch=True)
+    acl.set_defaults(func=_cmd_acl_json)
 
     stage = sub.add_parser("stage", help="run one stage alone (e.g. the collector on the board)")
     stage.add_argument("stage_id")
@@ -239,6 +373,29 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--name", default="pipeline", help="file name stem (default: pipeline)")
     generate.set_defaults(func=_cmd_keys)
 
+    ctl = sub.add_parser("ctl", help="open and close collection windows while the job runs (per-window statistics)")
+    ctl_sub = ctl.add_subparsers(dest="ctl_command", required=True)
+    target_help = "the run's config, its output folder, or its control.json"
+    for name, text in (("start", "open a window now"), ("stop", "close the newest open window now"),
+                       ("schedule", "open a window that keeps the active steps of a schedule"),
+                       ("status", "list the windows and what they hold")):
+        command = ctl_sub.add_parser(name, help=text)
+        command.add_argument("target", help=target_help)
+        if name != "status":
+            command.add_argument("--force", action="store_true",
+                                 help="edit the control file even when no run is going on in that folder")
+        command.set_defaults(func=_cmd_ctl)
+        if name == "stop":
+            command.add_argument("--window", type=int, help="close this window instead of the newest open one")
+        elif name == "schedule":
+            command.add_argument("--wait", type=int, required=True, help="steps skipped at the start of a cycle")
+            command.add_argument("--active", type=int, required=True, help="steps collected per cycle")
+            command.add_argument("--warmup", type=int, default=0, help="steps between wait and active (not kept)")
+            command.add_argument("--skip-first", type=int, default=0, help="steps skipped before the first cycle")
+            command.add_argument("--repeat", type=int, default=0, help="cycles (default 0: until the window closes)")
+        elif name == "status":
+            command.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
     plugins = sub.add_parser("plugins", help="list registered stage types")
     plugins.set_defaults(func=_cmd_plugins)
     return parser
@@ -248,7 +405,22 @@ def main(argv: list[str] | None = None) -> int:
     from pipeline.security import restrict_umask
 
     restrict_umask()  # outputs, sockets and keys are never readable by other users
+    argv = list(sys.argv[1:] if argv is None else argv)
+    app: list[str] | None = None
+    if "--" in argv:  # `pipeline run CONFIG [flags] -- APP ARGS…`: everything after -- is the application
+        split = argv.index("--")
+        argv, app = argv[:split], argv[split + 1:]
     args = build_parser().parse_args(argv)
+    if app is not None:
+        if args.command != "run":
+            print(f"error: only `pipeline run` takes an application after '--' (not `pipeline {args.command}`)",
+                  file=sys.stderr)
+            return 2
+        if not app:
+            print("error: run: nothing to launch after '--' (e.g. pipeline run CONFIG -- python infer.py)",
+                  file=sys.stderr)
+            return 2
+        args.app = app
     try:
         code: int = args.func(args)
         return code

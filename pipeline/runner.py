@@ -398,9 +398,13 @@ class StageRunner:
         self.log.info("stage finished", ok=final["ok"], records_in=final["in"], records_out=final["out"],
                       rejected=final["rejected"], problems=final["problems"])
         self._close_peer_watches()
+        # Everything queued, end-of-stream included, is delivered however far behind the consumer is: a bounded
+        # linger would drop it and leave the consumer waiting for ever. An abort drops it on purpose; a dead
+        # consumer is the supervisor's to handle (it stops the run).
+        linger = 0 if self.abort else -1
         for sockets in self.outputs.values():
             for _, sock in sockets:
-                sock.close(linger=transport.LINGER_MS)
+                sock.close(linger=linger)
         if self.control.sock is not None:
             self.control.sock.close(linger=5000)
         stop_authenticators()

@@ -22,6 +22,7 @@ import zmq
 from pipeline import transport
 from pipeline.config import PipelineConfig
 from pipeline.health import StageHealth
+from pipeline.launch import Application, combined_exit_code
 from pipeline.metrics import ViewCollector, serve_metrics
 from pipeline.report import outputs_line, render_report, root_causes, run_problems
 from pipeline.security import stop_authenticators
@@ -45,8 +46,10 @@ class StageProcess:
 
 
 class Supervisor:
-    def __init__(self, config: PipelineConfig, live: bool | None = None, run_id: str | None = None) -> None:
+    def __init__(self, config: PipelineConfig, live: bool | None = None, run_id: str | None = None,
+                 app: Application | None = None) -> None:
         self.config = config
+        self.app = app  # `pipeline run CONFIG -- APP`: the profiled job, run beside the stages
         self.run_id = run_id or f"{config.run.name}-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}"
         self.live = sys.stdout.isatty() if live is None else live
         self.procs: dict[str, StageProcess] = {}
@@ -57,6 +60,7 @@ class Supervisor:
         self.stamp = time.strftime("%Y%m%d%H%M%S")
         self.owns_socket_dir = False
         self.exporter: ViewCollector | None = None
+        self.app_status: int | None = None
         self.zctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
 
     # -- processes ------------------------------------------------------------------------
@@ -106,11 +110,19 @@ class Supervisor:
         self.interrupts += 1
         if self.interrupts == 1:
             self.state = "draining"
+            if self.app is not None and self.app.poll() is None:
+                # The application gets the Ctrl-C (or SIGTERM); the collector drains once it has exited.
+                print("\ninterrupted: stopping the application, then draining (Ctrl-C again to abort)",
+                      file=sys.stderr, flush=True)
+                self.app.signal(signum)
+                return
             print("\ninterrupted: draining the pipeline (Ctrl-C again to abort)", file=sys.stderr, flush=True)
             self._signal_sources()
         else:
             self.state = "aborted"
             self._kill_all()
+            if self.app is not None:
+                self.app.kill()
 
     # -- control plane --------------------------------------------------------------------
     def _on_control(self, payload: bytes) -> None:
@@ -150,8 +162,11 @@ class Supervisor:
                            "rejected": metrics.get("rejected", 0), "rate_in": proc.rate_in, "rate_out": proc.rate_out,
                            "progress": metrics.get("progress", {}), "rss_mb": metrics.get("rss_mb", 0.0),
                            "status": self._status(proc)}
-        return {"run": self.config.run.name, "run_id": self.run_id, "state": self._shown_state(stages),
+        view = {"run": self.config.run.name, "run_id": self.run_id, "state": self._shown_state(stages),
                 "elapsed_s": time.monotonic() - self.started, "stages": stages, "stats": self.view}
+        if self.app is not None:
+            view["app"] = {"pid": self.app.pid, "exit_status": self.app_status}
+        return view
 
     def _shown_state(self, stages: dict[str, dict[str, Any]]) -> str:
         """The run's state, and what holds it up while it runs (a paused output, a stuck stage)."""
@@ -218,9 +233,19 @@ class Supervisor:
             "top_endpoint": transport.top_endpoint(self.config), "curve": self._curve_paths()}, indent=2))
         previous = signal.signal(signal.SIGINT, self._on_interrupt)
         signal.signal(signal.SIGTERM, self._on_interrupt)
+        if self.app is not None:
+            self.app.reset()
         self._spawn(control_ep)
+        if self.app is not None:
+            try:
+                self.app.start()
+            except BaseException:
+                self._kill_all()  # the stages would wait for a job that never comes
+                raise
         run_file = json.loads((out_dir / "run.json").read_text())
         run_file["stage_pids"] = {sid: proc.popen.pid for sid, proc in self.procs.items()}
+        if self.app is not None:
+            run_file["app"] = {"command": self.app.command, "pid": self.app.pid}
         (out_dir / "run.json").write_text(json.dumps(run_file, indent=2))
         display = _LiveDisplay() if self.live else None
         try:
@@ -266,7 +291,8 @@ class Supervisor:
                 print(progress_line(self.snapshot()), flush=True)
             self._check_heartbeats(now)
             running = [p for p in self.procs.values() if p.popen.poll() is None]
-            if not running:
+            app_running = self._app_running()
+            if not running and not app_running:
                 self._drain_control(control)
                 return
             failed = [p for p in self.procs.values() if p.popen.poll() not in (None, 0)]
@@ -274,10 +300,25 @@ class Supervisor:
                 failure_seen_at = now
                 self.state = "failing"
                 self._stop_others()
+                if app_running:  # a profiling failure does not stop the user's job
+                    print("pipeline failed: waiting for the application to exit (Ctrl-C stops it)",
+                          file=sys.stderr, flush=True)
             if failure_seen_at is not None and now - failure_seen_at > KILL_GRACE_S:
                 self._kill_all()
             if self.state == "draining" and now - self.started > 0 and self._sources_done():
                 self._enforce_drain_timeout(now)
+
+    def _app_running(self) -> bool:
+        """Whether the launched application still runs (its exit writes the collector's end marker)."""
+        if self.app is None:
+            return False
+        status = self.app.poll()
+        if status is None:
+            return True
+        if self.app_status is None:
+            self.app_status = status
+            print(f"application exited with status {status}; draining the pipeline", flush=True)
+        return False
 
     def _sources_done(self) -> bool:
         return all(p.popen.poll() is not None for p in self.procs.values() if p.role == "source")
@@ -313,6 +354,8 @@ class Supervisor:
                   "problems": problems,
                   "stalls": {sid: self.procs[sid].health.stalls(now, self.started) for sid in self._in_config_order()
                              if self.procs[sid].health.stuck_episodes}}
+        if self.app is not None:
+            report["app"] = self.app.summary()
         out_dir = self.config.output_dir
         try:
             (out_dir / "run_report.json").write_text(json.dumps(report, indent=2, default=str))
@@ -326,7 +369,11 @@ class Supervisor:
         if self.state == "aborted":
             print(self._aborted_line(), file=sys.stderr)
             return 130
-        return 1 if problems else 0
+        code = 1 if problems else 0
+        if self.app is not None and self.app_status:
+            print(f"error: the application exited with status {self.app_status}"
+                  + (" (and the pipeline reported the problems above)" if problems else ""), file=sys.stderr)
+        return combined_exit_code(code, self.app_status)
 
     def _aborted_line(self) -> str:
         """What a second Ctrl-C lost: records read from disk but not through every stage."""
@@ -355,8 +402,8 @@ class _LiveDisplay:
         self._live.stop()
 
 
-def run_pipeline(config: PipelineConfig, live: bool | None = None) -> int:
-    return Supervisor(config, live=live).run()
+def run_pipeline(config: PipelineConfig, live: bool | None = None, app: Application | None = None) -> int:
+    return Supervisor(config, live=live, app=app).run()
 
 
 def read_run_file(output_dir: Path) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from stages import framing
 from stages.formats.files import StreamKind, device_stream_kind, host_stream_kind
 from stages.formats.legacy import SLICE_SEP, split_slice_name
 
+STALE_SLACK_S = 1.0  # file times lag the clock by a tick: a directory this much older than the run is not its job
 CONTROL_PREFIXES = ("info.json", "sample.json", "start_info", "end_info", "host_start.log", "dev_start.log")
 
 
@@ -67,6 +68,8 @@ class CollectorStage(Source):
                                         description="bytes per message (default: run.batch)")
         read_quantum_bytes: int = Field(256 << 10, ge=4096,
                                         description="bytes read per stream per pass, so streams advance together")
+        end_marker: str | None = Field(None, description="a file whose appearance ends the job even without "
+                                                         "end_info (`pipeline run -- APP` writes it when APP exits)")
 
     def __init__(self, config: Any, ctx: Any) -> None:
         super().__init__(config, ctx)
@@ -89,11 +92,18 @@ class CollectorStage(Source):
         # Following a folder: PROF_ directories that finished before this run started belong to earlier jobs.
         old = _finished_children(base, self._run_started()) if self.config.follow else set()
         while True:
+            app_ended = self._app_ended()  # looked at first: a directory the app made before it ended is found
+            if self.config.end_marker is not None:  # a launched app's job: only a directory made during this run
+                old |= _children_before(base, self._run_started() - STALE_SLACK_S)
             root = _prof_root(base, skip=old)
             if root is not None:
                 self.tree = ProfTree(root)
                 return
-            if self._stop or time.monotonic() >= deadline:
+            if app_ended:
+                raise UserError(f"collector: the application ended without writing a PROF_… directory in {base}",
+                                "does it switch profiling on? pass $PIPELINE_ACL_JSON to acl.init, or read "
+                                "PROFILING_OPTIONS (docs/board.md)")
+            if self._stop or (time.monotonic() >= deadline and self.config.end_marker is None):
                 what = "does not exist" if not base.exists() else \
                     "holds no PROF_… directory (no host/ or device_N/, nor a JOB…/data/ folder)"
                 raise UserError(f"collector: {base} {what}",
@@ -133,7 +143,11 @@ class CollectorStage(Source):
 
     def _job_finished(self) -> bool:
         assert self.tree is not None
-        return _is_finished(self.tree.root)
+        return self._app_ended() or _is_finished(self.tree.root)
+
+    def _app_ended(self) -> bool:
+        """The launched application has exited (its end marker is there): what is on disk is all there will be."""
+        return self.config.end_marker is not None and self.ctx.resolve(self.config.end_marker).exists()
 
     def _pass(self, final: bool) -> Iterator[Batch]:
         assert self.tree is not None
@@ -303,6 +317,15 @@ def _finished_children(base: Path, before: float) -> set[Path]:
         return set()
     return {p for p in base.iterdir() if p.is_dir() and p.name.startswith(("PROF_", "JOB")) and _is_finished(p)
             and _finished_at(p) < before}
+
+
+def _children_before(base: Path, before: float) -> set[Path]:
+    """PROF_/JOB children last changed before ``before`` (epoch s): an earlier job's, even one that crashed
+    before its end_info."""
+    if not base.is_dir() or (base / "host").is_dir():
+        return set()
+    return {p for p in base.iterdir() if p.is_dir() and p.name.startswith(("PROF_", "JOB"))
+            and p.stat().st_mtime < before}
 
 
 def _finished_at(prof: Path) -> float:

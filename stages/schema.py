@@ -1,8 +1,8 @@
 """What the aggregator sends its sinks: positional rows, names interned to ints.
 
 Port ``tasks`` carries batches of kind ``run_info``, ``task``, ``api``, ``tx``, ``step_trace``,
-``aicpu`` and ``l2_cache``; port ``stats`` carries full snapshots of kind ``op_statistic`` and
-``api_statistic``. Row bodies are msgpack arrays of positional tuples in the column order below.
+``aicpu``, ``l2_cache`` and ``aicore_freq``; port ``stats`` carries full snapshots of kind ``op_statistic``
+and ``api_statistic``. Row bodies are msgpack arrays of positional tuples in the column order below.
 Text columns (``*_TEXT_COLUMNS``) are symbol ids; each batch's ``meta["symbols"]`` lists the
 ``[id, text]`` pairs its port has not sent before, so a sink keeps a :class:`SymbolTable`.
 New columns are only ever appended, so a sink that reads the first ones keeps working.
@@ -22,13 +22,18 @@ TASK_COLUMNS = (
     "device_id", "model_id", "iteration", "stream_id", "task_id", "batch_id", "start_ns", "end_ns",
     "op_name", "op_type", "task_type", "op_state", "block_dim", "mix_block_dim", "connection_id",
     "thread_id", "input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
-    "output_formats", "pmu", "context_id", "kernel_name",
+    "output_formats", "pmu", "context_id", "kernel_name", "runtime_task_type", "hf32_eligible",
 )
-# Symbol-valued task columns; ``pmu`` is a list of float|None aligned with meta["pmu_columns"]; ``context_id``
+# Symbol-valued task columns; ``pmu`` is a list of float|None aligned with meta["pmu_columns"], then (STARS chips)
+# meta["hidden_pmu_columns"]: metrics msprof keeps out of op_summary but writes to its database. ``context_id``
 # is an FFTS+ task's context (the row times that context) or CONTEXT_ID_NONE. ``kernel_name``: the runtime's
 # kernel name (task_track → hash_dic), "N/A" when not in the dictionary, "" when the data has none (legacy).
+# ``task_type`` is the op's core type (op_summary's Task Type: AI_CORE …), ``runtime_task_type`` the runtime's
+# name of the task (task_track type: KERNEL_AICORE …; msprof's TASK.taskType); ``hf32_eligible`` YES / NO from
+# GE's op flag, N/A without node_basic_info.
 TASK_TEXT_COLUMNS = ("op_name", "op_type", "task_type", "op_state", "input_shapes", "input_dtypes",
-                     "input_formats", "output_shapes", "output_dtypes", "output_formats", "kernel_name")
+                     "input_formats", "output_shapes", "output_dtypes", "output_formats", "kernel_name",
+                     "runtime_task_type", "hf32_eligible")
 
 API_COLUMNS = ("start_ns", "end_ns", "level", "struct_type", "name", "thread_id", "connection_id", "item_id")
 API_TEXT_COLUMNS = ("struct_type", "name")
@@ -50,6 +55,9 @@ AICPU_TEXT_COLUMNS = ("node",)
 # None where msprof shows N/A (hit rate on STARS chips); ``op_name`` "" when no task took the record.
 L2_CACHE_COLUMNS = ("device_id", "stream_id", "task_id", "hit_rate", "victim_rate", "op_name", "sequence")
 L2_CACHE_TEXT_COLUMNS = ("op_name",)
+# AI Core frequency change points, on the chips where msprof exports them (AICORE_FREQ: 910B and 310B class)
+AICORE_FREQ_COLUMNS = ("device_id", "ts_ns", "freq_mhz")
+AICORE_FREQ_PLATFORMS = frozenset({5, 7})
 
 OP_STATISTIC_COLUMNS = ("device_id", "op_type", "core_type", "count", "total_ns", "min_ns", "max_ns")
 API_STATISTIC_COLUMNS = ("level", "name", "count", "total_ns", "min_ns", "max_ns", "sum_sq_us2")

@@ -60,7 +60,7 @@ UNUSED_KINDS = {
     "ge_host_sched": "legacy Framework.dynamic_op_execute records (host scheduling)",
 }
 MODEL_WINDOW_TYPES = (raw.MODEL_EXECUTE_TYPE, raw.MODEL_LOAD_TYPE)
-ROW_KINDS = ("api", "tx", "task", "step_trace", "aicpu", "l2_cache")  # row batches of port ``tasks``
+ROW_KINDS = ("api", "tx", "task", "step_trace", "aicpu", "l2_cache", "aicore_freq")  # row batches of ``tasks``
 FFTS_TASK_SPAN = "FFTS+ task spans (their contexts make the rows, as in msprof)"
 UNRESOLVED_STREAM = -1  # a chip-v6 task log names its task by a 32-bit id only: the host task_track has the stream
 
@@ -97,6 +97,7 @@ class AggregatorStage(Transform):
         self.hashes: dict[int, str] = {}
         self.types: dict[tuple[int, int], str] = {}
         self.devices: dict[int, dict[str, Any]] = {}
+        self.session: dict[str, Any] = {}  # the decoder's session_info facts (pid, host, start/end)
         self.host = HostIndex()
         self.legacy = legacy.LegacyIndex()
         self.flips = FlipLog()
@@ -137,6 +138,9 @@ class AggregatorStage(Transform):
         if kind == "device_info":
             facts = batch.meta["facts"]
             self.devices[int(facts["device"])] = facts
+            return [self._run_info()]
+        if kind == "session_info":
+            self.session = dict(batch.meta["facts"])
             return [self._run_info()]
         if kind == "hash":
             self.hashes.update((int(h), text) for h, text in unpack_rows(batch))
@@ -204,6 +208,7 @@ class AggregatorStage(Transform):
             self.extras.add_l2(arr)
         elif kind == "freq":
             self.extras.add_freq(arr, {d: int(f.get("platform", 1)) for d, f in self.devices.items()})
+            self._freq_rows(arr)
         elif kind == "flip":
             for record in arr:
                 self.flips.add(int(record["device_id"]), int(record["stream_id"]), int(record["ts_ns"]),
@@ -234,6 +239,16 @@ class AggregatorStage(Transform):
                                     int(r["tx_thread_id"]), int(r["category"]), int(r["event_type"]),
                                     int(r["payload_type"]), int(r["payload"]), int(r["message_type"]),
                                     self.symbols.intern(message), int(r["domain"]), int(r["mark_id"])])
+
+    def _freq_rows(self, arr: np.ndarray) -> None:
+        """AI Core frequency change points for the sinks (msprof's AICORE_FREQ), where msprof exports them."""
+        for record in arr:
+            device = int(record["device_id"])
+            if int(self.devices.get(device, {}).get("platform", -1)) in schema.AICORE_FREQ_PLATFORMS:
+                count = int(record["count"])
+                for at, mhz in zip(record["points_ns"][:count].tolist(), record["freq_mhz"][:count].tolist(),
+                                   strict=True):
+                    self.rows["aicore_freq"].append([device, int(at), int(mhz)])
 
     # -- resolution -------------------------------------------------------------------------
     def _expired(self, arrived: float, now: float) -> bool:
@@ -343,12 +358,23 @@ class AggregatorStage(Transform):
         if node is None or int(node["op_name"]) not in self.hashes or int(node["op_type"]) not in self.hashes \
                 or kernel and kernel not in self.hashes:
             return False  # names come from hash_dic, which the runtime may flush later than the records
-        if not all(mark >= ts for stream, mark in self.watermarks.items() if "tensor_info" in stream):
+        if not self._tensors_complete(thread, ts, int(node["op_name"]), node_api.start):
             return False
         if type_name not in FFTS_LAUNCH_TYPES or self.host.context_info(thread, ts, int(node["op_name"]),
                                                                         node_api.start) is not None:
             return True
         return all(mark >= ts for stream, mark in self.watermarks.items() if "context_id_info" in stream)
+
+    def _tensors_complete(self, thread: int, ts: int, op_name: int, since: int) -> bool:
+        """Every tensor record up to ``ts`` is in; of the op's own, stamped ``ts``, once one holds fewer than five
+        tensors (more than five come in several records)."""
+        tensor_marks = [mark for stream, mark in self.watermarks.items() if "tensor_info" in stream]
+        if any(mark < ts for mark in tensor_marks):
+            return False
+        if all(mark > ts for mark in tensor_marks):
+            return True
+        tensors = self.host.tensor_info(thread, ts, op_name, since)
+        return tensors is None or int(tensors[-1]["tensor_num"]) < raw.TENSOR_SLOTS
 
     def _describe(self, record: Any, node_api: Interval | None, type_name: str | None) -> dict[str, Any] | None:
         if type_name == "FLIP_TASK":
@@ -364,8 +390,10 @@ class AggregatorStage(Transform):
                 else "INVALID"
             block = int(node["block_num"])
             op_state = {0: "static", 1: "dynamic"}.get(int(node["op_state"]), "N/A")
+            hf32 = "YES" if int(node["op_flag"]) else "NO"  # GE's op flag: the op may compute in HF32
         else:
             op_type, core, block, op_state = type_name or "N/A", type_name or "N/A", int(record["num_blocks"]), "N/A"
+            hf32 = "N/A"
         tensor = self.host.tensor_info(thread, ts, op_hash, since) if node is not None else None
         contexts: list[int] = []
         if node is not None and type_name in CONTEXT_TASK_TYPES and not self._chip_v6(int(record["device_id"])):
@@ -373,7 +401,8 @@ class AggregatorStage(Transform):
             contexts = context_ids(found) if found is not None else []
         model = self.host.model_run(thread, ts)
         kernel = int(record["kernel_name"])
-        described = {"op_name": op_name, "op_type": op_type, "task_type": core, "op_state": op_state,
+        described = {"op_name": op_name, "op_type": op_type, "task_type": core, "runtime_task_type": type_name or core,
+                     "op_state": op_state, "hf32_eligible": hf32,
                      "kernel_name": self.hashes.get(kernel, "N/A") if kernel else "N/A",
                      "contexts": contexts, "block_dim": block & 0xFFFF,
                      "mix_block_dim": (block & 0xFFFF) * (block >> 16),
@@ -514,12 +543,13 @@ class AggregatorStage(Transform):
         events = list(facts.get("pmu_events", []))
         metric, platform = str(facts.get("metric", "")), int(facts.get("platform", 1))
         pmu: list[float | None] = []
+        hidden: list[float | None] = []  # after the extras: see meta["hidden_pmu_columns"]
         stars = self._stars_pmu(device.device)
         if stars is not None:
             if pmu_record is not None and "overflow" not in (pmu_record.dtype.names or ()):
                 pmu_record = None  # an HWTS-class PMU record on a STARS chip: not a ContextPmu
-            pmu = stars.values(pmu_record, info["block_dim"], device.end - device.start,
-                               self.extras.clock_mhz(device.device, platform, device.end))
+            pmu, hidden = stars.split_values(pmu_record, info["block_dim"], device.end - device.start,
+                                             self.extras.clock_mhz(device.device, platform, device.end))
         elif events:
             if pmu_record is not None:
                 block = int(pmu_record["block"]) or info["block_dim"]
@@ -530,7 +560,7 @@ class AggregatorStage(Transform):
                                  time_mhz=self.extras.clock_mhz(device.device, platform, at))
             else:
                 pmu = [None] * len(pmu_columns(events, metric, platform))
-        pmu += extra
+        pmu += extra + hidden
         intern = self.symbols.intern
         self.rows["task"].append([
             device.device, info["model_id"], info["iteration"], device.stream, device.task, device.batch,
@@ -538,16 +568,24 @@ class AggregatorStage(Transform):
             intern(info["op_state"]), info["block_dim"], info["mix_block_dim"], info["connection_id"],
             info["thread_id"], intern(info["input_shapes"]), intern(info["input_dtypes"]),
             intern(info["input_formats"]), intern(info["output_shapes"]), intern(info["output_dtypes"]),
-            intern(info["output_formats"]), pmu, context, intern(info.get("kernel_name", ""))])
+            intern(info["output_formats"]), pmu, context, intern(info.get("kernel_name", "")),
+            intern(info.get("runtime_task_type") or info["task_type"]), intern(info.get("hf32_eligible", "N/A"))])
         self.stats.add_op(device.device, info["op_type"], info["task_type"], device.end - device.start)
         self.tasks_out += 1
 
     # -- output ---------------------------------------------------------------------------
     def _run_info(self) -> Batch:
+        """The run's facts: the host's (session_info), else the first device's; ``end_ns`` 0 while running."""
         first = next(iter(self.devices.values()), {})
-        info = {"pid": first.get("pid", 0), "hostname": first.get("hostname", ""),
-                "devices": {str(d): {"platform": f.get("platform"), "chip": _chip_name(f.get("platform"))}
-                            for d, f in self.devices.items()}, "start_ns": 0, "end_ns": 0}
+        session = self.session
+        info = {"pid": session.get("pid") or first.get("pid") or 0,
+                "pid_name": session.get("pid_name", ""),
+                "hostname": session.get("hostname") or first.get("hostname") or "",
+                "host_uid": session.get("host_uid", "0"),
+                "devices": {str(d): {"platform": f.get("platform"), "chip": _chip_name(f.get("platform")),
+                                     "aic_frequency_mhz": f.get("aic_frequency_mhz")}
+                            for d, f in self.devices.items()},
+                "start_ns": session.get("start_ns", 0), "end_ns": session.get("end_ns", 0)}
         return pack_rows("run_info", [[info]], "tasks")
 
     def _flush_rows(self, force: bool) -> Iterator[Batch]:
@@ -559,6 +597,7 @@ class AggregatorStage(Transform):
                 meta: dict[str, Any] = {"symbols": self.symbols.take_unsent()}
                 if kind == "task":
                     meta["pmu_columns"] = self._pmu_columns()
+                    meta["hidden_pmu_columns"] = self._hidden_pmu_columns()
                 yield pack_rows(kind, chunk, "tasks", meta)
 
     def _pmu_columns(self) -> list[str]:
@@ -571,6 +610,13 @@ class AggregatorStage(Transform):
         if stars is not None:
             return stars.columns + extra_columns(self.devices[first])
         return _task_columns(self.devices[first])
+
+    def _hidden_pmu_columns(self) -> list[str]:
+        """Names of the PMU values after ``pmu_columns`` in a task row's ``pmu`` (first device's layout): the
+        metrics msprof computes but keeps out of op_summary (STARS chips), for the database only."""
+        first = next(iter(self.devices), None)
+        stars = None if first is None else self._stars_pmu(first)
+        return [] if stars is None else list(stars.hidden_columns)
 
     def _stars_pmu(self, device: int) -> StarsPmu | None:
         """The aic_/aiv_ PMU layout of a STARS device (None on other chips)."""
@@ -683,16 +729,21 @@ def _take(table: dict[Any, deque[Any]], key: Any) -> Any:
 
 
 def _chip_name(platform: Any) -> str:
-    return {0: "Ascend310", 1: "Ascend910", 4: "Ascend310P", 5: "Ascend910B"}.get(platform, f"platform {platform}")
+    """The chip model msprof's NPU_INFO gives a platform_version (spec §1.8)."""
+    return raw.CHIP_NAMES.get(platform, "UNKNOWN") if isinstance(platform, int) else "UNKNOWN"
 
 
 def _tensor_texts(tensor: Any) -> dict[str, str]:
+    """Shapes, data types and formats of an op's tensors; ``tensor``: one tensor record, a list of them (an op
+    with more than five tensors), or None."""
     texts = {f"{side}_{what}": "N/A" for side in ("input", "output") for what in ("shapes", "dtypes", "formats")}
     if tensor is None:
         return texts
     sides: dict[str, dict[str, list[str]]] = {"input": {"shapes": [], "dtypes": [], "formats": []},
                                               "output": {"shapes": [], "dtypes": [], "formats": []}}
-    for slot in tensor["tensors"][: min(int(tensor["tensor_num"]), 5)]:
+    records = tensor if isinstance(tensor, list) else [tensor]
+    slots = [slot for record in records for slot in record["tensors"][: min(int(record["tensor_num"]), 5)]]
+    for slot in slots:
         side = "input" if int(slot[0]) == 0 else "output"
         dims = [str(int(d)) for d in slot[3:] if int(d) != 0]
         sides[side]["shapes"].append(",".join(dims))

@@ -81,7 +81,13 @@ class HostIndex:
         self._log(self.node_basic, thread).add(ts, record)
 
     def add_tensor(self, thread: int, ts: int, record: Any) -> None:
-        self._log(self.tensors, thread).add(ts, record)
+        """An op with more than five tensors reports them in several records of one time stamp: they make one
+        list, in order (msprof joins tensor_info records on op name, time stamp and thread)."""
+        log = self._log(self.tensors, thread)
+        if log.times and log.times[-1] == ts and int(log.items[-1][0]["op_name"]) == int(record["op_name"]):
+            log.items[-1].append(record)
+        else:
+            log.add(ts, [record])
 
     def add_context(self, thread: int, ts: int, record: Any) -> None:
         self._log(self.contexts, thread).add(ts, record)
@@ -105,20 +111,29 @@ class HostIndex:
         record = log.latest_at_or_before(ts) if log else None
         return record if record is not None and int(record["ts_ns"]) >= since else None
 
-    def tensor_info(self, thread: int, ts: int, op_name: int, since: int) -> Any:
-        return self._op_record(self.tensors, thread, ts, op_name, since)
+    def tensor_info(self, thread: int, ts: int, op_name: int, since: int) -> list[Any] | None:
+        """The tensor_info records (one or more) of the op reported at or before ``ts`` since ``since``."""
+        records = self._op_record(self.tensors, thread, ts, op_name, since, lambda found: found[0])
+        if records is None:
+            return None
+        found: list[Any] = records
+        return found
 
     def context_info(self, thread: int, ts: int, op_name: int, since: int) -> Any:
         return self._op_record(self.contexts, thread, ts, op_name, since)
 
     @staticmethod
-    def _op_record(table: dict[int, TimedLog], thread: int, ts: int, op_name: int, since: int) -> Any:
-        """The latest record of ``op_name`` reported in [since, ts] on ``thread``."""
+    def _op_record(table: dict[int, TimedLog], thread: int, ts: int, op_name: int, since: int,
+                   first: Any = lambda found: found) -> Any:
+        """The latest entry of ``op_name`` reported in [since, ts] on ``thread`` (``first``: its first record)."""
         log = table.get(thread)
-        record = log.latest_at_or_before(ts) if log else None
-        if record is None or int(record["op_name"]) != op_name or int(record["ts_ns"]) < since:
+        entry = log.latest_at_or_before(ts) if log else None
+        if entry is None:
             return None
-        return record
+        record = first(entry)
+        if int(record["op_name"]) != op_name or int(record["ts_ns"]) < since:
+            return None
+        return entry
 
     def prune_before(self, ts: int) -> None:
         for table in (self.node_apis, self.node_basic, self.tensors, self.contexts, self.model_runs):

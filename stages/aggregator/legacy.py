@@ -83,14 +83,23 @@ class LegacyIndex:
         _take(self.tasks, key, best)
         return desc, tensor
 
-    def _take_tensor(self, key: Key, desc: Any) -> Any:
-        """The tensor record of the same model and iteration at this key (and forget the older ones)."""
+    def _take_tensor(self, key: Key, desc: Any) -> list[Any] | None:
+        """The tensor records of the same model and iteration at this key, in order: more than five tensors take
+        several (and forget the older ones)."""
         entries = self.tensors.get(key, [])
-        for i in range(len(entries) - 1, -1, -1):
-            record = entries[i]
-            if int(record["model_id"]) == int(desc["model_id"]) and int(record["iteration"]) == int(desc["iteration"]):
-                _take(self.tensors, key, i)
-                return record
+
+        def same_run(record: Any) -> bool:
+            return int(record["model_id"]) == int(desc["model_id"]) and \
+                int(record["iteration"]) == int(desc["iteration"])
+
+        for last in range(len(entries) - 1, -1, -1):
+            if same_run(entries[last]):
+                first = last
+                while first > 0 and same_run(entries[first - 1]):
+                    first -= 1
+                records = entries[first:last + 1]
+                _take(self.tensors, key, last)
+                return records
         return None
 
     def unused(self) -> dict[str, int]:

@@ -58,16 +58,19 @@ class StarsPmu:
         self.aic_mhz = float(facts.get("aic_frequency_mhz", 0))
         self.ai_core_num = int(facts.get("ai_core_num") or 0)
         self.columns: list[str] = []
-        self.sides: list[tuple[str, list[int], int, list[int]]] = []  # prefix, events, core num, positions
+        self.hidden_columns: list[str] = []  # msprof's UNSUPPORTED ones: not in op_summary, in its database
+        # prefix, events, core num, positions of the columns, positions of the hidden columns
+        self.sides: list[tuple[str, list[int], int, list[int], list[int]]] = []
         for prefix, time_column, events_key, core_key in SIDES:
             events = [int(e) for e in facts.get(events_key, [])]
-            positions = []  # a side without events (its profiling off) has no columns
+            positions: list[int] = []  # a side without events (its profiling off) has no columns
+            hidden: list[int] = []
             for position, column in enumerate(event_columns(events) if events else []):
                 name = time_column if position == 0 else f"{prefix}_{column}"
-                if _raw_name(name) not in UNSUPPORTED:
-                    self.columns.append(name)
-                    positions.append(position)
-            self.sides.append((prefix, events, int(facts.get(core_key) or 1), positions))
+                shown = _raw_name(name) not in UNSUPPORTED
+                (self.columns if shown else self.hidden_columns).append(name)
+                (positions if shown else hidden).append(position)
+            self.sides.append((prefix, events, int(facts.get(core_key) or 1), positions, hidden))
         self.cube = {"aic_mac_ratio", "aic_total_cycles"} <= set(self.columns)
         if self.cube:
             self.aic_cycles_at = self.columns.index("aic_total_cycles")
@@ -77,21 +80,29 @@ class StarsPmu:
     def values(self, record: Any, block: int, duration_ns: int, time_mhz: float | None = None) -> list[float | None]:
         """Values aligned with :attr:`columns` for one task; ``record`` is its ContextPmu or None.
         ``time_mhz``: the AI Core clock in effect for the task's times when a frequency change set it."""
+        return self.split_values(record, block, duration_ns, time_mhz)[0]
+
+    def split_values(self, record: Any, block: int, duration_ns: int, time_mhz: float | None = None,
+                     ) -> tuple[list[float | None], list[float | None]]:
+        """(values aligned with :attr:`columns`, values aligned with :attr:`hidden_columns`) for one task."""
         if record is None or int(record["overflow"]):
-            return [None] * len(self.columns)
+            return [None] * len(self.columns), [None] * len(self.hidden_columns)
         core = int(record["core"])
         counters = [int(v) for v in record["pmu"]]
         values: list[float | None] = []
-        for prefix, events, core_num, positions in self.sides:
+        hidden_values: list[float | None] = []
+        for prefix, events, core_num, positions, hidden in self.sides:
             if MAIN_SIDE[core] == prefix:
                 side = event_values(events, int(record["total_cycle"]), counters, block, core_num,
                                     time_mhz or self.aic_mhz)
                 values += [side[p] for p in positions]
+                hidden_values += [side[p] for p in hidden]
             else:
                 values += [None if core in MIX else 0.0] * len(positions)
+                hidden_values += [None if core in MIX else 0.0] * len(hidden)
         if self.cube:
             values.append(self.cube_utilization(values[self.mac_ratio_at], values[self.aic_cycles_at], duration_ns))
-        return values
+        return values, hidden_values
 
     def cube_utilization(self, mac_ratio: float | None, aic_cycles: float | None, duration_ns: int) -> float | None:
         """aic_total_cycles / (aic MHz × ai_core_num × duration µs) × 100 (spec §1.9).

@@ -47,6 +47,7 @@ class DecoderStage(Transform):
         self.rejected = 0
         self.lost = 0  # records the device never delivered (counter gaps): reported, outside the one-for-one count
         self.announced: set[int] = set()
+        self.session: dict[str, Any] = {}  # run-level facts last sent (TimeBase.session)
         self.clock_known_at: dict[int, float] = {}
         self.finishing = False
 
@@ -61,7 +62,7 @@ class DecoderStage(Transform):
     def process(self, batch: Batch) -> Iterable[Batch]:
         if batch.kind == "control":
             self.timebase.learn(batch.meta["path"], batch.meta["text"])
-            return list(self._announce()) + list(self._release())
+            return list(self._announce_session()) + list(self._announce()) + list(self._release())
         if batch.kind != "raw":
             self.ctx.reject(f"unexpected batch kind '{batch.kind}'", batch.count)
             self.rejected += batch.count
@@ -104,6 +105,14 @@ class DecoderStage(Transform):
                 yield from self._decode(batch)
             else:
                 self.pending.append(batch)
+
+    def _announce_session(self) -> Iterator[Batch]:
+        """The run's facts (pid, host, start and end time) for the aggregator, each time a control file
+        changes them (end_info comes last, when the run ends)."""
+        session = self.timebase.session()
+        if session and session != self.session:
+            self.session = session
+            yield Batch("session_info", 0, {"facts": dict(session)})
 
     def _announce(self) -> Iterator[Batch]:
         """A device's facts (chip, clocks, PMU events) for the aggregator, once known."""

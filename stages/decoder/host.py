@@ -54,7 +54,7 @@ class HostDecoder:
             return [("task_track", out)]
         if kind == "node_basic_info":
             out = np.zeros(len(arr), records.NODE_BASIC)
-            for name in ("thread_id", "op_name", "op_type", "task_type", "block_num"):
+            for name in ("thread_id", "op_name", "op_type", "task_type", "block_num", "op_flag"):
                 out[name] = arr[name]
             out["op_state"] = op_state_of(str(batch.meta.get("stream", "")))
             out["ts_ns"] = ts

@@ -12,7 +12,7 @@ API = np.dtype([("thread_id", "<u4"), ("level", "<u2"), ("type", "<u4"), ("item_
 EVENT = np.dtype([("thread_id", "<u4"), ("level", "<u2"), ("type", "<u4"), ("item_id", "<u8"),
                   ("request_id", "<u4"), ("ts_ns", "<i8")])
 NODE_BASIC = np.dtype([("thread_id", "<u4"), ("ts_ns", "<i8"), ("op_name", "<u8"), ("op_type", "<u8"),
-                       ("task_type", "<u4"), ("block_num", "<u4"), ("op_state", "u1")])
+                       ("task_type", "<u4"), ("block_num", "<u4"), ("op_state", "u1"), ("op_flag", "<u4")])
 TENSOR = np.dtype([("thread_id", "<u4"), ("ts_ns", "<i8"), ("op_name", "<u8"), ("tensor_num", "<u4"),
                    ("tensors", "<u4", (5, 11))])
 TASK_TRACK = np.dtype([("thread_id", "<u4"), ("ts_ns", "<i8"), ("device_id", "<u2"), ("stream_id", "<u2"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -141,3 +142,32 @@ class TimeBase:
 
     def sample(self, device: int) -> dict:
         return self._json(f"device_{device}/sample.json")
+
+    def session(self) -> dict[str, Any]:
+        """Run-level facts as msprof's exporter reads them: from the host folder's info.json, start_info and
+        end_info, else from the lowest-numbered device folder's (msprof ``Context::GetInfoByDeviceId``).
+        Times are ns (the files hold µs); ``end_ns`` is 0 until end_info is written. Empty while no such
+        file is known."""
+        folder, suffix = "host", ""
+        if not any(f"host/{name}" in self.files for name in ("info.json", "start_info")):
+            devices = sorted(int(match.group(1)) for rel in self.files if (match := _DEVICE_INFO.match(rel)))
+            if not devices:
+                return {}
+            folder, suffix = f"device_{devices[0]}", f".{devices[0]}"
+        info = self._json(f"{folder}/info.json{suffix}")
+        start = self._json(f"{folder}/start_info{suffix}").get("collectionTimeBegin")
+        end = self._json(f"{folder}/end_info{suffix}").get("collectionTimeEnd")
+        return {"pid": _int(info.get("pid")), "pid_name": str(info.get("pid_name") or ""),
+                "hostname": str(info.get("hostname") or ""), "host_uid": str(info.get("hostUid") or "0"),
+                "start_ns": _int(start) * 1000, "end_ns": _int(end) * 1000}
+
+
+_DEVICE_INFO = re.compile(r"^device_(\d+)/info\.json\.\d+$")
+
+
+def _int(value: object) -> int:
+    """A count or time as the control files write it (number or numeric string); 0 when absent or not one."""
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0

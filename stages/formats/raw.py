@@ -171,6 +171,8 @@ LPM_FREQ = _packed([("count", "<u4"), ("rsv", "<u4"),
 # Device, STARS class (910B and later, spec §1.7, §6 D11). First u16 of every record: bits 0–5 funcType,
 # bits 6–9 rolling counter, bits 10–15 sqe type (ACSQ logs); u16 @2 = 0x6BD3 as on HWTS chips.
 STARS_MARKER = HWTS_MARKER
+# Chip model per platform_version, as msprof's exporter names them (NPU_INFO; db_constant.h CHIP_TABLE).
+CHIP_NAMES = {0: "Ascend310", 1: "Ascend910A", 4: "Ascend310P", 5: "Ascend910B", 7: "Ascend310B", 15: "Ascend950"}
 STARS_PLATFORMS = frozenset({5, 7, 8, 11, 15, 16})  # chip v4 (910B), v1.1.x, v6 (spec §1.8)
 STARS_V6_PLATFORMS = frozenset({15, 16})  # 32-byte stars_soc records
 ACSQ_START, ACSQ_END = 0b000000, 0b000001

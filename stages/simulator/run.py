@@ -38,7 +38,7 @@ class Simulation:
                  seed: int = 0, slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, *,
                  first_task_id: int = 0, start_time_ns: int | None = None, mode: str = "launch",
                  aic_metrics: str = "PipeUtilization", layout: str = "current", model: str = "face_mask_ssd",
-                 sleep_ms: int = 0) -> None:
+                 sleep_ms: int = 0, host_mono0: int | None = None) -> None:
         if chip not in CHIPS:
             raise ValueError(f"chip must be one of {CHIPS}, not {chip!r}")
         if mode not in MODES:
@@ -66,6 +66,7 @@ class Simulation:
         self.chip, self.iterations, self.rate, self.seed = cast(Chip, chip), iterations, rate, seed
         self.slice_bytes, self.burst_ns = slice_bytes, burst_ms * 1_000_000
         self.first_task_id, self.start_time_ns = first_task_id, start_time_ns
+        self.host_mono0 = host_mono0  # the host clock at collection start (default: timebase.HOST_MONO0_NS)
         self.mode = cast(Mode, mode)
         self.iteration = 0
         self.records_written = 0
@@ -80,12 +81,16 @@ class Simulation:
     def stopped(self) -> bool:
         return self._stopping or self._should_stop()
 
-    def run(self, should_stop: Callable[[], bool] | None = None) -> Path:
-        """Write the whole PROF directory (iterations = 0: until stopped); returns its path."""
+    def run(self, should_stop: Callable[[], bool] | None = None,
+            on_iteration: Callable[[int], None] | None = None) -> Path:
+        """Write the whole PROF directory (iterations = 0: until stopped); returns its path. `on_iteration` is
+        called with the image number after each image (the simulated app annotates its steps there)."""
         if should_stop is not None:
             self._should_stop = should_stop
-        tb = TimeBase(wall0_ns=self.start_time_ns if self.start_time_ns is not None else time.time_ns(),
-                      hwts_mhz=STARS_HWTS_MHZ if self.chip in STARS_CHIPS else HWTS_MHZ)
+        hwts_mhz = STARS_HWTS_MHZ if self.chip in STARS_CHIPS else HWTS_MHZ
+        wall0 = self.start_time_ns if self.start_time_ns is not None else time.time_ns()
+        tb = TimeBase(wall0_ns=wall0, hwts_mhz=hwts_mhz) if self.host_mono0 is None else \
+            TimeBase(wall0_ns=wall0, host_mono0=self.host_mono0, hwts_mhz=hwts_mhz)
         board = Board(self.chip, self.seed, tb, first_task_id=self.first_task_id, mode=self.mode,
                       metrics=self.aic_metrics, layout=self.layout, model=self.model, sleep_ms=self.sleep_ms)
         writer = ProfWriter(self.out_dir, self.chip, tb, self.seed, self.slice_bytes, APP_PID,
@@ -104,6 +109,8 @@ class Simulation:
             writer.add(board.run_image(self.iteration + 1))
             self.iteration += 1
             self._advance(board.now)
+            if on_iteration is not None:
+                on_iteration(self.iteration)
         writer.add(board.unload_model())
         self.records_written += writer.finish(board.now)
         self._write_truth(complete=True)

@@ -109,6 +109,7 @@ class RunInfo:
     pid: int = 0
     pid_name: str = ""
     hostname: str = ""
+    host_uid: str = "0"  # info.json hostUid; msprof's default when absent
     devices: dict[int, dict[str, Any]] = field(default_factory=dict)
     start_ns: int = 0
     end_ns: int = 0
@@ -125,6 +126,7 @@ class RunInfo:
             pid=_as_int(info.get("pid")),
             pid_name=str(info.get("pid_name") or ""),
             hostname=str(info.get("hostname") or ""),
+            host_uid=str(info.get("host_uid") or "0"),
             devices=devices,
             start_ns=_as_int(info.get("start_ns")),
             end_ns=_as_int(info.get("end_ns")),

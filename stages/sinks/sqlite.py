@@ -9,26 +9,34 @@ Example config::
       timestamp: "20240101120000"      # default: when the sink opens
 
 The database is in WAL mode with ``synchronous=NORMAL``; every received batch is one committed
-transaction, so other processes can open and query it at any moment. A transaction that the
-disk refuses (full, read-only) is rolled back and tried again until it commits (see
-:mod:`pipeline.output_guard`), so a pause never leaves half a batch. Text columns hold ids
-into ``STRING_IDS`` as msprof's do. Besides msprof's tables it keeps two of ours with the live
-statistics, replaced on every snapshot: ``OP_STATISTIC`` and ``API_STATISTIC`` (columns as in
-the CSV files, times in µs, plain text).
+transaction, so other processes can open and query it at any moment. Tables, columns, types and
+primary keys are msprof's (:mod:`._msprof_db`); as in msprof, the run-level and enum tables are
+there from the start and a data table appears with its first row. Text columns hold ids into
+``STRING_IDS`` as msprof's do. ``SESSION_TIME_INFO`` holds the collection start and end from the
+control files; until end_info is written the end (and, without start_info, the start) is the
+latest (earliest) record time received. Besides msprof's tables it keeps two of ours with the
+live statistics, replaced on every snapshot: ``OP_STATISTIC`` and ``API_STATISTIC`` (columns as
+in the CSV files, times in µs, plain text).
+
+A transaction that the disk refuses (full, read-only) is rolled back, the sink's ids and caches
+with it, and tried again until it commits (:mod:`pipeline.output_guard`): a pause never leaves
+half a batch, nor an id that points at a string that was never stored.
 """
 
 from __future__ import annotations
 
+import copy
 import sqlite3
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
 from pydantic import Field
 
 from pipeline.output_guard import check_fault_cue
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
 from stages.schema import SymbolTable, unpack_rows
+from stages.sinks import _msprof_db as msdb
+from stages.sinks._aicore_freq import AicoreFreqTable
 from stages.sinks._format import (
     MSTX_EVENT_TYPES,
     NA,
@@ -41,43 +49,11 @@ from stages.sinks._format import (
     text_of,
 )
 
-SCHEMA_VERSION = ("1", "2", "0")  # msprof's SCHEMA_VERSION_MAJOR / MINOR / MICRO
-API_TYPES = {20000: "acl", 15000: "model", 10000: "node", 5500: "communication", 5000: "runtime",
-             50001: "op", 50002: "queue", 50003: "trace", 50004: "mstx"}
-CHIPS = {0: "Ascend310", 1: "Ascend910A", 4: "Ascend310P", 5: "Ascend910B", 7: "Ascend310B", 15: "Ascend950"}
 MSTX_EVENT_IDS = {name: code for code, name in MSTX_EVENT_TYPES.items()}
-
-_INT, _TEXT, _REAL = "INTEGER", "TEXT", "REAL"
-TABLES: dict[str, dict[str, str]] = {
-    "STRING_IDS": {"id": _INT, "value": _TEXT},
-    "SESSION_TIME_INFO": {"startTimeNs": _INT, "endTimeNs": _INT},
-    "NPU_INFO": {"id": _INT, "name": _TEXT},
-    "HOST_INFO": {"hostUid": _TEXT, "hostName": _TEXT},
-    "TASK": {c: _INT for c in ("startNs", "endNs", "deviceId", "connectionId", "globalTaskId", "globalPid",
-                               "taskType", "contextId", "streamId", "taskId", "modelId")},
-    "COMPUTE_TASK_INFO": {c: _INT for c in (
-        "name", "globalTaskId", "blockNum", "mixBlockNum", "taskType", "opType", "inputFormats",
-        "inputDataTypes", "inputShapes", "outputFormats", "outputDataTypes", "outputShapes", "attrInfo",
-        "opState", "hf32Eligible", "gridDim", "blockDim")},
-    "CANN_API": {c: _INT for c in ("startNs", "endNs", "type", "globalTid", "connectionId", "name")},
-    "MSTX_EVENTS": {c: _INT for c in ("startNs", "endNs", "eventType", "rangeId", "category", "message",
-                                      "globalTid", "endGlobalTid", "domainId", "connectionId")},
-    "TASK_PMU_INFO": {"globalTaskId": _INT, "name": _INT, "value": _REAL},
-    "META_DATA": {"name": _TEXT, "value": _TEXT},
-    "ENUM_API_TYPE": {"id": _INT, "name": _TEXT},
-    "ENUM_MSTX_EVENT_TYPE": {"id": _INT, "name": _TEXT},
-    "OP_STATISTIC": {"deviceId": _INT, "opType": _TEXT, "coreType": _TEXT, "count": _INT, "totalTimeUs": _REAL,
-                     "minTimeUs": _REAL, "avgTimeUs": _REAL, "maxTimeUs": _REAL, "ratio": _REAL},
-    "API_STATISTIC": {"deviceId": _TEXT, "level": _TEXT, "apiName": _TEXT, "timeUs": _REAL, "count": _INT,
-                      "avgUs": _REAL, "minUs": _REAL, "maxUs": _REAL, "variance": _REAL},
-}
-PRIMARY_KEYS = {"STRING_IDS": "id", "COMPUTE_TASK_INFO": "globalTaskId", "CANN_API": "connectionId",
-                "ENUM_API_TYPE": "id", "ENUM_MSTX_EVENT_TYPE": "id"}
-
-
-def _insert_sql(table: str, verb: str = "INSERT") -> str:
-    columns = TABLES[table]
-    return f"{verb} INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+MARKER_EX = MSTX_EVENT_IDS["marker_ex"]
+MSTX_NO_CONNECTION = 4_000_000_000  # msprof's connectionId of an mstx event without a device task
+UNKNOWN_CHIP = "UNKNOWN"
+SCHEDULE_OP_SUFFIX = "AicpuKernel"  # msprof files such ops under COMMUNICATION_SCHEDULE_TASK_INFO
 
 
 class SqliteSink(Sink):
@@ -95,78 +71,96 @@ class SqliteSink(Sink):
         self.symbols = SymbolTable()
         self.info = RunInfo()
         self.path = Path()
-        self.db: sqlite_utils.Database | None = None
+        self.conn: sqlite3.Connection | None = None
+        self._created: set[str] = set()
         self._string_ids: dict[str, int] = {}
         self._symbol_ids: dict[int, int] = {}  # our symbol id -> STRING_IDS id
         self._new_strings: list[tuple[int, str]] = []
         self._next_task_id = 0
         self._orphan_connection_id = 1 << 62
-        self.counts = {"task_rows": 0, "compute_task_rows": 0, "pmu_rows": 0, "api_rows": 0,
-                       "api_duplicate_connection_ids": 0, "tx_rows": 0, "statistic_snapshots": 0}
+        self._pmu_names: dict[tuple[tuple[str, ...], bool], list[tuple[int, float] | None]] = {}
+        self._record_span: tuple[int, int] | None = None  # earliest start, latest end of the rows written
+        self._session_row: tuple[int, int] | None = None
+        self._aicore_freq = AicoreFreqTable()
+        self.counts = {"task_rows": 0, "compute_task_rows": 0, "schedule_task_rows": 0, "pmu_rows": 0,
+                       "api_rows": 0, "api_duplicate_connection_ids": 0, "tx_rows": 0, "statistic_snapshots": 0}
 
     # -- stage interface -------------------------------------------------------------------
 
     def open(self) -> None:
         timestamp = export_timestamp(self.config.timestamp or self.ctx.export_stamp)
         self.path = self.ctx.resolve(self.config.path.replace("{timestamp}", timestamp))
-        self.ctx.output_guard.attempt(self.path, self._create, self._discard)
+        self.ctx.output_guard.attempt(self.path, self._create_database, self._discard)
 
     def _files(self) -> tuple[Path, Path, Path]:
         return self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")
 
     def _discard(self) -> None:
         """A database whose creation failed: gone, so that the next attempt starts clean."""
-        if self.db is not None:
-            self.db.conn.close()
-            self.db = None
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        self._created = set()
         for path in self._files():
             path.unlink(missing_ok=True)
 
-    def _create(self) -> None:
+    def _create_database(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         for stale in self._files():
             stale.unlink(missing_ok=True)
-        self.db = db = sqlite_utils.Database(self.path)
-        db.enable_wal()
-        db.execute("PRAGMA synchronous=NORMAL")
-        with db.conn:
-            for table, columns in TABLES.items():
-                db.table(table).create(columns, pk=PRIMARY_KEYS.get(table))
-            db.table("TASK").create_index(["startNs", "globalTaskId"], index_name="TaskIndex")
+        conn = sqlite3.connect(self.path)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn = conn
+        with conn:
+            conn.execute("BEGIN")  # tables and their first rows become visible together
+            for table in msdb.TABLES.values():
+                if table.always:
+                    self._create(conn, table)
             names = ("SCHEMA_VERSION", "SCHEMA_VERSION_MAJOR", "SCHEMA_VERSION_MINOR", "SCHEMA_VERSION_MICRO")
-            values = (".".join(SCHEMA_VERSION), *SCHEMA_VERSION)
-            db.conn.executemany(_insert_sql("META_DATA"), list(zip(names, values, strict=True)))
-            db.conn.executemany(_insert_sql("ENUM_API_TYPE"), sorted(API_TYPES.items()))
-            db.conn.executemany(_insert_sql("ENUM_MSTX_EVENT_TYPE"), sorted(MSTX_EVENT_TYPES.items()))
+            values = (".".join(msdb.SCHEMA_VERSION), *msdb.SCHEMA_VERSION)
+            conn.executemany(msdb.META_DATA.insert_sql(), list(zip(names, values, strict=True)))
+            for name, members in msdb.ENUMS.items():
+                conn.executemany(msdb.TABLES[name].insert_sql(), sorted(members.items()))
             check_fault_cue(self.path)
 
     def write_batch(self, batch: Batch) -> None:
         learn_symbols(self.symbols, batch)
         handler = {
             "run_info": self._run_info, "task": self._tasks, "api": self._apis, "tx": self._txs,
-            "op_statistic": self._op_statistic, "api_statistic": self._api_statistic,
+            "aicore_freq": self._aicore_freq_changes, "op_statistic": self._op_statistic,
+            "api_statistic": self._api_statistic,
         }.get(batch.kind)
         if handler is None:
             return
-        if self.db is None:
+        if self.conn is None:
             self.open()
-        assert self.db is not None
-        conn = self.db.conn
+        assert self.conn is not None
+        conn = self.conn
         rows = unpack_rows(batch)
 
         def transaction() -> None:
-            task_id, orphan_id, counts = self._next_task_id, self._orphan_connection_id, dict(self.counts)
+            task_id, span, session, created = self._next_task_id, self._record_span, self._session_row, set(
+                self._created)
+            aicore_freq = copy.deepcopy(self._aicore_freq)
+            orphan_id, counts = self._orphan_connection_id, dict(self.counts)
             try:
                 with conn:  # one transaction per batch: commit, or roll back and forget new ids
+                    conn.execute("BEGIN")  # a new table commits with its first rows (no empty table is ever seen)
                     handler(conn, rows, batch.meta)
+                    self._write_session_time(conn)
                     if self._new_strings:
-                        conn.executemany(_insert_sql("STRING_IDS"), self._new_strings)
+                        conn.executemany(msdb.STRING_IDS.insert_sql(), self._new_strings)
                     check_fault_cue(self.path)  # testing: fail where a full disk fails, before the commit
             except BaseException:
                 for _, text in self._new_strings:
                     del self._string_ids[text]
                 self._symbol_ids.clear()
-                self._next_task_id, self._orphan_connection_id, self.counts = task_id, orphan_id, counts
+                self._pmu_names.clear()  # it may hold ids of the strings just forgotten
+                self._next_task_id, self._record_span, self._session_row = task_id, span, session
+                self._created = created  # the rolled-back transaction's CREATEs are undone too
+                self._aicore_freq = aicore_freq
+                self._orphan_connection_id, self.counts = orphan_id, counts
                 raise
             finally:
                 self._new_strings = []
@@ -174,21 +168,43 @@ class SqliteSink(Sink):
         self.ctx.output_guard.attempt(self.path, transaction)
 
     def close(self) -> None:
-        if self.db is None:
+        if self.conn is None:
             return
-        conn = self.db.conn
+        conn = self.conn
         try:  # leave a plain single-file database when no reader holds it open
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             conn.execute("PRAGMA journal_mode=DELETE")
         except sqlite3.OperationalError:
             pass
         conn.close()
-        self.db = None
+        self.conn = None
 
     def accounting(self) -> dict[str, int]:
         return {**self.counts, "strings": len(self._string_ids)}
 
-    # -- string ids ---------------------------------------------------------------------------
+    # -- tables and string ids ----------------------------------------------------------------
+
+    def _create(self, conn: sqlite3.Connection, table: msdb.Table) -> None:
+        if table.name in self._created:
+            return
+        conn.execute(table.create_sql())
+        if table is msdb.TASK:
+            index, columns = msdb.TASK_INDEX
+            conn.execute(f"CREATE INDEX IF NOT EXISTS {index} ON TASK ({','.join(columns)})")
+        self._created.add(table.name)
+
+    def _insert(self, conn: sqlite3.Connection, table: msdb.Table, rows: list[tuple[Any, ...]],
+                verb: str = "INSERT") -> int:
+        """Insert rows (creating the table with its first ones); returns how many went in."""
+        if not rows:
+            return 0
+        self._create(conn, table)
+        return conn.executemany(table.insert_sql(verb), rows).rowcount
+
+    def _replace(self, conn: sqlite3.Connection, table: msdb.Table, rows: list[tuple[Any, ...]]) -> None:
+        self._create(conn, table)
+        conn.execute(f"DELETE FROM {table.name}")
+        self._insert(conn, table, rows)
 
     def _sid(self, text: str) -> int:
         found = self._string_ids.get(text)
@@ -204,49 +220,94 @@ class SqliteSink(Sink):
             found = self._symbol_ids[symbol] = self._sid(self.symbols[symbol] or NA)
         return found
 
-    # -- batches ------------------------------------------------------------------------------
+    def _shape(self, symbol: int) -> int:
+        """STRING_IDS id of a shapes text as msprof stores it: in double quotes (N/A as it is)."""
+        text = self.symbols[symbol]
+        return self._sid(f'"{text}"' if text and text != NA else NA)
+
+    # -- run-level tables ----------------------------------------------------------------------
 
     def _run_info(self, conn: sqlite3.Connection, rows: list[list[Any]], meta: dict[str, Any]) -> None:
         if not rows or not rows[0] or not isinstance(rows[0][0], dict):
             return
         self.info = info = RunInfo.from_row(rows[0][0])
-        conn.execute("DELETE FROM SESSION_TIME_INFO")
-        conn.execute(_insert_sql("SESSION_TIME_INFO"), (info.start_ns, info.end_ns))
-        conn.execute("DELETE FROM NPU_INFO")
-        conn.executemany(_insert_sql("NPU_INFO"), [
-            (device, str(d.get("chip") or CHIPS.get(d.get("platform", -1), ""))) for device, d in info.devices.items()
-        ])
-        conn.execute("DELETE FROM HOST_INFO")
-        conn.execute(_insert_sql("HOST_INFO"), ("", info.hostname))
+        devices = sorted(info.devices.items())
+        npus = [(device, str(facts.get("chip") or UNKNOWN_CHIP)) for device, facts in devices] or [(-1, UNKNOWN_CHIP)]
+        self._replace(conn, msdb.NPU_INFO, npus)
+        # msprof's exporter maps every device to rank −1 (it does not read info.json's rank_id)
+        self._replace(conn, msdb.RANK_DEVICE_MAP, [(-1, device) for device, _ in npus])
+        self._replace(conn, msdb.HOST_INFO, [(info.host_uid, info.hostname)])
+        self._aicore_freq.run_info(conn, info)
+
+    def _aicore_freq_changes(self, conn: sqlite3.Connection, rows: list[list[Any]], meta: dict[str, Any]) -> None:
+        self._aicore_freq.changes(conn, rows)
+
+    def _widen_span(self, start: int, end: int) -> None:
+        if self._record_span is None:
+            self._record_span = (start, end)
+        else:
+            low, high = self._record_span
+            self._record_span = (min(low, start), max(high, end))
+
+    def _write_session_time(self, conn: sqlite3.Connection) -> None:
+        """SESSION_TIME_INFO from start_info / end_info, the records' span standing in for what is not known."""
+        low, high = self._record_span or (0, 0)
+        row = (self.info.start_ns or low, self.info.end_ns or high)
+        if row != self._session_row and any(row):
+            self._replace(conn, msdb.SESSION_TIME_INFO, [row])
+            self._session_row = row
+
+    # -- data tables ---------------------------------------------------------------------------
+
+    def _pmu_metrics(self, columns: list[str]) -> list[tuple[int, float] | None]:
+        """(STRING_IDS id of the metric name, value scale) per PMU column, None for columns left out."""
+        stars = "aic_total_cycles" in columns
+        key = (tuple(columns), stars)
+        found = self._pmu_names.get(key)
+        if found is None:
+            found = []
+            for column in columns:
+                metric = msdb.pmu_metric(column, stars)
+                found.append(None if metric is None else (self._sid(metric[0]), metric[1]))
+            self._pmu_names[key] = found
+        return found
 
     def _tasks(self, conn: sqlite3.Connection, rows: list[list[Any]], meta: dict[str, Any]) -> None:
-        sym = self._sym
+        sym, symbols, shape = self._sym, self.symbols, self._shape
         pid = self.info.pid
-        na = self._sid(NA)
-        pmu_ids = [self._sid(name) for name in meta.get("pmu_columns") or []]
-        tasks, compute, pmu_rows = [], [], []
+        na, no_attr = self._sid(NA), self._sid("")
+        metrics = self._pmu_metrics(list(meta.get("pmu_columns") or []) + list(meta.get("hidden_pmu_columns") or []))
+        tasks, compute, schedule, pmu_rows = [], [], [], []
         global_id = self._next_task_id
         for row in rows:
             (device, model_id, _iteration, stream_id, task_id, _batch_id, start, end, op_name, op_type,
              task_type, op_state, block_dim, mix_block_dim, connection_id, _thread_id, in_shapes,
-             in_dtypes, in_formats, out_shapes, out_dtypes, out_formats, pmu, context_id, *_) = row
-            tasks.append((start, end, device, connection_id, global_id, pid, sym(task_type),
-                          UINT32_NONE if context_id is None else context_id,
-                          stream_id, task_id, model_id))
-            if op_name:
+             in_dtypes, in_formats, out_shapes, out_dtypes, out_formats, pmu, context_id, _kernel_name,
+             runtime_task_type, hf32, *_) = row
+            context = UINT32_NONE if context_id is None else context_id
+            # msprof: the runtime's task type (KERNEL_AICORE …); an FFTS+ context's row, the op's core type
+            kind = sym(runtime_task_type) if context == UINT32_NONE else sym(task_type)
+            tasks.append((start, end, device, connection_id, global_id, pid, kind, context, stream_id, task_id,
+                          model_id))
+            self._widen_span(start, end)
+            if op_name and symbols[op_name].endswith(SCHEDULE_OP_SUFFIX):
+                schedule.append((sym(op_name), global_id, sym(task_type), sym(op_type)))
+            elif op_name:
                 compute.append((sym(op_name), global_id, block_dim, mix_block_dim, sym(task_type), sym(op_type),
-                                sym(in_formats), sym(in_dtypes), sym(in_shapes), sym(out_formats),
-                                sym(out_dtypes), sym(out_shapes), na, sym(op_state), na, na, na))
-                for name_id, value in zip(pmu_ids, pmu or (), strict=False):
-                    if value is not None:
-                        pmu_rows.append((global_id, name_id, value))
+                                sym(in_formats), sym(in_dtypes), shape(in_shapes), sym(out_formats),
+                                sym(out_dtypes), shape(out_shapes), no_attr, sym(op_state), sym(hf32), na, na))
+            for metric, value in zip(metrics, pmu or (), strict=False):
+                if metric is not None and value is not None:
+                    pmu_rows.append((global_id, metric[0], value * metric[1]))
             global_id += 1
-        conn.executemany(_insert_sql("TASK"), tasks)
-        conn.executemany(_insert_sql("COMPUTE_TASK_INFO"), compute)
-        conn.executemany(_insert_sql("TASK_PMU_INFO"), pmu_rows)
+        self._insert(conn, msdb.TASK, tasks)
+        self._insert(conn, msdb.COMPUTE_TASK_INFO, compute)
+        self._insert(conn, msdb.COMMUNICATION_SCHEDULE_TASK_INFO, schedule)
+        self._insert(conn, msdb.TASK_PMU_INFO, pmu_rows)
         self._next_task_id = global_id
         self.counts["task_rows"] += len(tasks)
         self.counts["compute_task_rows"] += len(compute)
+        self.counts["schedule_task_rows"] += len(schedule)
         self.counts["pmu_rows"] += len(pmu_rows)
 
     def _apis(self, conn: sqlite3.Connection, rows: list[list[Any]], meta: dict[str, Any]) -> None:
@@ -257,7 +318,8 @@ class SqliteSink(Sink):
                 self._orphan_connection_id += 1
                 connection_id = self._orphan_connection_id
             values.append((start, end, level_code(level), (pid << 32) | thread_id, connection_id, self._sym(name)))
-        inserted = conn.executemany(_insert_sql("CANN_API", "INSERT OR IGNORE"), values).rowcount
+            self._widen_span(start, end)
+        inserted = self._insert(conn, msdb.CANN_API, values, "INSERT OR IGNORE")
         self.counts["api_rows"] += inserted
         self.counts["api_duplicate_connection_ids"] += len(values) - inserted
 
@@ -266,13 +328,21 @@ class SqliteSink(Sink):
         for row in rows:
             (start, end, process_id, thread_id, category, event_type, _payload_type, _payload_value,
              _message_type, message, domain, mark_id) = row
-            global_tid = (process_id << 32) | thread_id
+            # msprof joins the tid with the application's pid from info.json, as for CANN_API
+            global_tid = ((self.info.pid or process_id) << 32) | thread_id
             kind = event_type if isinstance(event_type, int) else MSTX_EVENT_IDS.get(str(event_type))
             text = self.symbols[message] if isinstance(message, int) else str(message or "")
-            values.append((start, end, kind, None, category, self._sid(text), global_tid, global_tid, domain,
-                           mark_id))
-        conn.executemany(_insert_sql("MSTX_EVENTS"), values)
+            if kind == MARKER_EX:  # its mark id links it to a device task; the domain is a name hash here
+                connection_id, domain_text = MSTX_NO_CONNECTION + 1 + mark_id, str(domain)
+            else:
+                connection_id, domain_text = MSTX_NO_CONNECTION, ""
+            values.append((start, end, kind, UINT32_NONE, category, self._sid(text), global_tid, global_tid,
+                           self._sid(domain_text), connection_id))
+            self._widen_span(start, end)
+        self._insert(conn, msdb.MSTX_EVENTS, values)
         self.counts["tx_rows"] += len(values)
+
+    # -- statistics (ours) ----------------------------------------------------------------------
 
     def _op_statistic(self, conn: sqlite3.Connection, rows: list[list[Any]], meta: dict[str, Any]) -> None:
         totals: dict[int, int] = {}
@@ -284,8 +354,7 @@ class SqliteSink(Sink):
              total * 100 / totals[device] if totals[device] else 0.0)
             for device, op_type, core_type, count, total, low, high in rows
         ]
-        conn.execute("DELETE FROM OP_STATISTIC")
-        conn.executemany(_insert_sql("OP_STATISTIC"), values)
+        self._replace(conn, msdb.OP_STATISTIC, values)
         self.counts["statistic_snapshots"] += 1
 
     def _api_statistic(self, conn: sqlite3.Connection, rows: list[list[Any]], meta: dict[str, Any]) -> None:
@@ -295,6 +364,5 @@ class SqliteSink(Sink):
             variance = max(0.0, sum_sq / count - mean * mean) if count else 0.0
             values.append(("host", level_name(level), text_of(self.symbols, name), total / 1000, count, mean,
                            low / 1000, high / 1000, variance))
-        conn.execute("DELETE FROM API_STATISTIC")
-        conn.executemany(_insert_sql("API_STATISTIC"), values)
+        self._replace(conn, msdb.API_STATISTIC, values)
         self.counts["statistic_snapshots"] += 1

@@ -15,7 +15,7 @@ from stages.decoder import records
 from stages.formats import raw
 from stages.schema import SymbolTable, unpack_rows
 from stages.simulator.run import simulate
-from stages.simulator.workload import AICPU_STREAM
+from stages.simulator.workload import AICPU_STREAM, face_mask_ssd
 
 
 def _op_statistic(batches: list) -> dict[tuple[str, str], tuple[int, int]]:
@@ -125,3 +125,26 @@ def test_ts_track_kinds_without_outputs_are_counted_as_unused(tmp_path: Path) ->
     assert sorted(unused.values()) == [1, 2, 3, 4]
     assert any("tag 13" in reason and count == 4 for reason, count in unused.items())
     assert agg.ctx.rejected == {}
+
+
+@pytest.mark.parametrize("layout", ["current", "legacy"])
+def test_every_tensor_of_an_op_is_named_even_past_five(tmp_path: Path, layout: str) -> None:
+    """More than five tensors come in several tensor records of one op: all of them describe the task
+    (msprof joins them on op name, time stamp and thread)."""
+    ops = {op.name: op for op in face_mask_ssd("mini")}
+    many = {name for name, op in ops.items() if len(op.inputs) + len(op.outputs) > raw.TENSOR_SLOTS}
+    assert many  # the workload has such ops
+    prof = simulate(tmp_path / "board", chip="mini", iterations=2, rate="max", seed=2, layout=layout)
+    symbols, seen = SymbolTable(), set()
+    for batch in run_chain(prof, tmp_path / "out")[0]:
+        symbols.learn(batch.meta.get("symbols", []))
+        if batch.kind != "task":
+            continue
+        for row in unpack_rows(batch):
+            op = ops.get(symbols[row[8]])
+            if op is None:
+                continue
+            seen.add(op.name)
+            for side, tensors, column in (("input", op.inputs, 16), ("output", op.outputs, 19)):
+                assert symbols[row[column]] == ";".join(",".join(map(str, t.shape)) for t in tensors), (op.name, side)
+    assert many <= seen

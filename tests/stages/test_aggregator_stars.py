@@ -28,6 +28,10 @@ MSPROF_HEADER = [
     "aiv_vec_time(us)", "aiv_vec_ratio", "aiv_scalar_time(us)", "aiv_scalar_ratio", "aiv_mte2_time(us)",
     "aiv_mte2_ratio", "aiv_mte3_time(us)", "aiv_mte3_ratio", "aiv_icache_miss_rate", "cube_utilization(%)",
 ]
+# ... and the metrics it leaves out of op_summary but writes to TASK_PMU_INFO (its C++ exporter's database, checked
+# on a simulated run with scripts/compare_db_with_msprof.py)
+MSPROF_HIDDEN = {"aic_vec_time(us)", "aic_vec_ratio", "aiv_mac_time(us)", "aiv_mac_ratio", "aiv_mte1_time(us)",
+                 "aiv_mte1_ratio"}
 
 
 def _record(core: int, total: int, counters: list[int], overflow: int = 0) -> Any:
@@ -106,16 +110,17 @@ def test_no_vector_events_means_no_aiv_counter_columns() -> None:
 # -- chain: simulated 910B → collector → decoder → aggregator, against the simulator's truth ------------------
 
 
-def _chain_rows(batches: list) -> tuple[SymbolTable, list[list[Any]], list[str]]:
+def _chain_rows(batches: list) -> tuple[SymbolTable, list[list[Any]], list[str], list[str]]:
     symbols = SymbolTable()
     rows: list[list[Any]] = []
     columns: list[str] = []
+    hidden: list[str] = []
     for batch in batches:
         symbols.learn(batch.meta.get("symbols", []))
         if batch.kind == "task":
             rows.extend(unpack_rows(batch))
-            columns = batch.meta["pmu_columns"]
-    return symbols, rows, columns
+            columns, hidden = batch.meta["pmu_columns"], batch.meta["hidden_pmu_columns"]
+    return symbols, rows, columns, hidden
 
 
 def test_simulated_910b_joins_exactly_with_aic_and_aiv_columns(tmp_path: Path) -> None:
@@ -131,8 +136,8 @@ def test_simulated_910b_joins_exactly_with_aic_and_aiv_columns(tmp_path: Path) -
     ours = {(op, core): (count, total, low, high) for _, op, core, count, total, low, high in unpack_rows(final)}
     assert ours == {(t["op_type"], t["core_type"]): (t["count"], t["total_ns"], t["min_ns"], t["max_ns"])
                     for t in truth["op_statistic"]}
-    symbols, rows, columns = _chain_rows(batches)
-    assert columns == MSPROF_HEADER
+    symbols, rows, columns, hidden = _chain_rows(batches)
+    assert columns == MSPROF_HEADER and len(hidden) == len(MSPROF_HIDDEN) and set(hidden) == MSPROF_HIDDEN
     at = {name: i for i, name in enumerate(columns)}
     assert {row[5] for row in rows} == {0, 1}  # batch ids from the flips
     by_core = Counter(symbols[row[10]] for row in rows)
@@ -141,15 +146,21 @@ def test_simulated_910b_joins_exactly_with_aic_and_aiv_columns(tmp_path: Path) -
     contexts: dict[tuple[int, int, int], list[int]] = {}  # FFTS+ task (stream, task, batch) → its rows' context ids
     for row in rows:
         core, pmu, duration_us = symbols[row[10]], row[22], (row[7] - row[6]) / 1000
+        assert len(pmu) == len(columns) + len(hidden)
         assert (row[23] != CONTEXT_ID_NONE) == (core == "MIX_AIC")
         if core == "MIX_AIC":
             contexts.setdefault((row[3], row[4], row[5]), []).append(row[23])
         if core == "AI_CPU":
-            assert pmu == [None] * len(columns)
+            assert pmu == [None] * len(pmu)
             continue
         main, other = ("aiv", "aic") if core == "AI_VECTOR_CORE" else ("aic", "aiv")
         assert pmu[at[f"{main}_total_cycles"]] > 0
         assert pmu[at[f"{other}_total_cycles"]] == (None if core == "MIX_AIC" else 0)  # MIX slave side: BlockPmu
+        hidden_values = dict(zip(hidden, pmu[len(columns):], strict=True))
+        # the side that did not run the task is 0 in the hidden metrics too (N/A for a MIX task's slave side)
+        assert all(value == (None if core == "MIX_AIC" else 0) for name, value in hidden_values.items()
+                   if name.startswith(other))
+        assert all(value is not None and value >= 0 for name, value in hidden_values.items() if name.startswith(main))
         time_column = "aicore_time(us)" if main == "aic" else "aiv_time(us)"
         assert 0 < pmu[at[time_column]] <= duration_us  # busy cycles never exceed the wall time
         assert 0 <= pmu[at["cube_utilization(%)"]] <= 100
@@ -169,6 +180,6 @@ def test_simulated_chip_v6_joins_32_bit_task_ids_exactly(tmp_path: Path, mode: s
     ours = {(op, core): (count, total, low, high) for _, op, core, count, total, low, high in unpack_rows(final)}
     assert ours == {(t["op_type"], t["core_type"]): (t["count"], t["total_ns"], t["min_ns"], t["max_ns"])
                     for t in truth["op_statistic"]}
-    _, rows, columns = _chain_rows(batches)
+    _, rows, columns, _hidden = _chain_rows(batches)
     assert max(row[4] for row in rows) > 0xFFFF and {row[5] for row in rows} == {0}  # 32-bit ids, batch 0
     assert {row[3] for row in rows} == {2, 3} and columns == []  # streams from the task_tracks; no PMU on v6

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -112,3 +114,31 @@ def test_unknown_file_family_is_reported_once(tmp_path: Path) -> None:
     batches = [b for b in collector.batches() if b is not None and b.kind == "raw"]
     assert sum(b.count for b in batches) == 2
     assert collector.ctx.rejected == {"file family not decoded by this release: host/data/host_cpu.data": 1}
+
+
+def test_a_launched_apps_collector_skips_an_earlier_job_that_crashed(tmp_path: Path) -> None:
+    """With an end marker (`pipeline run -- APP`), a PROF_ directory older than the run is an earlier job's,
+    even without end_info; the collector waits for the application's own."""
+    stale = tmp_path / "PROF_000001_20260101000000000_AAAAAAAAAAAAAAAA"
+    (stale / "host" / "data").mkdir(parents=True)
+    (stale / "host" / "data" / "unaging.api_event.data.slice_0").write_bytes(_api(9))
+    os.utime(stale, (time.time() - 600, time.time() - 600))
+    collector = _collector(tmp_path, tmp_path, end_marker=str(tmp_path / "app_exit.json"), wait_s=0)
+    collector.ctx.export_stamp = time.strftime("%Y%m%d%H%M%S")
+    gen = collector.batches()
+    assert [next(gen) for _ in range(3)] == [None, None, None]  # no deadline while the app runs
+    fresh = tmp_path / "PROF_000002_20260101000100000_BBBBBBBBBBBBBBBB" / "host" / "data"
+    fresh.mkdir(parents=True)
+    (fresh / "unaging.api_event.data.slice_0").write_bytes(_api(2))
+    got = [b for b in _step(gen) if b.kind == "raw"]
+    assert sum(b.count for b in got) == 2
+    (tmp_path / "app_exit.json").write_text("{}")  # the app exits: what is on disk is all, then the end
+    rest = [b for b in gen if b is not None and b.kind == "raw"]
+    assert rest == [] and collector.collected == 2
+
+
+def test_an_app_that_ended_without_a_directory_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "app_exit.json").write_text("{}")
+    collector = _collector(tmp_path / "profiling", tmp_path, end_marker="app_exit.json", wait_s=0)
+    with pytest.raises(UserError, match="the application ended without writing a PROF_… directory"):
+        list(collector.batches())

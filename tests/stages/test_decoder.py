@@ -100,6 +100,7 @@ def test_device_chunks_wait_for_their_time_base(tmp_path) -> None:  # type: igno
     released = []
     for path, text in CONTROL.items():
         released.extend(decoder.process(Batch("control", 0, {"path": path, "text": text})))
+    released = [b for b in released if b.kind != "session_info"]
     assert [b.kind for b in released] == ["device_info", "task_log"]
     assert released[0].meta["facts"]["pmu_events"] == [0x8, 0xA]
 
@@ -249,3 +250,30 @@ def test_rolling_counter_gaps_are_reported_as_lost_records_per_stream(tmp_path) 
     assert accounting["lost_on_device"] == 7  # never received: outside the one-for-one count
     assert accounting["records_in"] == accounting["decoded"] == 12 and accounting["rejected"] == 0
     assert decoder.check() == []
+
+
+def _session_facts(decoder: DecoderStage, path: str, text: str) -> list[dict]:
+    return [b.meta["facts"] for b in decoder.process(Batch("control", 0, {"path": path, "text": text}))
+            if b.kind == "session_info"]
+
+
+def test_session_facts_from_host_control_files_then_end_info(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    decoder = DecoderStage(DecoderStage.Config(), make_ctx("decode", tmp_path))
+    assert _session_facts(decoder, "device_0/info.json.0", CONTROL["device_0/info.json.0"])[-1]["start_ns"] == 0
+    info = '{"pid": "3141", "pid_name": "python3", "hostname": "node-7", "hostUid": "a1b2", "DeviceInfo": []}'
+    _session_facts(decoder, "host/info.json", info)
+    [facts] = _session_facts(decoder, "host/start_info", CONTROL["host/start_info"])
+    assert facts == {"pid": 3141, "pid_name": "python3", "hostname": "node-7", "host_uid": "a1b2",
+                     "start_ns": 1_700_000_000_000_000_000, "end_ns": 0}
+    assert _session_facts(decoder, "host/host_start.log", CONTROL["host/host_start.log"]) == []  # no change
+    [ended] = _session_facts(decoder, "host/end_info", '{"collectionTimeEnd": "1700000000250000"}')
+    assert ended == {**facts, "end_ns": 1_700_000_000_250_000_000}
+
+
+def test_session_facts_from_the_first_device_without_a_host_folder(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    decoder = DecoderStage(DecoderStage.Config(), make_ctx("decode", tmp_path))
+    _session_facts(decoder, "device_3/info.json.3", '{"pid": "9", "hostname": "late"}')
+    _session_facts(decoder, "device_3/start_info.3", '{"collectionTimeBegin": "2000"}')
+    _session_facts(decoder, "device_1/info.json.1", '{"pid": "8", "hostname": "edge"}')
+    [facts] = _session_facts(decoder, "device_1/start_info.1", '{"collectionTimeBegin": "1000"}')
+    assert (facts["pid"], facts["hostname"], facts["host_uid"], facts["start_ns"]) == (8, "edge", "0", 1_000_000)

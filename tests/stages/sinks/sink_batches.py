@@ -41,7 +41,7 @@ class Feed:
             op_state="static", block_dim=8, mix_block_dim=0, connection_id=None, thread_id=100,
             input_shapes="16,16;16,16", input_dtypes="FLOAT16;FLOAT16", input_formats="ND;ND",
             output_shapes="16,16", output_dtypes="FLOAT16", output_formats="ND", pmu=[], context_id=CONTEXT_ID_NONE,
-            kernel_name="",
+            kernel_name="", runtime_task_type="KERNEL_AICORE", hf32_eligible="NO",
         )
         values.update(fields)
         return self._row(TASK_COLUMNS, TASK_TEXT_COLUMNS, values)

@@ -80,7 +80,9 @@ def assert_valid_now(folder: Path) -> None:
             assert all(len(row) == len(rows[0]) for row in rows), path
         elif path.suffix == ".db":
             with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-                db.execute("SELECT count(*) FROM TASK").fetchone()
+                assert db.execute("PRAGMA quick_check").fetchone() == ("ok",), path
+                for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+                    db.execute(f"SELECT count(*) FROM {table}").fetchone()
 
 
 class FlakyDisk:
