@@ -4,7 +4,8 @@ ZeroMQ reconnects by itself, so a peer on another host that disconnects (a colle
 restarted, a network cut) is invisible to the stage unless it looks. A :class:`PeerWatch`
 reads the socket's monitor events: a peer counts as connected once its ZMTP handshake
 (CURVE included) succeeded, and as gone when its connection closes. A client refused by
-CURVE is never counted. Only tcp endpoints are watched: local stages are the supervisor's.
+CURVE is never counted. The runner shows the state of tcp peers only (local stages are the
+supervisor's), and on every output waits at the end until the consumer has left.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ class PeerWatch:
     @property
     def connected(self) -> int:
         return len(self._up)
+
+    def idle(self) -> bool:
+        """No peer connected, nor one whose handshake is under way."""
+        return not self._up and not self._pending
 
     def poll(self, expected: int) -> list[str]:
         """Read the events so far; returns what changed ("connected", "disconnected"). A peer that

@@ -110,7 +110,8 @@ class StageRunner:
         self.waited_s: dict[str, float] = {}  # per consumer: seconds sends waited (backpressure)
         self.waited_total = 0.0
         self.input_peers: PeerWatch | None = None  # tcp input: who is connected
-        self.output_peers: dict[str, PeerWatch] = {}  # tcp outputs, per consumer
+        self.output_peers: dict[str, PeerWatch] = {}  # tcp outputs, per consumer: shown and reported
+        self.output_watches: list[PeerWatch] = []  # every output socket: the end waits for its consumer to leave
         self.eos_sent = False
 
     # -- plumbing -------------------------------------------------------------------------
@@ -122,11 +123,19 @@ class StageRunner:
             sockets = []
             for consumer in self.config.consumers(self.stage_id, port):
                 endpoint = transport.input_endpoint(self.config, consumer)
-                sock = transport.make_push(self.zctx, endpoint, curve=self.curve)
-                if endpoint.startswith("tcp://") and consumer not in self.output_peers:
-                    self.output_peers[consumer] = PeerWatch(sock, endpoint, f"consumer '{consumer}'")
-                sockets.append((consumer, sock))
+                sockets.append((consumer, self._connect_output(consumer, endpoint)))
             self.outputs[port] = sockets
+
+    def _connect_output(self, consumer: str, endpoint: str) -> zmq.Socket[bytes]:
+        """A PUSH to ``consumer``, watched from before it connects (no connection goes unseen)."""
+
+        def watch(sock: zmq.Socket[bytes]) -> None:
+            peers = PeerWatch(sock, endpoint, f"consumer '{consumer}'")
+            self.output_watches.append(peers)
+            if endpoint.startswith("tcp://"):
+                self.output_peers.setdefault(consumer, peers)
+
+        return transport.make_push(self.zctx, endpoint, curve=self.curve, before=watch)
 
     def _send_frames(self, sock: zmq.Socket[bytes], frames: list[bytes], consumer: str) -> None:
         blocked_since: float | None = None
@@ -213,7 +222,7 @@ class StageRunner:
         return None
 
     def _watch_peers(self) -> None:
-        watches = [(watch, 0 if self.eos_sent else 1) for watch in self.output_peers.values()]
+        watches = [(watch, 0 if self.eos_sent else 1) for watch in self.output_watches]
         if self.input_peers is not None:
             watches.append((self.input_peers, sum(t.eos_batches is None for t in self.inputs.values())))
         for watch, expected in watches:
@@ -222,8 +231,22 @@ class StageRunner:
                 log(f"peer {change}", peer=watch.role, endpoint=watch.endpoint, connected=watch.connected)
 
     def _close_peer_watches(self) -> None:
-        for watch in [*self.output_peers.values(), *([self.input_peers] if self.input_peers else [])]:
+        for watch in [*self.output_watches, *([self.input_peers] if self.input_peers else [])]:
             watch.close()
+
+    def _wait_for_consumers(self) -> None:
+        """After the end of stream: stay connected until every consumer has closed its input.
+
+        ZeroMQ drops what a consumer has not read yet when the producer's connection goes away while that
+        consumer is behind (its receive queue full: a slow or paused sink): the tail of the stream and its
+        end-of-stream were lost and the consumer waited for ever. A consumer closes its input only after it
+        received every end-of-stream, so once all have left, everything sent has arrived.
+        """
+        while not self.abort and not self._supervisor_gone():
+            self._watch_peers()
+            if all(watch.idle() for watch in self.output_watches):
+                return
+            time.sleep(0.05)
 
     def _metrics(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -282,9 +305,11 @@ class StageRunner:
 
     def _run_consumer(self) -> None:
         endpoint = transport.input_endpoint(self.config, self.stage_id)
-        pull = transport.make_pull(self.zctx, endpoint, curve=self.curve)
-        if endpoint.startswith("tcp://"):
-            self.input_peers = PeerWatch(pull, endpoint, "producers")
+        def watch(sock: zmq.Socket[bytes]) -> None:
+            self.input_peers = PeerWatch(sock, endpoint, "producers")
+
+        pull = transport.make_pull(self.zctx, endpoint, curve=self.curve,
+                                   before=watch if endpoint.startswith("tcp://") else None)
         poller = zmq.Poller()
         poller.register(pull, zmq.POLLIN)
         flush_s = self.config.run.batch.flush_ms / 1000
@@ -397,6 +422,8 @@ class StageRunner:
         self.control.send(final, must_arrive=True)
         self.log.info("stage finished", ok=final["ok"], records_in=final["in"], records_out=final["out"],
                       rejected=final["rejected"], problems=final["problems"])
+        if self.eos_sent:
+            self._wait_for_consumers()
         self._close_peer_watches()
         # Everything queued, end-of-stream included, is delivered however far behind the consumer is: a bounded
         # linger would drop it and leave the consumer waiting for ever. An abort drops it on purpose; a dead

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import zmq
@@ -78,12 +79,16 @@ def secure_connect(sock: zmq.Socket[bytes], endpoint: str, curve: CurveKeys | No
 
 
 def make_pull(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = 256,
-              curve: CurveKeys | None = None) -> zmq.Socket[bytes]:
+              curve: CurveKeys | None = None,
+              before: Callable[[zmq.Socket[bytes]], object] | None = None) -> zmq.Socket[bytes]:
+    """A bound PULL; ``before`` sees the socket just before it binds (a monitor then misses no peer)."""
     sock = ctx.socket(zmq.PULL)
     sock.setsockopt(zmq.RCVHWM, hwm)
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
     _tcp_heartbeat(sock, endpoint)
     secure_bind(ctx, sock, endpoint, curve)
+    if before is not None:
+        before(sock)
     try:
         sock.bind(bind_endpoint(endpoint))
     except zmq.ZMQError as exc:
@@ -94,7 +99,9 @@ def make_pull(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = 256
 
 
 def make_push(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = 256,
-              curve: CurveKeys | None = None) -> zmq.Socket[bytes]:
+              curve: CurveKeys | None = None,
+              before: Callable[[zmq.Socket[bytes]], object] | None = None) -> zmq.Socket[bytes]:
+    """A connected PUSH; ``before`` sees the socket just before it connects (a monitor then misses no peer)."""
     sock = ctx.socket(zmq.PUSH)
     secure_connect(sock, endpoint, curve)
     sock.setsockopt(zmq.SNDHWM, hwm)
@@ -102,6 +109,8 @@ def make_push(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = 256
     sock.setsockopt(zmq.SNDTIMEO, SEND_POLL_MS)
     sock.setsockopt(zmq.LINGER, LINGER_MS)
     _tcp_heartbeat(sock, endpoint)
+    if before is not None:
+        before(sock)
     sock.connect(endpoint)
     return sock
 

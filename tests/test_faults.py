@@ -10,13 +10,17 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
+import zmq
 from disk import fill, small_disk
 from faults import assert_equals_undisturbed, finish, log_events, start, status, wait_for_view
 from pipeline_runs import pipeline_env, read_report, run_cli
 
+from pipeline import wire
 from pipeline.output_guard import FAULT_CUE_ENV
 
 pytestmark = pytest.mark.slow
@@ -131,6 +135,67 @@ def test_a_real_disk_that_fills_then_turns_read_only(tmp_path: Path) -> None:
         assert reasons == {"disk full", "read-only file system"}
         assert "stage 'summary' paused: read-only file system: " in stderr
         assert_equals_undisturbed(out, prof_dir(board), tmp_path / "reference", HOLD_S)
+
+
+def test_a_producer_stays_until_its_consumer_has_read_the_end_of_stream(tmp_path: Path) -> None:
+    """A collector (a real `pipeline stage`) ends while its consumer is far behind: it must not go away
+    before the consumer has read everything, or ZeroMQ drops the unread tail and the end of stream."""
+    made = run_cli("simulate", str(tmp_path / "board"), "--iterations", "20", "--rate", "max")
+    assert made.returncode == 0, made.stderr
+    endpoint = f"ipc://{tmp_path / 'in.ipc'}"
+    config = tmp_path / "c.yaml"
+    config.write_text(f"""
+run: {{name: drain{os.getpid()}, output: "{tmp_path / 'out'}", batch: {{max_records: 4}}}}
+stages:
+  collect: {{type: collector, path: "{prof_dir(tmp_path / 'board')}", follow: false}}
+  decode: {{type: decoder, inputs: [collect], endpoint: "{endpoint}"}}
+""")
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    pull = ctx.socket(zmq.PULL)  # the consumer, as transport.make_pull makes it
+    pull.setsockopt(zmq.RCVHWM, 256)
+    pull.bind(endpoint)
+    collector = subprocess.Popen([sys.executable, "-m", "pipeline", "stage", "collect", "--config", str(config)],
+                                 env=pipeline_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    finished = threading.Event()
+    threading.Thread(target=lambda: [finished.set() for line in collector.stderr or [] if "stage finished" in line],
+                     daemon=True).start()
+    received, batches, eos = 0, 0, None
+    try:
+        while eos is None:
+            if not pull.poll(30_000):
+                break
+            message = wire.decode(pull.recv_multipart())
+            if message.kind == wire.KIND_EOS:
+                eos = (message.sent_records, message.sent_batches)
+            else:
+                received += message.batch.count if message.batch else 0
+                batches += 1
+            time.sleep(0.003)  # slower than the collector: its queue to us is full when it ends
+        assert finished.is_set()
+        assert collector.poll() is None  # still connected: it waits for this consumer to leave
+    finally:
+        pull.close(0)
+        ctx.term()
+    assert collector.wait(timeout=30) == 0  # and goes once it has
+    assert eos == (received, batches) and batches > 512  # every message, more than two queues hold
+
+
+def test_a_slow_sink_far_behind_at_the_end_of_stream_gets_every_record(tmp_path: Path) -> None:
+    """The aggregator ends while the slow sink is a thousand small messages behind: it stays connected
+    until the sink has read its end of stream (ZeroMQ drops a backlog whose sender went away)."""
+    out, board = tmp_path / "out", tmp_path / "board"
+    slow = "  slow: {type: 'slow_sink:SlowSink', inputs: [aggregate.tasks], delay_s: 0.005}\n"
+    config = tmp_path / "c.yaml"
+    config.write_text(config_text(out, board, iterations=40, rate="max", run_extra=", batch: {max_records: 8}",
+                                  extra_stages=slow))
+    result = run_cli("run", str(config), "--live", "off", timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = read_report(out)
+    assert report["problems"] == []
+    sent = report["stages"]["aggregate"]["out"]["tasks"]
+    assert report["stages"]["aggregate"]["waited_s"]["slow"] > 0  # it was held back by the slow sink
+    assert sum(json.loads((out / "slow_sink.json").read_text()).values()) == sent == report["stages"]["slow"]["in"]
+    assert sent > 8 * 512  # more messages than the two queues between them hold
 
 
 STALL = "  stall: {{type: 'stall_sink:StallSink', inputs: [aggregate.tasks], cue: \"{cue}\"}}\n"
