@@ -62,7 +62,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if overrides:
         config = load_config(args.config, overrides)
     live = None if args.live == "auto" else args.live == "on"
-    return run_pipeline(config, live=live, app=app)
+    return run_pipeline(config, live=live, app=app, fresh=args.fresh)
 
 
 def _prepare_launch(args: argparse.Namespace, config: PipelineConfig) -> tuple[Application, dict[str, object]]:
@@ -137,7 +137,7 @@ def _cmd_stage(args: argparse.Namespace) -> int:
     overrides = {"run.output": args.output} if args.output else {}
     config = load_config(args.config, overrides)
     return run_stage(config, args.stage_id, args.run_id or f"{config.run.name}-standalone", args.control,
-                     args.stamp, early, Path(args.heartbeat) if args.heartbeat else None)
+                     args.stamp, early, Path(args.heartbeat) if args.heartbeat else None, args.resume)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -160,12 +160,17 @@ CHIP_ALIASES = {"310": "mini", "910": "cloud"}  # the chips' own names for the s
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    from stages.simulator.run import records_per_second
     from stages.simulator.writer import simulate
 
     if args.mode == "static" and args.layout == "legacy":
         raise UserError("--mode static is not supported with --layout legacy", "the legacy layout is launch mode only")
     if args.sleep_ms < 0:
         raise UserError(f"--sleep-ms must be 0 or more, not {args.sleep_ms}")
+    try:
+        records_per_second(args.rate)
+    except ValueError as exc:
+        raise UserError(f"--rate: {exc}") from None
     chip = CHIP_ALIASES.get(args.chip, args.chip)
     if chip in ("910b", "v6") and args.layout == "legacy":
         raise UserError(f"--chip {chip} is not supported with --layout legacy",
@@ -274,6 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="show the live view (default: when stdout is a terminal)")
     run.add_argument("--no-follow", action="store_true",
                      help="collectors read what is on disk and end, instead of waiting for the job to finish")
+    run.add_argument("--fresh", action="store_true",
+                     help="start over even if the output folder holds checkpoints of an unfinished run (default: "
+                          "resume it)")
     run.add_argument("--prof-dir", help="with -- APP: the application's profiling output, which the collectors "
                                         "follow (default: RUN_OUTPUT/profiling)")
     _add_switch_flags(run, with_switch=False)
@@ -298,6 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
     stage.add_argument("--control", help="supervisor control endpoint (set by `pipeline run`)")
     stage.add_argument("--stamp", help="YYYYmmddHHMMSS of output file names (default: when the stage starts)")
     stage.add_argument("--heartbeat", help="file touched twice a second while the stage runs (container health checks)")
+    stage.add_argument("--resume", type=int, metavar="EPOCH",
+                       help="restore the stage from checkpoint EPOCH of its run (0: start over); set by `pipeline run` "
+                            "when it restarts stages after a crash")
     stage.set_defaults(func=_cmd_stage)
 
     for name, func, text in (("validate", _cmd_validate, "check a config and say what is wrong"),
@@ -315,7 +326,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="launch = op info reported at every launch; static = an offline model (.om) reports it "
                           "once at model load and every execution reuses its task ids")
     sim.add_argument("--iterations", type=int, default=200, help="images to infer (one aclmdlExecute each)")
-    sim.add_argument("--rate", choices=("realtime", "max"), default="max")
+    sim.add_argument("--rate", default="max",
+                     help="realtime (paced to simulated time), max (as fast as possible), or records per second "
+                          "(100k, 2.5M, 50000)")
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--slice-bytes", type=int, default=2 * 1024 * 1024, help="rotate slices at this size")
     sim.add_argument("--aic-metrics", default="PipeUtilization", choices=AIC_METRICS,

@@ -53,7 +53,9 @@ class RunSettings(BaseModel):
     insecure_tcp: bool = False  # allow tcp endpoints without CURVE (anyone who reaches the port can feed or read)
     write_retry_s: float = Field(2.0, gt=0, le=600)  # a write the disk refused (full, read-only) is retried this often
     heartbeat_timeout_s: float = Field(30.0, gt=0)  # a stage silent this long is shown as stuck
-    kill_stuck: bool = False  # kill a stuck stage (the run then fails as for a crash) instead of only reporting it
+    kill_stuck: bool = False  # kill a stuck stage (then handled as a crash) instead of only reporting it
+    checkpoint_s: float = Field(2.0, ge=0)  # seconds between checkpoint epochs (crash recovery); 0 = off
+    max_restarts: int = Field(3, ge=0)  # restarts after crashes, per stage and run, before the run fails
 
 
 @dataclass

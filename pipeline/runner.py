@@ -1,14 +1,15 @@
-"""One stage as one OS process: sockets, the poll loop, end-of-stream and the stage's report."""
+"""One stage as one OS process: sockets, the poll loop, end-of-stream, checkpoints and the stage's report."""
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import signal
 import sys
 import time
 import traceback
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -17,7 +18,7 @@ from typing import Any
 import msgpack
 import zmq
 
-from pipeline import transport, wire
+from pipeline import checkpoint, transport, wire
 from pipeline.config import PipelineConfig, StageSpec
 from pipeline.errors import UserError
 from pipeline.logs import configure_logging
@@ -28,6 +29,8 @@ from pipeline.stage import Batch, Sink, Source, StageContext, Transform
 METRICS_INTERVAL_S = 0.5
 SINK_FLUSH_INTERVAL_S = 0.5
 LOG_INTERVAL_S = 5.0
+ACK_RETRY_S = 0.05
+SAVE_WAIT_S = 60.0  # at the end, how long a stage waits for a checkpoint still being written by its child
 
 
 @dataclass
@@ -56,6 +59,7 @@ class Control:
         if self.sock is None:
             return
         message["stage"] = self.stage_id
+        message["pid"] = os.getpid()  # the supervisor ignores a stage process it has replaced
         payload = msgpack.packb(message, use_bin_type=True)
         try:
             if must_arrive:
@@ -68,7 +72,8 @@ class Control:
 
 class StageRunner:
     def __init__(self, config: PipelineConfig, stage_id: str, run_id: str, control: str | None,
-                 export_stamp: str | None = None, early_signals: list[int] | None = None) -> None:
+                 export_stamp: str | None = None, early_signals: list[int] | None = None,
+                 resume: int | None = None) -> None:
         if stage_id not in config.stages:
             raise UserError(f"{config.path}: no stage '{stage_id}'", f"stages: {', '.join(config.stages)}")
         self.config = config
@@ -80,11 +85,14 @@ class StageRunner:
         self.curve = config.curve_keys()
         self.control = Control(self.zctx, control, stage_id)
         out_dir = config.output_dir
+        # Checkpoints need a supervisor to say when an epoch is complete: a stage run alone keeps none.
+        self.checkpointing = control is not None and config.run.checkpoint_s > 0
         self.ctx = StageContext(stage_id=stage_id, run_id=run_id, output_dir=out_dir,
                                 upstream=tuple(f"{p}.{port}" for p, port in self.spec.inputs),
                                 aside_dir=out_dir / "rejected", export_stamp=export_stamp,
                                 batch_records=config.run.batch.max_records,
-                                batch_bytes=config.run.batch.max_bytes)
+                                batch_bytes=config.run.batch.max_bytes,
+                                state_dir=checkpoint.checkpoint_dir(out_dir) if self.checkpointing else None)
         self.ctx.report_view = self._report_view
         self.ctx.clock = self.stage_clock
         guard = self.ctx.output_guard  # a full or read-only disk pauses this stage's writes
@@ -113,6 +121,18 @@ class StageRunner:
         self.output_peers: dict[str, PeerWatch] = {}  # tcp outputs, per consumer: shown and reported
         self.output_watches: list[PeerWatch] = []  # every output socket: the end waits for its consumer to leave
         self.eos_sent = False
+        self.resume_epoch = resume  # None: a first start; 0: a restart with no complete epoch; n: restore n
+        self.epoch = 0  # the newest epoch this stage saved (a source: emitted)
+        self.finished = False  # a transform's finish() ran (at the final barrier, or at end of stream)
+        self.aligner = checkpoint.BarrierAligner(self.inputs)
+        self._arrived: deque[tuple[tuple[str, str], wire.Message]] = deque()
+        self.checkpoint_error: str | None = None
+        # checkpoints written; seconds the stage's own loop spent on them (a forked child's pickling not counted)
+        self.checkpoint_cost = {"saved": 0, "stalled_s": 0.0, "slowest_stall_s": 0.0, "child_cpu_s": 0.0,
+                                "largest_bytes": 0}
+        self._saving: dict[int, dict[str, Any]] = {}  # child pid → its acknowledgement
+        self._restored = False  # the stage took back a checkpoint's state (a sink then reopens instead of open())
+        self._reaping = False
 
     # -- plumbing -------------------------------------------------------------------------
     def _report_view(self, view: dict[str, Any]) -> None:
@@ -168,6 +188,13 @@ class StageRunner:
             seq = self.out_seq[(batch.port, consumer)]
             self.out_seq[(batch.port, consumer)] = seq + 1
             self._send_frames(sock, wire.encode_batch(self.stage_id, seq, batch), consumer)
+
+    def send_barrier(self, epoch: int, final: bool) -> None:
+        for port, sockets in self.outputs.items():
+            for consumer, sock in sockets:
+                seq = self.out_seq[(port, consumer)]
+                self.out_seq[(port, consumer)] = seq + 1
+                self._send_frames(sock, wire.encode_barrier(self.stage_id, port, seq, epoch, final), consumer)
 
     def send_eos(self) -> None:
         self._watch_peers()
@@ -255,6 +282,8 @@ class StageRunner:
         self._last_metrics = now
         if self.heartbeat is not None:
             self.heartbeat.touch()  # for container health checks: the loop is alive
+        if self._saving:
+            self._reap_saves()
         if self._supervisor_gone() and not self.abort:
             self.log.error("supervisor is gone: stopping")
             self.abort = True
@@ -272,33 +301,67 @@ class StageRunner:
 
     # -- loops ----------------------------------------------------------------------------
     def _run_source(self, source: Source) -> None:
+        barriers = self.checkpointing and source.checkpoints and bool(self.outputs)
+        every = self.config.run.checkpoint_s
+        next_barrier = time.monotonic() + every
+        sent_since_barrier = False
         for batch in source.batches():
             if batch is not None:
                 self.send(batch)
+                sent_since_barrier = True
+            elif barriers and sent_since_barrier and time.monotonic() >= next_barrier:
+                self._checkpoint(self.epoch + 1, final=False)  # a safe point: all that was read is sent
+                next_barrier = time.monotonic() + every
+                sent_since_barrier = False
             self._metrics()
+        if self.abort:  # stopped because another stage failed: no final barrier, no end of stream
+            raise UserError(f"stage '{self.stage_id}' aborted")
+        if barriers:
+            self._checkpoint(self.epoch + 1, final=True)
         self.send_eos()
 
-    def _handle(self, frames: list[bytes]) -> Batch | None:
+    def _receive(self, frames: list[bytes]) -> None:
+        """Queue one message; an input blocked by checkpoint alignment keeps its messages until it is released."""
         try:
             message = wire.decode(frames)
         except wire.WireError as exc:
-            self.wire_rejected[f"malformed message: {exc}"] += 1
-            return None
+            self._wire_reject(f"malformed message: {exc.reason}", str(exc))
+            return
         key = (message.producer, message.port)
-        tally = self.inputs.get(key)
-        if tally is None:
-            self.wire_rejected[f"message from unexpected producer {message.producer}.{message.port}"] += 1
-            return None
-        if message.seq != tally.last_seq + 1:
-            tally.gaps += 1
-        tally.last_seq = message.seq
-        if message.kind == wire.KIND_EOS:
-            tally.eos_batches, tally.eos_records = message.sent_batches, message.sent_records
-            return None
-        assert message.batch is not None
-        tally.batches += 1
-        tally.records += message.batch.count
-        return message.batch
+        if key not in self.inputs:
+            self._wire_reject("message from an unexpected producer", f"{message.producer}.{message.port}"[:120])
+            return
+        self._arrived.append((key, message))
+
+    def _next_batch(self) -> Batch | None:
+        """The next data batch to hand to the stage, handling end-of-stream and barriers on the way."""
+        while self._arrived:
+            key, message = self._arrived.popleft()
+            if self.aligner.is_blocked(key):
+                self.aligner.hold((key, message))
+                continue
+            tally = self.inputs[key]
+            if message.seq != tally.last_seq + 1:
+                tally.gaps += 1
+            tally.last_seq = message.seq
+            if message.kind == wire.KIND_EOS:
+                tally.eos_batches, tally.eos_records = message.sent_batches, message.sent_records
+            elif message.kind == wire.KIND_BARRIER:
+                if self.aligner.barrier(key, message.epoch, message.final):
+                    self._checkpoint(message.epoch, self.aligner.final)
+                    self._arrived.extendleft(reversed(self.aligner.release()))
+            else:
+                assert message.batch is not None
+                tally.batches += 1
+                tally.records += message.batch.count
+                return message.batch
+        return None
+
+    def _wire_reject(self, reason: str, detail: str) -> None:
+        """A message dropped: counted under a fixed reason, the first of each reason logged with its detail."""
+        self.wire_rejected[reason] += 1
+        if self.wire_rejected[reason] == 1:
+            self.log.warning("message rejected", reason=reason, detail=detail)
 
     def _inputs_done(self) -> bool:
         return all(t.eos_batches is not None for t in self.inputs.values())
@@ -317,7 +380,7 @@ class StageRunner:
         last_flush = time.monotonic()
         sink = self.stage if isinstance(self.stage, Sink) else None
         transform = self.stage if isinstance(self.stage, Transform) else None
-        if sink is not None:
+        if sink is not None and not self._restored:
             sink.open()
         while not self._inputs_done():
             if self.abort:
@@ -325,33 +388,31 @@ class StageRunner:
             events = dict(poller.poll(int(flush_s * 1000)))
             if pull in events:
                 for _ in range(256):
+                    if self.abort:
+                        break  # stopped for a restart: take nothing more in
                     try:
-                        frames = pull.recv_multipart(zmq.NOBLOCK)
+                        self._receive(pull.recv_multipart(zmq.NOBLOCK))
                     except zmq.Again:
                         break
-                    batch = self._handle(frames)
-                    if batch is None:
-                        continue
-                    if sink is not None:
-                        sink.write_batch(batch)
-                    elif transform is not None:
-                        for out in transform.process(batch):
-                            self.send(out)
-                    self._metrics()  # heartbeat between messages of a backlog
+                    while (batch := self._next_batch()) is not None:
+                        if sink is not None:
+                            sink.write_batch(batch)
+                        elif transform is not None:
+                            for out in transform.process(batch):
+                                self.send(out)
+                        self._metrics()  # heartbeat between messages of a backlog
             now = time.monotonic()
             if now >= next_tick:
                 next_tick = now + flush_s
-                if transform is not None:
-                    for out in transform.tick(self.stage_clock()):
+                if transform is not None and not self.finished:
+                    for out in transform.tick(transform.clock()):
                         self.send(out)
             if sink is not None and now - last_flush >= SINK_FLUSH_INTERVAL_S:
                 last_flush = now
                 sink.flush()
             self._metrics()
         if transform is not None:
-            self._metrics(force=True)  # the silence of a long finish counts from here
-            for out in transform.finish():
-                self.send(out)
+            self._finish_transform()
             self.send_eos()
         if sink is not None:
             sink.flush()
@@ -361,6 +422,192 @@ class StageRunner:
             self._watch_peers()
             self.input_peers.close()
         pull.close(linger=0)
+
+    def _finish_transform(self) -> None:
+        if isinstance(self.stage, Transform) and not self.finished:
+            self.finished = True
+            self._metrics(force=True)  # the silence of a long finish counts from here
+            for out in self.stage.finish():
+                self.send(out)
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def _checkpoint(self, epoch: int, final: bool) -> None:
+        """Every input delivered barrier ``epoch`` (a source: a safe point): save, forward it, acknowledge.
+
+        At the final barrier nothing more can arrive, so a transform emits what it holds first: the final
+        epoch then covers the whole run, and a restart from it only has to end the streams."""
+        if self.abort:
+            return  # being stopped: an epoch this stage can no longer pass on is not saved either
+        if final:
+            self._finish_transform()
+        self.epoch = epoch
+        if not self.checkpointing or self.checkpoint_error is not None:
+            self.send_barrier(epoch, final)
+            return
+        ack = {"type": "checkpoint", "epoch": epoch, "final": final, "in": self._received(),
+               "out": sum(self.out_records.values())}
+        if self.stage.snapshot_in_child and hasattr(os, "fork"):
+            self._save_in_child(epoch, final, ack)
+            self.send_barrier(epoch, final)
+            return
+        started = time.perf_counter()
+        try:
+            saved = self._saved_state(epoch, final)
+        except Exception as exc:  # e.g. a plugin whose state does not pickle: recovery is off for this run
+            self._checkpoint_failed(epoch, f"{type(exc).__name__}: {exc}", traceback.format_exc())
+            self.send_barrier(epoch, final)
+            return
+        self.send_barrier(epoch, final)  # downstream aligns while this stage writes
+        self._write_checkpoint(epoch, saved)
+        self._count_stall(started)
+        self._count_saved(len(saved))
+        self._acknowledge(ack)
+
+    def _save_in_child(self, epoch: int, final: bool, ack: dict[str, Any]) -> None:
+        """Pickle and write the checkpoint in a forked child: it sees this moment's memory (copy-on-write) while
+        the stage goes on; the acknowledgement follows when the child has written the file."""
+        started = time.perf_counter()
+        self._reap_saves(wait_s=None)  # one at a time, in epoch order
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the child: no sockets, no logging, no cleanup handlers
+            code = 1
+            try:
+                gc.disable()
+                guard = self.ctx.output_guard  # no sockets here: a full disk only waits, while the stage lives
+
+                def parent_alive() -> None:
+                    if os.getppid() != parent:
+                        raise OSError(f"stage '{self.stage_id}' is gone")
+
+                guard.on_wait, guard.on_state = parent_alive, None
+                saved = self._saved_state(epoch, final)
+                # a stage killed meanwhile has been restarted from an older epoch: its files are not ours to write
+                if os.getppid() == parent:
+                    self._write_checkpoint(epoch, saved)
+                    code = 0
+            finally:
+                os._exit(code)
+        self._saving[pid] = ack
+        self._count_stall(started)
+
+    def _write_checkpoint(self, epoch: int, saved: bytes) -> None:
+        """The epoch's file; a full or read-only disk pauses the stage here, as it does a sink's writes."""
+        path = checkpoint.stage_file(self.config.output_dir, epoch, self.stage_id)
+        self.ctx.output_guard.attempt(path, lambda: checkpoint.write_atomic(path, saved))
+
+    def _reap_saves(self, wait_s: float | None = 0.0) -> None:
+        """Acknowledge the checkpoints children have written; ``wait_s`` None waits for all, else at most so long."""
+        if self._reaping:
+            return  # a heartbeat sent from the wait below
+        self._reaping = True
+        try:
+            self._reap(None if wait_s is None else time.monotonic() + wait_s)
+        finally:
+            self._reaping = False
+
+    def _reap(self, deadline: float | None) -> None:
+        while self._saving:
+            for pid in list(self._saving):
+                done, status, usage = os.wait4(pid, os.WNOHANG)
+                if not done:
+                    continue
+                ack = self._saving.pop(pid)
+                self.checkpoint_cost["child_cpu_s"] += usage.ru_utime + usage.ru_stime
+                if os.waitstatus_to_exitcode(status) != 0:
+                    self._checkpoint_failed(ack["epoch"], f"the process saving it ended with status {status}", "")
+                    continue
+                path = checkpoint.stage_file(self.config.output_dir, ack["epoch"], self.stage_id)
+                self._count_saved(path.stat().st_size if path.exists() else 0)
+                self._acknowledge(ack)
+            if not self._saving or (deadline is not None and time.monotonic() >= deadline):
+                return
+            self._metrics()  # a child paused by a full disk: waiting for it is not being stuck
+            time.sleep(0.01)
+
+    def _checkpoint_failed(self, epoch: int, why: str, trace: str) -> None:
+        self.checkpoint_error = f"stage '{self.stage_id}' cannot save a checkpoint: {why}"
+        self.log.error("checkpoint failed", error=self.checkpoint_error, traceback=trace)
+        self._acknowledge({"type": "checkpoint_failed", "epoch": epoch, "error": self.checkpoint_error})
+
+    def _count_stall(self, started: float) -> None:
+        took = time.perf_counter() - started
+        self.checkpoint_cost["stalled_s"] += took
+        self.checkpoint_cost["slowest_stall_s"] = max(self.checkpoint_cost["slowest_stall_s"], took)
+
+    def _count_saved(self, size: int) -> None:
+        self.checkpoint_cost["saved"] += 1
+        self.checkpoint_cost["largest_bytes"] = max(self.checkpoint_cost["largest_bytes"], size)
+
+    def _saved_state(self, epoch: int, final: bool) -> bytes:
+        inputs = {f"{p}.{port}": [t.records, t.batches] for (p, port), t in self.inputs.items()}
+        aside = {path.name: path.stat().st_size for path in self._aside_files()}
+        counts = {"out_records": dict(self.out_records), "out_batches": dict(self.out_batches), "inputs": inputs,
+                  "rejected": dict(self.ctx.rejected), "wire_rejected": dict(self.wire_rejected), "aside": aside,
+                  "finished": self.finished}
+        collecting = gc.isenabled()
+        gc.disable()  # a snapshot builds many objects at once: no collections in between
+        try:
+            state = self.stage.snapshot()
+        finally:
+            if collecting:
+                gc.enable()
+        return msgpack.packb({"stage": self.stage_id, "epoch": epoch, "final": final, "counts": counts,
+                              "state": state, "saved_at": time.time()}, use_bin_type=True)
+
+    def _acknowledge(self, message: dict[str, Any]) -> None:
+        """Tell the supervisor, without hanging when it is gone (a lost acknowledgement only delays an epoch)."""
+        if self.control.sock is None:
+            return
+        payload = msgpack.packb(dict(message, stage=self.stage_id, pid=os.getpid()), use_bin_type=True)
+        while True:
+            try:
+                self.control.sock.send(payload, zmq.NOBLOCK)
+                return
+            except zmq.Again:
+                if self.abort or self._supervisor_gone():
+                    return
+                time.sleep(ACK_RETRY_S)
+
+    def _aside_files(self) -> list[Path]:
+        aside = self.ctx.aside_dir
+        return sorted(aside.glob(f"{self.stage_id}.*.bin")) if aside is not None and aside.is_dir() else []
+
+    def _resume(self) -> bool:
+        """Take back the state of the epoch this process resumes from; True when there was one."""
+        if self.resume_epoch is None:
+            return False
+        if self.resume_epoch == 0:  # nothing was saved: start over, without the first attempt's set-aside bytes
+            for path in self._aside_files():
+                path.unlink(missing_ok=True)
+            return False
+        path = checkpoint.stage_file(self.config.output_dir, self.resume_epoch, self.stage_id)
+        try:
+            saved = msgpack.unpackb(path.read_bytes(), raw=False)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"stage '{self.stage_id}': cannot resume from {path}: {exc}",
+                            "start the run over with `pipeline run CONFIG --fresh`") from None
+        counts = saved["counts"]
+        self.out_records.update(counts["out_records"])
+        self.out_batches.update(counts["out_batches"])
+        for (producer, port), tally in self.inputs.items():
+            tally.records, tally.batches = counts["inputs"].get(f"{producer}.{port}", [0, 0])
+        self.ctx.rejected.update(counts["rejected"])
+        self.wire_rejected.update(counts["wire_rejected"])
+        for aside in self._aside_files():  # bytes set aside after the epoch are set aside again by the replay
+            size = counts["aside"].get(aside.name)
+            if size is None:
+                aside.unlink(missing_ok=True)
+            elif aside.stat().st_size > size:
+                os.truncate(aside, size)
+        self.finished = bool(counts.get("finished"))
+        self.epoch = self.resume_epoch
+        self.stage.restore(saved["state"])
+        self.log.info("resumed from checkpoint", epoch=self.resume_epoch, records_in=self._received())
+        return True
+
+    def _received(self) -> int:
+        return sum(t.records for t in self.inputs.values())
 
     # -- report ---------------------------------------------------------------------------
     def _reconcile(self) -> tuple[list[dict[str, Any]], list[str]]:
@@ -385,6 +632,8 @@ class StageRunner:
         rejected.update(self.wire_rejected)
         return {"type": "final", "stage_type": self.spec.type_name, "role": self.spec.cls.role,
                 "ok": error is None and not problems, "error": error, "problems": problems,
+                "epoch": self.epoch, "resumed_from": self.resume_epoch, "checkpoint_error": self.checkpoint_error,
+                "checkpoints": {k: round(v, 4) for k, v in self.checkpoint_cost.items()},
                 "wall_s": time.monotonic() - self.started,
                 "in": sum(t.records for t in self.inputs.values()), "out": dict(self.out_records),
                 "rejected": dict(rejected), "reconcile": reconcile, "accounting": self.stage.accounting(),
@@ -402,6 +651,7 @@ class StageRunner:
         self.control.send({"type": "hello", "role": self.spec.cls.role})
         error: str | None = None
         try:
+            self._restored = self._resume()
             self._open_outputs()
             if isinstance(self.stage, Source):
                 self._run_source(self.stage)
@@ -416,6 +666,8 @@ class StageRunner:
         except Exception as exc:  # a bug: keep the traceback in the log, one line in the report
             error = f"stage '{self.stage_id}' crashed: {type(exc).__name__}: {exc}"
             self.log.error("stage crashed", traceback=traceback.format_exc())
+        if not self.abort:
+            self._reap_saves(wait_s=SAVE_WAIT_S)  # the last checkpoints' acknowledgements go before the report
         self._metrics(force=True)
         self._watch_peers()
         final = self.report(error)
@@ -450,7 +702,7 @@ def _rss_mb() -> float:
 
 def run_stage(config: PipelineConfig, stage_id: str, run_id: str, control: str | None,
               export_stamp: str | None = None, early_signals: list[int] | None = None,
-              heartbeat: Path | None = None) -> int:
-    runner = StageRunner(config, stage_id, run_id, control, export_stamp, early_signals)
+              heartbeat: Path | None = None, resume: int | None = None) -> int:
+    runner = StageRunner(config, stage_id, run_id, control, export_stamp, early_signals, resume)
     runner.heartbeat = heartbeat
     return runner.run()

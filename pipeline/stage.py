@@ -3,7 +3,8 @@
 A stage class carries a nested pydantic ``Config`` (unknown keys rejected) and is registered
 under the ``ascend_pipeline.stages`` entry-point group, or named as ``package.module:Class``.
 The runtime (``pipeline.runner``) owns sockets, batching, end-of-stream and accounting; a
-stage only sees batches.
+stage only sees batches. For crash recovery it asks a stage for ``snapshot()`` at checkpoint
+barriers and hands the bytes back to ``restore()`` in the restarted process (pipeline.checkpoint).
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ class Batch:
     port: str = "out"
 
 
+def _monotonic() -> float:
+    return time.monotonic()  # looked up on each call (tests may replace it)
+
+
 @dataclass
 class StageContext:
     """What a stage knows about the run it is part of."""
@@ -60,7 +65,8 @@ class StageContext:
     output_guard: OutputGuard = field(default_factory=OutputGuard)  # writes pause on a full disk
     # Seconds for timeouts between records (the aggregator's hold_s): the runner's clock leaves out
     # the time this stage waited for a consumer, so a paused sink does not make joins give up.
-    clock: Callable[[], float] = time.monotonic
+    clock: Callable[[], float] = _monotonic
+    state_dir: Path | None = None  # where a stage may keep files of its own for crash recovery (None: off)
 
     def reject(self, reason: str, count: int = 1, data: bytes = b"") -> None:
         """Count records that could not be used, and keep their bytes aside for inspection."""
@@ -102,14 +108,45 @@ class Stage:
         """Final figures the run report shows and checks (e.g. written vs collected)."""
         return {}
 
+    # -- crash recovery -------------------------------------------------------------------------
+    # True when snapshot() reads only this process's memory (no file sizes, no queries): the runtime then takes
+    # it in a forked child, so a large state costs the stage a fork instead of the time to pickle it.
+    snapshot_in_child: ClassVar[bool] = False
+    _clock_shift = 0.0
+
+    def clock(self) -> float:
+        """The context's clock (which leaves out waits for a consumer), standing still while the stage is down:
+        join timeouts and waits measured with it are cut short neither by a paused sink nor by a restart."""
+        return self.ctx.clock() + self._clock_shift
+
+    def snapshot(self) -> bytes:
+        """The stage's state at a checkpoint barrier (nothing arrives meanwhile). The default pickles every
+        attribute but ``config`` and ``ctx``; a stage with state outside the process (files, connections)
+        overrides it."""
+        from pipeline.checkpoint import pickle_state
+
+        self._saved_clock = self.clock()
+        return pickle_state(self)
+
+    def restore(self, state: bytes) -> None:
+        """Take back what :meth:`snapshot` returned, in a new process, before any batch arrives."""
+        from pipeline.checkpoint import restore_state
+
+        restore_state(self, state)
+        now = self.ctx.clock()
+        self._clock_shift = getattr(self, "_saved_clock", now) - now
+
 
 class Source(Stage):
     """Produces batches until exhausted or asked to stop."""
 
     role = "source"
+    checkpoints: ClassVar[bool] = False  # cuts its output into checkpoint epochs at safe points (crash recovery)
 
     def batches(self) -> Iterator[Batch | None]:
-        """Yield batches; yield None now and then while waiting, so the runtime stays responsive."""
+        """Yield batches; yield None now and then while waiting, so the runtime stays responsive. A source with
+        ``checkpoints`` yields None only where everything read so far has been yielded: the runtime snapshots it
+        there."""
         raise NotImplementedError  # each concrete source implements its own loop
 
     def stop(self) -> None:
@@ -135,7 +172,12 @@ class Transform(Stage):
 
 class Sink(Stage):
     """Writes batches somewhere. ``close`` is not guaranteed after a crash, so a sink keeps its
-    output valid as it goes (design §4)."""
+    output valid as it goes (design §4).
+
+    Crash recovery: ``snapshot`` makes what was written durable and records where the outputs end;
+    ``restore`` (called instead of ``open`` in a restarted process) reopens them cut back to that
+    point, so the batches replayed after it are written once. The default snapshot keeps only the
+    sink's attributes: a sink that writes files must override both."""
 
     role = "sink"
     outputs = ()

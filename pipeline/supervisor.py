@@ -1,4 +1,4 @@
-"""`pipeline run`: one OS process per stage, a control plane, the live view and the run report."""
+"""`pipeline run`: one OS process per stage, a control plane, the live view, crash recovery and the run report."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -19,8 +20,9 @@ import msgpack
 import yaml
 import zmq
 
-from pipeline import transport
+from pipeline import checkpoint, transport
 from pipeline.config import PipelineConfig
+from pipeline.errors import UserError
 from pipeline.health import StageHealth
 from pipeline.launch import Application, combined_exit_code
 from pipeline.metrics import ViewCollector, serve_metrics
@@ -30,6 +32,7 @@ from pipeline.views import progress_line
 
 KILL_GRACE_S = 5.0
 PUBLISH_INTERVAL_S = 0.5
+FINAL_WAIT_S = 1.0  # a stage that exits non-zero has sent its report first: wait this long for it
 
 
 @dataclass
@@ -47,7 +50,7 @@ class StageProcess:
 
 class Supervisor:
     def __init__(self, config: PipelineConfig, live: bool | None = None, run_id: str | None = None,
-                 app: Application | None = None) -> None:
+                 app: Application | None = None, fresh: bool = False) -> None:
         self.config = config
         self.app = app  # `pipeline run CONFIG -- APP`: the profiled job, run beside the stages
         self.run_id = run_id or f"{config.run.name}-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}"
@@ -62,6 +65,146 @@ class Supervisor:
         self.exporter: ViewCollector | None = None
         self.app_status: int | None = None
         self.zctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self.fresh = fresh
+        self.control_endpoint = ""
+        self.checkpoint_s = config.run.checkpoint_s  # as configured (0 is written for the stages when off)
+        self.participants = self._participants()
+        self.recovery_off = self._recovery_off()
+        self.epochs = checkpoint.EpochBook(self.participants)
+        self.restarts: Counter[str] = Counter()
+        self.recoveries: list[dict[str, Any]] = []
+        self.resumed: dict[str, Any] | None = None  # this run continues one that was killed
+        self.external: list[str] = []  # sources that write for the run and are not checkpointed (the simulator)
+        self.saved_counts: dict[int, dict[str, tuple[int, int]]] = {}  # epoch → stage → (in, out) when saved
+        self.checkpointed: dict[str, tuple[int, int]] = {}  # the same at the newest complete epoch
+
+    # -- crash recovery -------------------------------------------------------------------
+    def _participants(self) -> set[str]:
+        """Stages that save checkpoints and restart together: all but sources with no outputs (a board)."""
+        return {sid for sid, spec in self.config.enabled_stages().items()
+                if spec.cls.role != "source" or spec.cls.outputs}
+
+    def _recovery_off(self) -> str | None:
+        """Why a crash ends this run instead of restarting stages from a checkpoint (None: it does not)."""
+        if self.config.run.checkpoint_s <= 0:
+            return "run.checkpoint_s is 0"
+        sources = [spec for sid, spec in self.config.enabled_stages().items()
+                   if spec.cls.role == "source" and sid in self.participants]
+        if len(sources) != 1:
+            return f"checkpoints need exactly one source with outputs, this run has {len(sources)}"
+        if not getattr(sources[0].cls, "checkpoints", False):
+            return f"source '{sources[0].stage_id}' ({sources[0].type_name}) does not cut checkpoint epochs"
+        return None
+
+    def _graph(self) -> list[list[str]]:
+        specs = self.config.enabled_stages()
+        return checkpoint.graph_of((sid, specs[sid].type_name, specs[sid].inputs)
+                                   for sid in self.config.stages if sid in self.participants)
+
+    def _prepare_checkpoints(self) -> int | None:
+        """Resume a killed run from its newest complete epoch (returned), or clear what an earlier run left."""
+        out_dir = self.config.output_dir
+        complete = checkpoint.read_complete(out_dir)
+        if self.recovery_off is not None:
+            if self.config.run.checkpoint_s > 0:
+                print(f"crash recovery is off: {self.recovery_off}", file=sys.stderr, flush=True)
+            self.config.run.checkpoint_s = 0  # the stages keep no checkpoints either
+            self.config.raw.setdefault("run", {})["checkpoint_s"] = 0
+        if complete is None or self.fresh or self.recovery_off is not None:
+            if complete is not None:
+                print(f"starting over: the checkpoints of run {complete.run_id} in {out_dir} are discarded",
+                      file=sys.stderr)
+            checkpoint.remove_all(out_dir)
+            return None
+        if self.app is not None:
+            raise UserError(f"{checkpoint.checkpoint_dir(out_dir)} holds checkpoints of run {complete.run_id}, "
+                            "whose application was stopped: a new launch cannot go on with it",
+                            "start over with `pipeline run --fresh … -- APP`, or parse what the first launch "
+                            "wrote with `pipeline import`")
+        if complete.graph != self._graph():
+            raise UserError(f"{checkpoint.checkpoint_dir(out_dir)} holds checkpoints of run {complete.run_id}, "
+                            "whose stages differ from this config's",
+                            "resume it with the config it ran with, or start over with `pipeline run --fresh`")
+        self.run_id, self.stamp = complete.run_id, complete.stamp
+        checkpoint.discard_after(out_dir, complete.epoch)
+        self.epochs.reset(complete.epoch)
+        self.resumed = {"epoch": complete.epoch, "saved_at": complete.saved_at}
+        age = time.time() - complete.saved_at
+        print(f"resuming run {complete.run_id} from checkpoint epoch {complete.epoch} (saved {age:,.0f} s ago); "
+              "`pipeline run --fresh` starts over", flush=True)
+        self.external = [sid for sid in self.config.enabled_stages() if sid not in self.participants]
+        if self.external:
+            print(f"not started again: {', '.join(self.external)} (a resumed run reads what the first one had "
+                  "them write, and waits for the rest)", flush=True)
+        return complete.epoch
+
+    def _on_checkpoint(self, proc: StageProcess, message: dict[str, Any]) -> None:
+        if message.get("type") == "checkpoint_failed":
+            if self.recovery_off is None:
+                self.recovery_off = str(message.get("error"))
+                print(f"warning: {self.recovery_off}; a crash now ends the run", file=sys.stderr, flush=True)
+            return
+        epoch = int(message.get("epoch", 0))
+        if epoch > self.epochs.complete:
+            self.saved_counts.setdefault(epoch, {})[proc.stage_id] = (int(message.get("in", 0)),
+                                                                      int(message.get("out", 0)))
+        if self.recovery_off is None and self.epochs.ack(proc.stage_id, epoch):
+            self.checkpointed = self.saved_counts.get(epoch, {})
+            self.saved_counts = {n: counts for n, counts in self.saved_counts.items() if n > epoch}
+            out_dir = self.config.output_dir
+            checkpoint.write_complete(out_dir, checkpoint.CompleteEpoch(epoch, self.run_id, self.stamp,
+                                                                        self._graph(), time.time()))
+            checkpoint.prune_before(out_dir, epoch)
+
+    def _crashed(self, proc: StageProcess, control: zmq.Socket[bytes]) -> bool:
+        """Ended without its report (killed, or died before it could say why): a crash to recover from."""
+        deadline = time.monotonic() + FINAL_WAIT_S
+        while proc.final is None and (proc.popen.returncode or 0) > 0 and time.monotonic() < deadline:
+            if control.poll(50):
+                self._on_control(control.recv())
+        return proc.final is None
+
+    def _can_recover(self, proc: StageProcess) -> bool:
+        return (proc.stage_id in self.participants and self.recovery_off is None and self.state != "aborted"
+                and self.restarts[proc.stage_id] < self.config.run.max_restarts)
+
+    def _recover(self, crashed: StageProcess, control: zmq.Socket[bytes], publisher: zmq.Socket[bytes]) -> None:
+        """Stop the other checkpointing stages and start them all again from the newest complete epoch."""
+        sid, code = crashed.stage_id, crashed.popen.returncode
+        self.state = "recovering"
+        self.restarts[sid] += 1
+        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code} without a report"
+        print(f"stage '{sid}' crashed ({how}): restarting the stages from checkpoint epoch {self.epochs.complete} "
+              f"(restart {self.restarts[sid]} of {self.config.run.max_restarts} for '{sid}')",
+              file=sys.stderr, flush=True)
+        stopping = [self.procs[p] for p in self.participants]
+        for proc in stopping:
+            if proc.popen.poll() is None:
+                proc.popen.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + KILL_GRACE_S
+        while any(proc.popen.poll() is None for proc in stopping):
+            if control.poll(100):  # acknowledgements still count: those stages saved their epoch
+                self._on_control(control.recv())
+            if time.monotonic() > deadline:
+                for proc in stopping:
+                    if proc.popen.poll() is None:
+                        proc.popen.kill()
+            publisher.send(msgpack.packb(self.snapshot(), use_bin_type=True))
+        while control.poll(0):
+            self._on_control(control.recv())
+        if self.interrupts > 1:
+            return  # aborted meanwhile (a second Ctrl-C): nothing is started again
+        epoch = self.epochs.complete
+        checkpoint.discard_after(self.config.output_dir, epoch)
+        self.epochs.reset(epoch)
+        self.saved_counts.clear()
+        self.recoveries.append({"stage": sid, "exit": code, "resumed_epoch": epoch,
+                                "at_s": round(time.monotonic() - self.started, 3)})
+        self._spawn(self.control_endpoint, resume=epoch, only=self.participants)
+        self._write_pids()
+        self.state = "draining" if self.interrupts else "running"
+        if self.interrupts:  # Ctrl-C came before or during the restart: the new sources stop too
+            self._signal_sources()
 
     # -- processes ------------------------------------------------------------------------
     def _effective_config(self) -> Path:
@@ -79,14 +222,18 @@ class Supervisor:
         self.config.run.socket_dir = str(private)
         self.config.raw.setdefault("run", {})["socket_dir"] = str(private)
 
-    def _spawn(self, control: str) -> None:
+    def _spawn(self, control: str, resume: int | None = None, only: set[str] | None = None) -> None:
         config_path = self._effective_config()
         order = {"sink": 0, "transform": 1, "source": 2}  # consumers bind before producers connect
-        stages = sorted(self.config.enabled_stages().values(), key=lambda spec: order.get(spec.cls.role, 1))
+        stages = sorted((spec for sid, spec in self.config.enabled_stages().items()
+                         if (only is None or sid in only) and sid not in self.external),
+                        key=lambda spec: order.get(spec.cls.role, 1))
         for spec in stages:
             command = [sys.executable, "-m", "pipeline", "stage", spec.stage_id, "--config", str(config_path),
                        "--run-id", self.run_id, "--control", control, "--output", str(self.config.output_dir),
                        "--stamp", self.stamp]
+            if resume is not None and spec.stage_id in self.participants:
+                command += ["--resume", str(resume)]
             popen = subprocess.Popen(command, start_new_session=True)  # Ctrl-C reaches the supervisor only
             self.procs[spec.stage_id] = StageProcess(spec.stage_id, spec.cls.role, popen)
 
@@ -94,6 +241,14 @@ class Supervisor:
         for proc in self.procs.values():
             if proc.role == "source" and proc.popen.poll() is None:
                 proc.popen.send_signal(signal.SIGTERM)
+
+    def _write_pids(self) -> None:
+        run_file = self.config.output_dir / "run.json"
+        data = json.loads(run_file.read_text())
+        data["stage_pids"] = {sid: proc.popen.pid for sid, proc in self.procs.items()}
+        if self.app is not None:
+            data["app"] = {"command": self.app.command, "pid": self.app.pid}
+        run_file.write_text(json.dumps(data, indent=2))
 
     def _stop_others(self) -> None:
         """A stage failed: stop the others now (they report what they had), kill stragglers later."""
@@ -131,6 +286,9 @@ class Supervisor:
             proc = self.procs[message["stage"]]
         except Exception:
             return  # not ours: ignore
+        sender = message.get("pid")
+        if sender is not None and sender != proc.popen.pid:
+            return  # from a process this supervisor has since replaced
         kind = message.get("type")
         for line in proc.health.heard(time.monotonic(), message.get("state") if kind == "metrics" else None,
                                       kind == "metrics"):
@@ -148,6 +306,8 @@ class Supervisor:
             proc.final = message
         elif kind == "view":  # the live sink sends statistics, the advice sink findings: keep both
             self.view.update(message["view"])
+        elif kind in ("checkpoint", "checkpoint_failed"):
+            self._on_checkpoint(proc, message)
 
     def _in_config_order(self) -> list[str]:
         return [sid for sid in self.config.stages if sid in self.procs]
@@ -161,9 +321,13 @@ class Supervisor:
                            "out_ports": metrics.get("out", {}),
                            "rejected": metrics.get("rejected", 0), "rate_in": proc.rate_in, "rate_out": proc.rate_out,
                            "progress": metrics.get("progress", {}), "rss_mb": metrics.get("rss_mb", 0.0),
-                           "status": self._status(proc)}
+                           "status": self._status(proc), "restarts": self.restarts[sid]}
+            if sid in self.checkpointed:  # what a crash would not replay
+                stages[sid]["checkpointed"] = dict(zip(("in", "out"), self.checkpointed[sid], strict=True))
         view = {"run": self.config.run.name, "run_id": self.run_id, "state": self._shown_state(stages),
-                "elapsed_s": time.monotonic() - self.started, "stages": stages, "stats": self.view}
+                "elapsed_s": time.monotonic() - self.started, "stages": stages, "stats": self.view,
+                "checkpoint": {"epoch": self.epochs.complete, "recovery": self.recovery_off or "on",
+                               "restarts": sum(self.restarts.values())}}
         if self.app is not None:
             view["app"] = {"pid": self.app.pid, "exit_status": self.app_status}
         return view
@@ -219,8 +383,9 @@ class Supervisor:
     def run(self) -> int:
         out_dir = self.config.output_dir
         out_dir.mkdir(parents=True, exist_ok=True)
+        resume = self._prepare_checkpoints()
         self._private_socket_dir()
-        control_ep = transport.control_endpoint(self.config)
+        control_ep = self.control_endpoint = transport.control_endpoint(self.config)
         control = self.zctx.socket(zmq.PULL)
         control.bind(control_ep)
         publisher = self.zctx.socket(zmq.PUB)
@@ -235,18 +400,14 @@ class Supervisor:
         signal.signal(signal.SIGTERM, self._on_interrupt)
         if self.app is not None:
             self.app.reset()
-        self._spawn(control_ep)
+        self._spawn(control_ep, resume=resume)
         if self.app is not None:
             try:
                 self.app.start()
             except BaseException:
                 self._kill_all()  # the stages would wait for a job that never comes
                 raise
-        run_file = json.loads((out_dir / "run.json").read_text())
-        run_file["stage_pids"] = {sid: proc.popen.pid for sid, proc in self.procs.items()}
-        if self.app is not None:
-            run_file["app"] = {"command": self.app.command, "pid": self.app.pid}
-        (out_dir / "run.json").write_text(json.dumps(run_file, indent=2))
+        self._write_pids()
         display = _LiveDisplay() if self.live else None
         try:
             self._loop(control, publisher, display)
@@ -297,6 +458,10 @@ class Supervisor:
                 return
             failed = [p for p in self.procs.values() if p.popen.poll() not in (None, 0)]
             if failed and failure_seen_at is None:
+                crashed = next((p for p in failed if self._can_recover(p) and self._crashed(p, control)), None)
+                if crashed is not None:
+                    self._recover(crashed, control, publisher)
+                    continue
                 failure_seen_at = now
                 self.state = "failing"
                 self._stop_others()
@@ -351,12 +516,13 @@ class Supervisor:
         now = time.monotonic()
         report = {"run_id": self.run_id, "config": str(self.config.path), "state": self.state,
                   "wall_s": now - self.started, "stages": finals, "exit_codes": exit_codes,
-                  "problems": problems,
+                  "problems": problems, "recovery": self._recovery_report(),
                   "stalls": {sid: self.procs[sid].health.stalls(now, self.started) for sid in self._in_config_order()
                              if self.procs[sid].health.stuck_episodes}}
         if self.app is not None:
             report["app"] = self.app.summary()
         out_dir = self.config.output_dir
+        self._keep_or_clear_checkpoints(finals)
         try:
             (out_dir / "run_report.json").write_text(json.dumps(report, indent=2, default=str))
         except OSError as exc:
@@ -374,6 +540,21 @@ class Supervisor:
             print(f"error: the application exited with status {self.app_status}"
                   + (" (and the pipeline reported the problems above)" if problems else ""), file=sys.stderr)
         return combined_exit_code(code, self.app_status)
+
+    def _recovery_report(self) -> dict[str, Any]:
+        return {"enabled": self.recovery_off is None, "why_not": self.recovery_off,
+                "checkpoint_s": self.checkpoint_s, "last_complete_epoch": self.epochs.complete,
+                "restarts": dict(self.restarts), "recoveries": self.recoveries, "resumed": self.resumed,
+                "not_restarted": self.external}
+
+    def _keep_or_clear_checkpoints(self, finals: dict[str, dict[str, Any] | None]) -> None:
+        """A run whose stages all ended well needs no checkpoints; one that did not can be resumed."""
+        out_dir = self.config.output_dir
+        if all((finals.get(sid) or {}).get("ok") for sid in self.participants):
+            checkpoint.remove_all(out_dir)
+        elif checkpoint.read_complete(out_dir) is not None:
+            print(f"checkpoints kept in {checkpoint.checkpoint_dir(out_dir)}: `pipeline run` with the same config "
+                  "resumes this run, `--fresh` starts it over", file=sys.stderr)
 
     def _aborted_line(self) -> str:
         """What a second Ctrl-C lost: records read from disk but not through every stage."""
@@ -402,8 +583,9 @@ class _LiveDisplay:
         self._live.stop()
 
 
-def run_pipeline(config: PipelineConfig, live: bool | None = None, app: Application | None = None) -> int:
-    return Supervisor(config, live=live, app=app).run()
+def run_pipeline(config: PipelineConfig, live: bool | None = None, app: Application | None = None,
+                 fresh: bool = False) -> int:
+    return Supervisor(config, live=live, app=app, fresh=fresh).run()
 
 
 def read_run_file(output_dir: Path) -> dict[str, Any]:

@@ -29,7 +29,8 @@ def op_rows(view: dict[str, Any]) -> list[dict[str, Any]]:
 def render_view(view: dict[str, Any]) -> Group:
     if not view:
         return Group(Text("waiting for the pipeline…"))
-    header = Text(f"run {view.get('run_id', '?')}  {view.get('state', '?')}  {view.get('elapsed_s', 0):.1f} s")
+    header = Text(f"run {view.get('run_id', '?')}  {view.get('state', '?')}  {view.get('elapsed_s', 0):.1f} s"
+                  f"{_checkpoint_text(view.get('checkpoint'))}")
     stages = Table(title="stages", expand=False)
     numeric = ("in", "out", "in/s", "out/s", "rejected", "MB")
     for column in ("stage", "role", "status", "in", "out", "in/s", "out/s", "rejected", "MB", "lag / progress"):
@@ -37,7 +38,9 @@ def render_view(view: dict[str, Any]) -> Group:
     for sid, stage in view.get("stages", {}).items():
         progress = ", ".join(f"{k}={_short(v)}" for k, v in stage.get("progress", {}).items())
         rejected = stage["rejected"]
-        stages.add_row(sid, stage["role"], stage["status"], f"{stage['in']:,}", f"{stage['out']:,}",
+        restarts = stage.get("restarts", 0)
+        status = f"{stage['status']} ↻{restarts}" if restarts else stage["status"]
+        stages.add_row(sid, stage["role"], status, f"{stage['in']:,}", f"{stage['out']:,}",
                        f"{stage['rate_in']:,.0f}", f"{stage['rate_out']:,.0f}",
                        Text(f"{rejected:,}", style="red" if rejected else ""),
                        f"{stage.get('rss_mb', 0):.0f}", progress)
@@ -71,6 +74,16 @@ def advice_table(advice: list[dict[str, Any]]) -> Table:
         table.add_row(Text(severity, style=ADVICE_STYLES.get(severity, "")), str(item.get("title", "")),
                       first_sentence, str(item.get("rule", "")))
     return table
+
+
+def _checkpoint_text(checkpoint: dict[str, Any] | None) -> str:
+    """Crash recovery in the header: the newest complete epoch and restarts so far."""
+    if not checkpoint:
+        return ""
+    if checkpoint.get("recovery") != "on":
+        return "  recovery off"
+    restarts = checkpoint.get("restarts", 0)
+    return f"  checkpoint {checkpoint.get('epoch', 0)}" + (f"  restarts {restarts}" if restarts else "")
 
 
 def _short(value: Any) -> str:

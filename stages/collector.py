@@ -7,17 +7,26 @@ Each chunk is cut at record boundaries and names its stream, file, offset and co
 Layouts (spec §1.1): `PROF_…/{host,device_N}/data/`, and the legacy `JOB…/` whose control files
 and `data/` sit in the job folder itself; that folder is then named `device_N` (N from its
 `info.json.N`) in everything the collector ships, as a PROF directory's device folder would be.
+
+A slice is append-only: one that shrinks, is replaced (another inode), turns into a symlink or is not a
+regular file is not read further (counted once; its next slice is read when it appears). Symlinks in the
+tree are not followed, as msprof does not follow them; each is counted once in the run report.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import re
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import structlog
 from pydantic import Field
 
 from pipeline.errors import UserError
@@ -28,6 +37,10 @@ from stages.formats.legacy import SLICE_SEP, split_slice_name
 
 STALE_SLACK_S = 1.0  # file times lag the clock by a tick: a directory this much older than the run is not its job
 CONTROL_PREFIXES = ("info.json", "sample.json", "start_info", "end_info", "host_start.log", "dev_start.log")
+MAX_CONTROL_BYTES = 1 << 20  # control files are a few KiB: a bigger one is not read
+_DEVICE_FOLDER = re.compile(r"device_(\d{1,5})", re.ASCII)
+MAX_DEVICE_ID = 0xFFFF  # device ids travel as u16
+log = structlog.get_logger()
 
 
 @dataclass
@@ -42,6 +55,9 @@ class StreamState:
     buffer_origin: tuple[int, int] = (0, 0)  # (slice, offset) of buffer[0]
     records: int = 0
     sep: str = SLICE_SEP  # between base and slice index: `.slice_`, or `.` in legacy "infer" names
+    file_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the current slice once opened
+    abandoned: bool = False  # the current slice changed under us: go on with the next one
+    last_index: int = 0  # the highest slice index seen in the folder
 
     def slice_path(self, index: int | None = None) -> Path:
         return self.folder / f"{self.base}{self.sep}{self.slice_index if index is None else index}"
@@ -56,7 +72,13 @@ class ProfTree:
 
 
 class CollectorStage(Source):
-    """Follows ``path`` (a PROF_… directory, or a folder where one will appear)."""
+    """Follows ``path`` (a PROF_… directory, or a folder where one will appear).
+
+    Checkpoints: after each stream of a pass everything read has been shipped, so its state there (file
+    offsets, the bytes of a record not yet whole) is where a restarted collector goes on reading.
+    """
+
+    checkpoints = True
 
     class Config(StageConfig):
         path: str = Field("board", description="PROF_… directory, or a folder in which one appears")
@@ -80,6 +102,7 @@ class CollectorStage(Source):
         self.bytes_read = 0
         self.left_at_stop = 0
         self.symlinks: set[Path] = set()
+        self.refused: set[Path] = set()  # files not read (too large, not a regular file), each counted once
         self.unknown: set[str] = set()
 
     def stop(self) -> None:
@@ -123,7 +146,8 @@ class CollectorStage(Source):
 
     # -- the loop -------------------------------------------------------------------------
     def batches(self) -> Iterator[Batch | None]:
-        yield from self._find_root()
+        if self.tree is None:  # else restored from a checkpoint
+            yield from self._find_root()
         assert self.tree is not None
         while True:
             finished = self._job_finished()  # looked at before reading, so no byte is missed
@@ -149,27 +173,36 @@ class CollectorStage(Source):
         """The launched application has exited (its end marker is there): what is on disk is all there will be."""
         return self.config.end_marker is not None and self.ctx.resolve(self.config.end_marker).exists()
 
-    def _pass(self, final: bool) -> Iterator[Batch]:
+    def _pass(self, final: bool) -> Iterator[Batch | None]:
         assert self.tree is not None
         yield from self._control_files()
+        self._refuse_linked_folders()
         self._discover_streams()
         for state in list(self.tree.streams.values()):
             yield from self._read_stream(state, final)
+            yield None  # all read so far is shipped: a safe point for a checkpoint, also while sends are slow
 
     # -- control files --------------------------------------------------------------------
     def _control_files(self) -> Iterator[Batch]:
         assert self.tree is not None
         for folder, name in _folders(self.tree.root):
-            for path in sorted(folder.iterdir()):
-                if path.is_symlink() or not path.is_file() or not path.name.startswith(CONTROL_PREFIXES):
+            for path in _listdir(folder):
+                if not path.name.startswith(CONTROL_PREFIXES) or path.name.endswith(".done"):
                     continue
-                if path.name.endswith(".done"):
+                if path.is_symlink():
+                    self._refuse_symlink(path)
                     continue
                 rel = f"{name}/{path.name}"
-                size = path.stat().st_size
-                if size == 0 or self.tree.control_sent.get(rel) == size:
+                try:
+                    size = path.stat().st_size
+                    if not path.is_file() or size == 0 or self.tree.control_sent.get(rel) == size:
+                        continue
+                    if size > MAX_CONTROL_BYTES:
+                        self._refuse(path, f"control file larger than {MAX_CONTROL_BYTES >> 20} MiB not read")
+                        continue
+                    text = path.read_text(encoding="utf-8", errors="replace")
+                except OSError:  # gone between listing and reading: the next pass sees
                     continue
-                text = path.read_text(encoding="utf-8", errors="replace")
                 if not _control_complete(path, text):
                     continue  # being written: next pass
                 self.tree.control_sent[rel] = size
@@ -188,94 +221,146 @@ class CollectorStage(Source):
         if path not in self.symlinks:
             self.symlinks.add(path)
             self.ctx.reject("symlink in the PROF directory not followed", 1)
+            log.warning("symlink in the PROF directory not followed", stage=self.ctx.stage_id, path=str(path))
+
+    def _refuse(self, path: Path, reason: str) -> None:
+        """A file the collector will not read, counted once under ``reason``."""
+        if path not in self.refused:
+            self.refused.add(path)
+            self.ctx.reject(reason, 1)
+            log.warning(reason, stage=self.ctx.stage_id, path=str(path))
+
+    def _refuse_linked_folders(self) -> None:
+        """host/, device_N/ and data/ folders that are symlinks: not followed, counted."""
+        assert self.tree is not None
+        for path in _listdir(self.tree.root):
+            if (path.name == "host" or _device_id(path.name) is not None) and path.is_symlink():
+                self._refuse_symlink(path)
+        for folder, _ in _folders(self.tree.root):
+            if (folder / "data").is_symlink():
+                self._refuse_symlink(folder / "data")
 
     def _learn_platform(self, folder: str, text: str) -> None:
         assert self.tree is not None
+        device = _device_id(folder)
+        if device is None:
+            return
         try:
-            platform = int(json.loads(text).get("platform_version", 1))
-        except (ValueError, TypeError):
+            info = json.loads(text)
+            platform = int(info.get("platform_version", 1)) if isinstance(info, dict) else 1
+        except (ValueError, TypeError, OverflowError):
             platform = 1
-        self.tree.platforms[int(folder.removeprefix("device_"))] = platform
+        self.tree.platforms[device] = platform
 
     # -- data streams ---------------------------------------------------------------------
     def _discover_streams(self) -> None:
         assert self.tree is not None
         for folder, name in _folders(self.tree.root):
             data = folder / "data"
-            if not data.is_dir():
+            if data.is_symlink() or not data.is_dir():
                 continue
             is_host = name == "host"
-            for path in sorted(data.iterdir()):  # a stable order: streams are read in it
+            for path in _listdir(data):  # a stable order: streams are read in it
                 parsed = split_slice_name(path.name)
                 if parsed is None:
                     continue
                 if path.is_symlink():
                     self._refuse_symlink(path)
                     continue
-                base, _, sep = parsed
+                base, index, sep = parsed
                 key = f"{name}/data/{base}"
                 if key in self.tree.streams:
+                    known = self.tree.streams[key]
+                    known.last_index = max(known.last_index, index)
                     continue
                 if is_host:
                     kind, device = host_stream_kind(base), None
                 else:
-                    dev = int(name.removeprefix("device_")) if name[7:].isdigit() else 0
+                    dev = _device_id(name)
                     if dev not in self.tree.platforms:
                         continue  # wait for info.json.N: the chip decides the framing
                     found = device_stream_kind(base, self.tree.platforms[dev])
-                    kind, device = (found[0], found[1]) if found else (None, None)
+                    kind, device = found if found and found[1] <= MAX_DEVICE_ID else (None, None)
                 if kind is None:
                     self._report_unknown(key)  # a file family this release does not decode: said once
                     continue
-                self.tree.streams[key] = StreamState(base, kind, device, data, sep=sep)
+                self.tree.streams[key] = StreamState(base, kind, device, data, sep=sep, last_index=index)
 
     def _read_stream(self, state: StreamState, final: bool) -> Iterator[Batch]:
         budget = self.config.read_quantum_bytes
         while budget > 0:
             path = state.slice_path()
-            if not path.exists():
+            has_next = _has_next(state)
+            if state.abandoned:
+                if not has_next:
+                    break
+                _next_slice(state)
+                continue
+            try:
+                handle = open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb")
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:  # the slice was made a symlink after it was found
+                    self._refuse_symlink(path)
+                    yield from self._abandon(state, "became a symlink")
+                    continue
+                if has_next:  # gone, or never written, while later slices exist: go on with them
+                    yield from self._abandon(state, "is missing (deleted, or never written)")
+                    continue
                 break
-            size = path.stat().st_size
-            if size > state.offset:
-                with open(path, "rb") as handle:
+            with handle:
+                info = os.fstat(handle.fileno())
+                problem = _slice_problem(state, info)
+                if problem:
+                    yield from self._abandon(state, problem)
+                    continue
+                state.file_id = (info.st_dev, info.st_ino)
+                if info.st_size > state.offset:
                     handle.seek(state.offset)
-                    data = handle.read(min(size - state.offset, budget))
-                if not state.buffer:
-                    state.buffer_origin = (state.slice_index, state.offset)
-                state.buffer += data
-                state.offset += len(data)
-                budget -= len(data)
-                self.bytes_read += len(data)
-            slice_closed = state.slice_path(state.slice_index + 1).exists() or _done_size(path) == state.offset
-            at_end = state.offset >= path.stat().st_size
+                    data = handle.read(min(info.st_size - state.offset, budget))
+                    if not state.buffer:
+                        state.buffer_origin = (state.slice_index, state.offset)
+                    state.buffer += data
+                    state.offset += len(data)
+                    budget -= len(data)
+                    self.bytes_read += len(data)
+                slice_closed = _has_next(state) or _done_size(path) == state.offset
+                at_end = state.offset >= os.fstat(handle.fileno()).st_size
             # Host slices hold whole records: a closed slice's leftover is garbage, not a split record.
             yield from self._emit(state, final=final and at_end or
                                   (slice_closed and at_end and state.kind.whole_records_per_slice))
-            if slice_closed and at_end and state.slice_path(state.slice_index + 1).exists():
-                state.slice_index += 1
-                state.offset = 0
+            if slice_closed and at_end and _has_next(state):
+                _next_slice(state)
                 continue
             if at_end:
                 break
         if final:
             yield from self._emit(state, final=True)
 
+    def _abandon(self, state: StreamState, problem: str) -> Iterator[Batch]:
+        """Stop reading the current slice (counted once); what was read of it is framed to the end."""
+        reason = f"{state.kind.name}: a slice {problem}; the rest of it is not read"
+        self.ctx.reject(reason, 1)
+        log.warning(reason, stage=self.ctx.stage_id, path=str(state.slice_path()), offset=state.offset)
+        state.abandoned = True
+        yield from self._emit(state, final=True)
+
     def _emit(self, state: StreamState, final: bool) -> Iterator[Batch]:
-        if not state.buffer:
-            return
-        framed = framing.frame(state.kind, state.buffer, final)
-        for run in framed.garbage:
-            self.garbage_bytes += len(run)
-            self.ctx.reject(f"{state.kind.name}: bytes that are not a whole record (bad magic, unknown tag or "
-                            "truncated)", len(run), run)
-        origin_slice, origin_offset = state.buffer_origin
-        state.buffer = state.buffer[framed.consumed:]
-        state.buffer_origin = (state.slice_index, state.offset - len(state.buffer))
-        if framed.count == 0:
-            return
-        state.records += framed.count
-        self.collected += framed.count
-        yield from self._chunks(state, framed, origin_slice, origin_offset)
+        """Frame the buffer until a call takes nothing more (one call frames one form of record only)."""
+        while state.buffer:
+            framed = framing.frame(state.kind, state.buffer, final)
+            for run in framed.garbage:
+                self.garbage_bytes += len(run)
+                self.ctx.reject(f"{state.kind.name}: bytes that are not a whole record (bad magic, unknown tag or "
+                                "truncated)", len(run), run)
+            origin_slice, origin_offset = state.buffer_origin
+            state.buffer = state.buffer[framed.consumed:]
+            state.buffer_origin = (state.slice_index, state.offset - len(state.buffer))
+            if framed.count:
+                state.records += framed.count
+                self.collected += framed.count
+                yield from self._chunks(state, framed, origin_slice, origin_offset)
+            if not framed.consumed:
+                return
 
     def _chunks(self, state: StreamState, framed: framing.Framed, slice_index: int, offset: int) -> Iterator[Batch]:
         meta = {"stream": state.base, "kind": state.kind.name, "device": state.device,
@@ -358,21 +443,61 @@ def _is_job_dir(path: Path) -> bool:
 
 def _job_device(path: Path) -> int | None:
     """Device id of a job folder, from its `info.json.N`."""
-    for child in path.iterdir():
-        suffix = child.name.removeprefix("info.json.")
-        if child.name.startswith("info.json.") and suffix.isdigit():
-            return int(suffix)
+    for child in _listdir(path):
+        if child.name.startswith("info.json."):
+            device = _device_id("device_" + child.name.removeprefix("info.json."))
+            if device is not None:
+                return device
     return None
+
+
+def _device_id(folder: str) -> int | None:
+    """N of a `device_N` folder name (ASCII digits, a u16), else None: not a device folder."""
+    match = _DEVICE_FOLDER.fullmatch(folder)
+    if match is None or int(match.group(1)) > MAX_DEVICE_ID:
+        return None
+    return int(match.group(1))
+
+
+def _listdir(folder: Path) -> list[Path]:
+    """Entries of ``folder`` in name order; none if it is gone or unreadable (the next pass looks again)."""
+    try:
+        return sorted(folder.iterdir())
+    except OSError:
+        return []
 
 
 def _folders(root: Path) -> list[tuple[Path, str]]:
     """The folders holding control files and data/, each with the name it goes by: `host`, `device_N`."""
-    folders = sorted((p, p.name) for p in root.iterdir() if p.is_dir() and not p.is_symlink()
-                     and (p.name == "host" or p.name.startswith("device_")))
+    folders = sorted((p, p.name) for p in _listdir(root) if p.is_dir() and not p.is_symlink()
+                     and (p.name == "host" or _device_id(p.name) is not None))
     if folders or not (root / "data").is_dir():
         return folders
     device = _job_device(root)  # a JOB folder is named once its info.json.N is there
     return [] if device is None else [(root, f"device_{device}")]
+
+
+def _has_next(state: StreamState) -> bool:
+    """A later slice exists: the next one, or one after a gap (a slice deleted or never written)."""
+    return state.slice_path(state.slice_index + 1).exists() or state.last_index > state.slice_index
+
+
+def _next_slice(state: StreamState) -> None:
+    state.slice_index += 1
+    state.offset = 0
+    state.file_id = None
+    state.abandoned = False
+
+
+def _slice_problem(state: StreamState, info: os.stat_result) -> str | None:
+    """Why an open slice cannot be read on from where the stream is (None: it can)."""
+    if not stat.S_ISREG(info.st_mode):
+        return "is not a regular file"
+    if state.file_id is not None and state.file_id != (info.st_dev, info.st_ino):
+        return "was replaced while being read (another file under its name)"
+    if info.st_size < state.offset:
+        return "shrank while being read"
+    return None
 
 
 def _done_size(path: Path) -> int | None:

@@ -15,6 +15,7 @@ import numpy as np
 from stages.formats import raw
 from stages.formats.files import StreamKind
 
+MAX_LINE_BYTES = 1 << 20  # a text line longer than this is garbage: the collector never holds more for one
 
 @dataclass
 class Framed:
@@ -39,7 +40,11 @@ def _frame_text(buf: bytes, final: bool) -> Framed:
     end = len(buf) if final else buf.rfind(b"\n") + 1
     body = buf[:end]
     lines = [line for line in body.split(b"\n") if line.strip()]
-    return Framed(b"\n".join(lines), len(lines), end)
+    framed = Framed(b"\n".join(lines), len(lines), end)
+    if len(buf) - end > MAX_LINE_BYTES:  # a line that does not end: garbage, not a reason to hold the file
+        framed.garbage.append(buf[end:])
+        framed.consumed = len(buf)
+    return framed
 
 
 def _close(out: Framed, pieces: list[bytes], buf: bytes, pos: int, final: bool) -> Framed:
@@ -162,6 +167,8 @@ def _frame_nul_text(kind: StreamKind, buf: bytes, final: bool) -> Framed:
         end = buf.find(b"\0", pos, limit)
         if end == -1:
             if magic_at == -1 and not final:
+                if len(buf) - pos > MAX_LINE_BYTES:  # a line that does not end: garbage
+                    return Framed(b"\0".join(lines), len(lines), len(buf), [buf[pos:]])
                 break  # the line may go on in the next read
             end = limit
         line = buf[pos:end].strip(b"\n\r ")

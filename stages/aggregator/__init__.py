@@ -85,6 +85,7 @@ class HostTask:
 
 class AggregatorStage(Transform):
     outputs = ("tasks", "stats")
+    snapshot_in_child = True  # its state is all in memory: checkpoints are pickled by a forked child
 
     class Config(StageConfig):
         snapshot_every_s: float = Field(1.0, gt=0, description="seconds between statistics snapshots")
@@ -133,7 +134,7 @@ class AggregatorStage(Transform):
     # -- intake ---------------------------------------------------------------------------
     def process(self, batch: Batch) -> Iterable[Batch]:
         self.records_in += batch.count
-        now = self.ctx.clock()  # stands still while the pipeline is held up: a pause expires no join
+        now = self.clock()  # stands still while the pipeline is held up or down: a pause expires no join
         kind = batch.kind
         if kind == "device_info":
             facts = batch.meta["facts"]
@@ -486,7 +487,7 @@ class AggregatorStage(Transform):
 
     def _matched(self, host: HostTask, device: DeviceTask) -> None:
         """A joined task waits for its PMU; an FFTS+ task is split into its contexts first (contexts.py)."""
-        arrived = self.ctx.clock()
+        arrived = self.clock()
         assert host.resolved is not None
         contexts = host.resolved.get("contexts") or []
         if not contexts:
@@ -664,7 +665,7 @@ class AggregatorStage(Transform):
 
     def finish(self) -> Iterable[Batch]:
         self.finishing = True
-        now = self.ctx.clock()
+        now = self.clock()
         out = list(self._advance(now))
         unmatched_host = sum(len(q) for q in self.host_ready.values())
         unmatched_device = sum(len(q) for q in self.device_ready.values())

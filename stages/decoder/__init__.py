@@ -6,21 +6,19 @@ reason (and its bytes kept aside); the stage never raises on bytes.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
 from pydantic import Field
 
 from pipeline.stage import Batch, StageConfig, Transform
-from stages.decoder import host_extra, legacy, records
+from stages.decoder import checks, host_extra, legacy, records
 from stages.decoder.device import DeviceDecoder
 from stages.decoder.host import HostDecoder
 from stages.decoder.host_extra import ExtraHostDecoder
 from stages.decoder.legacy import LegacyDecoder
 from stages.decoder.stars import STARS_KINDS, StarsDecoder
-from stages.decoder.timebase import TimeBase
 
 SAMPLE_WAIT_S = 2.0  # how long a device's data waits for its sample.json (PMU event list) after its clocks
 HOST_KINDS = {"api_event", "task_track", "node_basic_info", "tensor_info", "msproftx", "hash_dic", "type_info_dic"}
@@ -35,12 +33,17 @@ class DecoderStage(Transform):
 
     def __init__(self, config: Any, ctx: Any) -> None:
         super().__init__(config, ctx)
-        self.timebase = TimeBase()
+        self.timebase = checks.CheckedTimeBase()  # a control file value that is not a number: clock unknown
         self.host = HostDecoder(self.timebase, self._reject)
         self.device = DeviceDecoder(self.timebase, self._reject, self._lost)
         self.host_extra = ExtraHostDecoder(self.timebase)
         self.legacy = LegacyDecoder(self.timebase, self._reject)
         self.stars = StarsDecoder(self.timebase, self._reject)
+        # stream kind → its decoder (the rest are device kinds); later entries win
+        self.decoders: dict[str, Callable[[str, Batch], list[tuple[str, np.ndarray | Batch]]]] = {
+            **dict.fromkeys(STARS_KINDS, self.stars.decode), **dict.fromkeys(HOST_KINDS, self.host.decode),
+            **dict.fromkeys(legacy.KINDS, self.legacy.decode),
+            **dict.fromkeys(host_extra.KINDS, self.host_extra.decode)}
         self.pending: list[Batch] = []
         self.records_in = 0
         self.decoded = 0
@@ -61,6 +64,10 @@ class DecoderStage(Transform):
 
     def process(self, batch: Batch) -> Iterable[Batch]:
         if batch.kind == "control":
+            problem = checks.control_problem(batch.meta)
+            if problem is not None:
+                self.ctx.reject(problem, 1)
+                return ()
             self.timebase.learn(batch.meta["path"], batch.meta["text"])
             return list(self._announce_session()) + list(self._announce()) + list(self._release())
         if batch.kind != "raw":
@@ -69,6 +76,10 @@ class DecoderStage(Transform):
             self.records_in += batch.count
             return ()
         self.records_in += batch.count
+        problem = checks.raw_problem(batch)  # a chunk no collector sends: rejected whole
+        if problem is not None:
+            self._reject(problem, batch.count, batch.body)
+            return ()
         if not self._ready(batch):
             if len(self.pending) >= self.config.max_pending_chunks:
                 self._reject(f"{batch.meta.get('kind')}: no time base (control files missing)", batch.count,
@@ -76,7 +87,7 @@ class DecoderStage(Transform):
             else:
                 self.pending.append(batch)
             return ()
-        return list(self._decode(batch))
+        return self._decode(batch)
 
     def _ready(self, batch: Batch) -> bool:
         kind = batch.meta.get("kind")
@@ -95,8 +106,8 @@ class DecoderStage(Transform):
             return False
         if f"device_{device}/sample.json" in self.timebase.files or self.finishing:
             return True
-        first_seen = self.clock_known_at.setdefault(device, time.monotonic())
-        return time.monotonic() - first_seen > SAMPLE_WAIT_S
+        first_seen = self.clock_known_at.setdefault(device, self.clock())
+        return self.clock() - first_seen > SAMPLE_WAIT_S
 
     def _release(self) -> Iterator[Batch]:
         waiting, self.pending = self.pending, []
@@ -124,50 +135,44 @@ class DecoderStage(Transform):
                 continue
             self.announced.add(device)
             info, sample = self.timebase.device_info(device), self.timebase.sample(device)
-            events = [int(e, 16) for e in str(sample.get("ai_core_profiling_events", "")).split(",") if e.strip()]
-            facts = {"device": device, "platform": int(info.get("platform_version") or 1),
-                     "ai_core_num": int(info.get("ai_core_num") or 1),
-                     "aic_frequency_mhz": float(info.get("aic_frequency") or 1000),
-                     "hwts_frequency_mhz": float(info.get("hwts_frequency") or 100),
-                     "metric": sample.get("ai_core_metrics", ""), "pmu_events": events,
-                     "aiv_num": int(info.get("aiv_num") or 0), "aiv_metric": sample.get("aiv_metrics", ""),
+            # Control file values are checked: one that is not a number falls back to its default.
+            facts = {"device": device, "platform": checks.as_int(info.get("platform_version") or 1, 1),
+                     "ai_core_num": checks.as_int(info.get("ai_core_num") or 1, 1),
+                     "aic_frequency_mhz": checks.as_float(info.get("aic_frequency") or 1000, 1000.0),
+                     "hwts_frequency_mhz": checks.as_float(info.get("hwts_frequency") or 100, 100.0),
+                     "metric": str(sample.get("ai_core_metrics", "")),
+                     "pmu_events": _event_ids(sample.get("ai_core_profiling_events")),
+                     "aiv_num": checks.as_int(info.get("aiv_num") or 0, 0),
+                     "aiv_metric": str(sample.get("aiv_metrics", "")),
                      "aiv_pmu_events": _event_ids(sample.get("aiv_profiling_events")),
-                     "pid": int(info.get("pid") or 0), "hostname": info.get("hostname") or "",
+                     "pid": checks.as_int(info.get("pid") or 0, 0), "hostname": str(info.get("hostname") or ""),
                      **_extra_facts(sample)}
             yield Batch("device_info", 0, {"facts": facts})
 
-    def _decode(self, batch: Batch) -> Iterator[Batch]:
+    def _decode(self, batch: Batch) -> list[Batch]:
         kind = batch.meta["kind"]
-        meta = {"stream": batch.meta.get("stream"), "device": batch.meta.get("device")}
+        decode = self.decoders.get(kind, self.device.decode)
         try:
-            if kind in host_extra.KINDS:
-                outputs = self.host_extra.decode(kind, batch)
-            elif kind in legacy.KINDS:
-                outputs = self.legacy.decode(kind, batch)
-            elif kind in HOST_KINDS:
-                outputs = self.host.decode(kind, batch)
-            elif kind in STARS_KINDS:
-                outputs = self.stars.decode(kind, batch)
-            else:
-                outputs = self.device.decode(kind, batch)
+            outputs = decode(kind, batch)
         except (ValueError, TypeError) as exc:  # bytes that slipped past framing: counted, never fatal
             self._reject(f"{kind}: undecodable chunk ({exc})", batch.count, batch.body)
-            return
+            return []
+        stream, device = batch.meta.get("stream"), batch.meta.get("device")
         produced: list[Batch] = []
         for out_kind, payload in outputs:
             if isinstance(payload, np.ndarray):
                 if len(payload):
                     self.decoded += len(payload)
-                    produced.append(records.to_batch(out_kind, payload, dict(meta)))
+                    produced.append(records.to_batch(out_kind, payload, {"stream": stream, "device": device}))
             else:
                 self.decoded += payload.count
-                payload.meta.update(meta)
+                payload.meta.update(stream=stream, device=device)
                 produced.append(payload)
         # One raw chunk may become several batches (steps and flips, APIs and events): the
         # aggregator acts on a stream's progress only once all of them are in.
         for batch in produced[:-1]:
             batch.meta["chunk_end"] = False
-        yield from produced
+        return produced
 
     def tick(self, now: float) -> Iterable[Batch]:
         if not self.pending:
@@ -210,7 +215,10 @@ def _event_ids(text: object) -> list[int]:
     ids: list[int] = []
     for item in str(text or "").split(","):
         try:
-            ids.append(int(item, 16))
+            event = int(item, 16)
         except ValueError:
             break
+        if not 0 <= event < 2**32:
+            break
+        ids.append(event)
     return ids

@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from pipeline.stage import Batch
 from stages.decoder import records
-from stages.decoder.timebase import TimeBase
+from stages.decoder.timebase import Clock, TimeBase
 from stages.formats import raw
 from stages.schema import pack_rows
 
 Reject = Callable[[str, int, bytes], None]
 Output = list[tuple[str, "np.ndarray | Batch"]]
+_EVENT_FLAG, _ZERO = np.array(raw.EVENT_FLAG, np.uint64), np.array(0, np.uint64)  # 0-d: faster operands than ints
+# Records whose fields are copied as they are beside their time: stream kind → (raw layout, decoded kind, fields)
+_COPIED: dict[str, tuple[np.dtype, str, tuple[str, ...]]] = {
+    "task_track": (raw.TASK_TRACK, "task_track", ("thread_id", "device_id", "stream_id", "task_id", "batch_id",
+                                                  "task_type", "kernel_name", "num_blocks")),  # device id set after
+    "node_basic_info": (raw.NODE_BASIC_INFO, "node_basic", ("thread_id", "op_name", "op_type", "task_type",
+                                                            "block_num", "op_flag")),  # OP State: the stream's
+    "tensor_info": (raw.TENSOR_INFO, "tensor", ("thread_id", "op_name", "tensor_num", "tensors")),
+    "msproftx": (raw.MSPROFTX, "tx", ("thread_id", "process_id", "tx_thread_id", "category", "event_type",
+                                      "payload_type", "payload", "mark_id", "domain", "message_type", "message")),
+}
 
 
 OP_STATIC, OP_DYNAMIC = 0, 1
@@ -40,58 +52,37 @@ class HostDecoder:
         assert clock is not None
         if kind == "api_event":
             return self._api_event(batch, clock)
-        layout = {"task_track": raw.TASK_TRACK, "node_basic_info": raw.NODE_BASIC_INFO,
-                  "tensor_info": raw.TENSOR_INFO, "msproftx": raw.MSPROFTX}[kind]
+        layout, out_kind, fields = _COPIED[kind]
         arr = np.frombuffer(batch.body, dtype=layout)
-        ts = clock.to_local_ns(arr["timestamp"])
+        out = np.zeros(len(arr), records.DTYPES[out_kind])
+        records.copy_fields(out, arr, fields)
+        out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
         if kind == "task_track":
-            out = np.zeros(len(arr), records.TASK_TRACK)
-            for name in ("thread_id", "device_id", "stream_id", "task_id", "batch_id", "task_type", "kernel_name",
-                         "num_blocks"):
-                out[name] = arr[name]
-            out["device_id"] &= 0x0FFF  # high 4 bits: device kind
-            out["ts_ns"] = ts
-            return [("task_track", out)]
-        if kind == "node_basic_info":
-            out = np.zeros(len(arr), records.NODE_BASIC)
-            for name in ("thread_id", "op_name", "op_type", "task_type", "block_num", "op_flag"):
-                out[name] = arr[name]
+            out["device_id"] = arr["device_id"] & 0x0FFF  # high 4 bits: device kind
+        elif kind == "node_basic_info":
             out["op_state"] = op_state_of(str(batch.meta.get("stream", "")))
-            out["ts_ns"] = ts
-            return [("node_basic", out)]
-        if kind == "tensor_info":
-            out = np.zeros(len(arr), records.TENSOR)
-            for name in ("thread_id", "op_name", "tensor_num", "tensors"):
-                out[name] = arr[name]
-            out["ts_ns"] = ts
-            return [("tensor", out)]
-        out = np.zeros(len(arr), records.TX)
-        for name in ("thread_id", "process_id", "tx_thread_id", "category", "event_type", "payload_type", "payload",
-                     "mark_id", "domain", "message_type", "message"):
-            out[name] = arr[name]
-        out["ts_ns"] = ts
-        out["start_ns"] = clock.to_local_ns(arr["start_time"])
-        out["end_ns"] = np.where(arr["end_time"] > 0, clock.to_local_ns(arr["end_time"]), out["start_ns"])
-        return [("tx", out)]
+        elif kind == "msproftx":
+            out["start_ns"] = clock.to_local_ns(arr["start_time"])
+            out["end_ns"] = np.where(arr["end_time"] > 0, clock.to_local_ns(arr["end_time"]), out["start_ns"])
+        return [(out_kind, out)]
 
-    def _api_event(self, batch: Batch, clock: object) -> Output:
+    def _api_event(self, batch: Batch, clock: Clock) -> Output:
         arr = np.frombuffer(batch.body, dtype=raw.API_EVENT)
-        is_event = arr["end"] == np.uint64(raw.EVENT_FLAG)
-        zero = arr["begin"] == 0
-        if zero.any():
-            self.reject("api_event: zero begin time", int(zero.sum()), arr[zero].tobytes())
-        apis, events = arr[~is_event & ~zero], arr[is_event & ~zero]
-        api_out = np.zeros(len(apis), records.API)
-        event_out = np.zeros(len(events), records.EVENT)
-        for target, source in ((api_out, apis), (event_out, events)):
-            for name in ("thread_id", "level", "type", "item_id"):
-                target[name] = source[name]
-            target["request_id"] = source["reserve"]
-        api_out["start_ns"] = clock.to_local_ns(apis["begin"])  # type: ignore[attr-defined]
-        api_out["end_ns"] = clock.to_local_ns(apis["end"])  # type: ignore[attr-defined]
-        event_out["ts_ns"] = clock.to_local_ns(events["begin"])  # type: ignore[attr-defined]
+        if np.count_nonzero(arr["begin"]) < len(arr):
+            zero = arr["begin"] == _ZERO
+            self.reject("api_event: zero begin time", int(zero.sum()), records.pick(arr, zero).tobytes())
+            arr = records.pick(arr, ~zero)
+        # Every record decoded as an API; an event is then the first bytes of its row (_event_is_api_prefix).
+        every = _api_fields(np.empty(len(arr), records.API), arr)  # every field is set below
+        every["start_ns"] = clock.to_local_ns(arr["begin"])
+        every["end_ns"] = clock.to_local_ns(arr["end"])
+        is_event = arr["end"] == _EVENT_FLAG
+        if not np.count_nonzero(is_event):
+            return [("event", np.zeros(0, records.EVENT)), ("api", every)]
+        events = records.pick(every, is_event)
+        event_out = np.ndarray(events.shape, _EVENT_ROW, buffer=events, strides=events.strides).copy()
         # Events first: a ModelExecute window must be known before the APIs inside it are resolved.
-        return [("event", event_out), ("api", api_out)]
+        return [("event", event_out.view(records.EVENT)), ("api", records.pick(every, ~is_event))]
 
     def _hash_dic(self, batch: Batch) -> Output:
         rows, bad = [], []
@@ -133,3 +124,23 @@ def _decimal_id(text: str) -> int | None:
         return None
     value = int(text)
     return value if value < 2**64 else None
+
+
+def _api_fields(out: np.ndarray, arr: np.ndarray) -> np.ndarray:
+    """The fields MsprofApi and MsprofEvent records share."""
+    records.copy_fields(out, arr, ("thread_id", "level", "type", "item_id"))
+    out["request_id"] = np.ascontiguousarray(arr["reserve"])
+    return out
+
+
+def _event_is_api_prefix() -> bool:
+    """An EVENT record is an API record without its end: the same fields at the same offsets, ts_ns as start_ns."""
+    event: Any = records.EVENT.fields
+    api: Any = records.API.fields
+    names = list(event)
+    return [event[n][:2] for n in names[:-1]] == [api[n][:2] for n in names[:-1]] and \
+        event["ts_ns"][:2] == api["start_ns"][:2]
+
+
+assert _event_is_api_prefix()
+_EVENT_ROW = np.dtype((np.void, records.EVENT.itemsize))

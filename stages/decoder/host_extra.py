@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.stage import Batch
-from stages.decoder import host_records
+from stages.decoder import host_records, records
 from stages.decoder.timebase import TimeBase
 from stages.formats import host_extra
 
@@ -27,12 +27,15 @@ class ExtraHostDecoder:
         arr = np.frombuffer(batch.body, dtype=host_extra.LAYOUTS[kind])
         out_kind = host_records.EXTRA_KINDS[kind]
         out = np.zeros(len(arr), host_records.DTYPES[out_kind])
-        raw_names = set(arr.dtype.names or ())
-        for name in out.dtype.names or ():
-            if name in raw_names:
-                out[name] = arr[name]
+        records.copy_fields(out, arr, _SHARED[kind])
         if kind == "hccl_op_info":
-            out["relay"] = arr["flags"] & 1
-            out["retry"] = (arr["flags"] >> 1) & 1
+            flags = np.ascontiguousarray(arr["flags"])
+            out["relay"] = flags & 1
+            out["retry"] = (flags >> 1) & 1
         out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
         return [(out_kind, out)]
+
+
+# stream kind → the fields its raw layout and its decoded kind share (copied as they are)
+_SHARED = {kind: tuple(name for name in host_records.DTYPES[host_records.EXTRA_KINDS[kind]].names or ()
+                       if name in (layout.names or ())) for kind, layout in host_extra.LAYOUTS.items()}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from pipeline.stage import Batch
@@ -79,6 +81,87 @@ DTYPES.update({"ts_memcpy": TS_MEMCPY, "ts_task_type": TS_TASK_TYPE, "ts_block_n
                "ts_flip_old": FLIP})
 DTYPES.update(host_records.DTYPES)  # legacy host records and the compact/additional kinds not joined yet
 STATE_START, STATE_END = 2, 3
+
+
+# Output arrays are packed, so their fields are unaligned: numpy writes into them fast from contiguous
+# memory but slowly from another strided field or a broadcast constant. Hence blank() and copy_fields().
+_DEVICE_COLUMNS: dict[int, np.ndarray] = {}
+
+
+def blank(dtype: np.dtype, n: int, device: int | None = None) -> np.ndarray:
+    """``n`` zeroed records, ``device_id`` set when given (from a cached contiguous column)."""
+    out = np.zeros(n, dtype)
+    if device is not None:
+        column = _DEVICE_COLUMNS.get(device)
+        if column is None or len(column) < n:
+            column = _DEVICE_COLUMNS[device] = np.full(max(n, 1024), device, np.uint16)
+        out["device_id"] = column[:n]
+    return out
+
+
+def copy_fields(out: np.ndarray, arr: np.ndarray, names: tuple[str, ...]) -> None:
+    """``out[name] = arr[name]`` for each name. Runs of several fields of one type that sit next to each other
+    in both layouts are copied together as opaque bytes; the others through a contiguous copy of the source."""
+    if not len(out):
+        return
+    key = (arr.dtype, out.dtype, names)
+    plan = _COPY_PLANS.get(key)
+    if plan is None:
+        plan = _COPY_PLANS[key] = _copy_plan(arr.dtype, out.dtype, names)
+    contiguous = arr.flags.c_contiguous
+    for step in plan:
+        if isinstance(step, str) or not contiguous:
+            for name in (step,) if isinstance(step, str) else step[3]:
+                out[name] = np.ascontiguousarray(arr[name])
+            continue
+        src_offset, dst_offset, block, _ = step
+        dst = np.ndarray(out.shape, block, buffer=out, offset=dst_offset, strides=out.strides)
+        dst[...] = np.ndarray(arr.shape, block, buffer=arr, offset=src_offset, strides=arr.strides)
+
+
+# A block copy costs about as much as two or three typed field copies of small fields, far less for array fields.
+_BLOCK_MIN_FIELDS, _BLOCK_MIN_BYTES = 3, 32
+CopyStep = str | tuple[int, int, np.dtype, tuple[str, ...]]  # one field, or (src offset, dst offset, block, fields)
+_COPY_PLANS: dict[tuple[np.dtype, np.dtype, tuple[str, ...]], list[CopyStep]] = {}
+
+
+def _copy_plan(src: np.dtype, dst: np.dtype, names: tuple[str, ...]) -> list[CopyStep]:
+    """Runs of fields adjacent in both layouts, in output order, with the same type on both sides."""
+    src_fields: Any = src.fields or {}
+    dst_fields: Any = dst.fields or {}
+    runs: list[list[str]] = []
+    for name in sorted(names, key=lambda n: dst_fields[n][1]):
+        if runs:
+            last = runs[-1][-1]
+            same = src_fields[name][0] == dst_fields[name][0] and src_fields[last][0] == dst_fields[last][0]
+            follows = all(fields[name][1] == fields[last][1] + fields[last][0].itemsize
+                          for fields in (src_fields, dst_fields))
+            if same and follows:
+                runs[-1].append(name)
+                continue
+        runs.append([name])
+    plan: list[CopyStep] = []
+    for run in runs:
+        first, last = run[0], run[-1]
+        size = dst_fields[last][1] + dst_fields[last][0].itemsize - dst_fields[first][1]
+        if len(run) < _BLOCK_MIN_FIELDS and size < _BLOCK_MIN_BYTES:
+            plan.extend(run)
+            continue
+        plan.append((src_fields[first][1], dst_fields[first][1], np.dtype((np.void, size)), tuple(run)))
+    return plan
+
+
+def pick(arr: np.ndarray, which: np.ndarray) -> np.ndarray:
+    """``arr[which]`` for a contiguous record array, copying whole records as opaque bytes (numpy would
+    copy a structured record field by field)."""
+    size = arr.dtype.itemsize
+    void = _VOIDS.get(size)
+    if void is None:
+        void = _VOIDS[size] = np.dtype((np.void, size))
+    return np.frombuffer(arr.view(void)[which], arr.dtype)
+
+
+_VOIDS: dict[int, np.dtype] = {}
 
 
 def to_batch(kind: str, array: np.ndarray, meta: dict) -> Batch:

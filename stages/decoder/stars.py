@@ -38,7 +38,7 @@ FUNC_TYPE_NAMES = {
 
 def func_type(head: np.ndarray) -> np.ndarray:
     """Bits 0–5 of the first u16."""
-    result: np.ndarray = head & 0x3F
+    result: np.ndarray = head & _FUNC_TYPE_BITS
     return result
 
 
@@ -60,19 +60,33 @@ def ids(stream: np.ndarray, task: np.ndarray, expand: bool = False,
     stream = task low 15 bits, task = task bit 15 | stream low 15 bits; else both as written (the
     stream's low 15 bits); placeholder and event-record SQEs always keep theirs.
     """
-    stream, task = np.asarray(stream, np.uint16), np.asarray(task, np.uint16)
+    stream, task = np.ascontiguousarray(stream, np.uint16), np.ascontiguousarray(task, np.uint16)
     if expand:
         swapped = ((stream & 0x8000) != 0) & ~_kept(stream, sqe)
         return (np.where(swapped, task & 0x7FFF, stream & 0x7FFF),
                 np.where(swapped, (task & 0x8000) | (stream & 0x7FFF), task))
-    bit12 = (stream & 0x1000) != 0
-    bit13 = ((stream & 0x2000) != 0) & ~bit12
-    if not (bit12.any() or bit13.any()):
-        return stream & 0x07FF, task
-    new_stream = np.where(bit13, task & 0x0FFF, stream) & 0x07FF
-    new_task = np.where(bit12, (task & 0x1FFF) | (stream & 0xE000), np.where(bit13, (stream & 0x0FFF) | (task & 0xF000),
-                                                                             task))
+    form = stream >> _FORM_SHIFT
+    form &= _FORM_BITS
+    if not np.count_nonzero(form):
+        return stream & _STREAM_ID_BITS, task
+    # Bits taken from the other field: new = own ^ ((own ^ other) & bits from the other).
+    differ = stream ^ task
+    new_task = differ & _STREAM_BITS_IN_TASK[form]
+    new_task ^= task
+    new_stream = differ & _TASK_BITS_IN_STREAM[form]
+    new_stream ^= stream
+    new_stream &= _STREAM_ID_BITS
     return new_stream, new_task
+
+
+# Default-mode rules by stream bits 12–13 ("form": 0 plain, 1 or 3 bit 12, 2 bit 13 alone): which bits of the
+# task id come from the stream field, and which bits of the stream id from the task field (all of them when the
+# low 12 bits were swapped; the 2048 wrap then keeps the task's low 11).
+_STREAM_BITS_IN_TASK = np.array([0x0000, 0xE000, 0x0FFF, 0xE000], np.uint16)
+_TASK_BITS_IN_STREAM = np.array([0x0000, 0x0000, 0xFFFF, 0x0000], np.uint16)
+# 0-d uint16 operands: numpy takes them in faster than Python ints (same results on the uint16 fields)
+_FORM_SHIFT, _FORM_BITS = np.array(12, np.uint16), np.array(3, np.uint16)
+_STREAM_ID_BITS, _FUNC_TYPE_BITS = np.array(0x07FF, np.uint16), np.array(0x3F, np.uint16)
 
 
 def stream_ids(stream: np.ndarray, task: np.ndarray, expand: bool = False,
@@ -134,45 +148,49 @@ class StarsDecoder:
             name = FUNC_TYPE_NAMES.get(value, "unknown func type")
             self.reject(f"{kind}: func type {value:06b} ({name}) not decoded", len(rows), rows.tobytes())
 
+    def _acsq_logs(self, arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The task start and end logs of a chip v6 stars_soc chunk, with their func types (the others rejected)."""
+        funcs = func_type(arr["head"])
+        keep = funcs <= _ACSQ_END  # ACSQ_START, ACSQ_END
+        if np.count_nonzero(keep) < len(keep):
+            self._other_func_types("stars_soc", arr, keep)
+            arr, funcs = records.pick(arr, keep), funcs[keep]
+        return arr, funcs
+
     def _acsq(self, arr: np.ndarray, device: int, clock: Clock) -> Output:
         funcs = func_type(arr["head"])
-        task = (funcs == raw.ACSQ_START) | (funcs == raw.ACSQ_END)
-        subtask = (funcs == raw.FFTS_LOG_START) | (funcs == raw.FFTS_LOG_END)
-        self._other_func_types("stars_soc", arr, task | subtask)
+        task = funcs <= _ACSQ_END  # ACSQ_START, ACSQ_END
         outputs: Output = []
-        if subtask.any():  # before the task logs: a task's contexts end before it does
-            outputs.append(("subtask_log", _subtasks(arr[subtask], device, clock)))
-        if not task.all():
-            arr, funcs = arr[task], funcs[task]
-        out = np.zeros(len(arr), records.TASK_LOG)
-        out["device_id"] = device
+        if np.count_nonzero(task) < len(task):  # other logs among them
+            subtask = (funcs == raw.FFTS_LOG_START) | (funcs == raw.FFTS_LOG_END)
+            self._other_func_types("stars_soc", arr, task | subtask)
+            if subtask.any():  # before the task logs: a task's contexts end before it does
+                outputs.append(("subtask_log", _subtasks(records.pick(arr, subtask), device, clock)))
+            arr, funcs = records.pick(arr, task), funcs[task]
+        out = records.blank(records.TASK_LOG, len(arr), device)
         out["stream_id"], out["task_id"] = ids(arr["stream_id"], arr["task_id"])
-        out["state"] = np.where(funcs == raw.ACSQ_START, records.STATE_START, records.STATE_END)
+        out["state"] = funcs + _ACSQ_TO_STATE
         out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
         return outputs + [("task_log", out)]
 
     def _acsq_v6(self, arr: np.ndarray, device: int, clock: Clock) -> Output:
-        funcs = func_type(arr["head"])
-        keep = (funcs == raw.ACSQ_START) | (funcs == raw.ACSQ_END)
-        self._other_func_types("stars_soc", arr, keep)
-        if not keep.all():
-            arr, funcs = arr[keep], funcs[keep]
-        out = np.zeros(len(arr), records.UNIQUE_TASK_LOG)
-        out["device_id"] = device
-        out["unique_task_id"] = arr["task_id"]
+        arr, funcs = self._acsq_logs(arr)
+        out = records.blank(records.UNIQUE_TASK_LOG, len(arr), device)
+        out["unique_task_id"] = np.ascontiguousarray(arr["task_id"])
         out["sqe_type"] = sqe_type(arr["head"])
-        out["state"] = np.where(funcs == raw.ACSQ_START, records.STATE_START, records.STATE_END)
+        out["state"] = funcs + _ACSQ_TO_STATE
         out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
         return [("unique_task_log", out)]
 
     def _ffts_pmu(self, arr: np.ndarray, device: int, clock: Clock) -> Output:
         funcs = func_type(arr["head"])
-        context, block = funcs == raw.CONTEXT_PMU, funcs == raw.BLOCK_PMU
-        self._other_func_types("ffts_profile", arr, context | block)
-        if context.all():  # the usual case: no copy
+        context = funcs == raw.CONTEXT_PMU
+        if np.count_nonzero(context) == len(context):  # the usual case: no copy
             return [("context_pmu", _context(arr, device, clock))]
-        return [("context_pmu", _context(arr[context], device, clock)),
-                ("block_pmu", _block(arr[block], device, clock))]
+        block = funcs == raw.BLOCK_PMU
+        self._other_func_types("ffts_profile", arr, context | block)
+        return [("context_pmu", _context(records.pick(arr, context), device, clock)),
+                ("block_pmu", _block(records.pick(arr, block), device, clock))]
 
 
 def _subtasks(arr: np.ndarray, device: int, clock: Clock) -> np.ndarray:
@@ -190,31 +208,38 @@ def _subtasks(arr: np.ndarray, device: int, clock: Clock) -> np.ndarray:
     return out
 
 
-def _pmu_common(arr: np.ndarray, dtype: np.dtype, device: int, clock: Clock) -> np.ndarray:
-    out = np.zeros(len(arr), dtype)
-    out["device_id"] = device
+def _pmu_common(arr: np.ndarray, dtype: np.dtype, device: int, clock: Clock) -> tuple[np.ndarray, np.ndarray]:
+    """The output records with the fields ContextPmu and BlockPmu share, and the records' FFTS types."""
+    out = records.blank(dtype, len(arr), device)
     out["stream_id"], out["task_id"] = ids(arr["stream_id"], arr["task_id"])
     out["ts_ns"] = clock.to_local_ns(arr["end_cnt"])  # msprof times a PMU record by its end count
     out["start_ns"] = clock.to_local_ns(arr["start_cnt"])
-    out["total_cycle"] = arr["total_cycle"]
-    out["pmu"] = arr["pmu"]
-    out["core"] = core_kind(arr["ffts"] >> 5, arr["subtask"] & 0xFF)
-    return out
+    records.copy_fields(out, arr, ("total_cycle", "pmu"))
+    ffts_type = arr["ffts"] >> 5
+    out["core"] = _CORE_BY_TYPES[(ffts_type.astype(np.intp) << 8) | (arr["subtask"] & 0xFF)]
+    return out, ffts_type
 
 
 def _context(arr: np.ndarray, device: int, clock: Clock) -> np.ndarray:
-    out = _pmu_common(arr, records.CONTEXT_PMU, device, clock)
-    plus = (arr["ffts"] >> 5) == raw.FFTS_TYPE_PLUS
-    out["context_id"] = np.where(plus, arr["subtask_id"].astype(np.uint32), np.uint32(INVALID_CONTEXT_ID))
+    out, ffts_type = _pmu_common(arr, records.CONTEXT_PMU, device, clock)
+    out["context_id"] = np.where(ffts_type == raw.FFTS_TYPE_PLUS, arr["subtask_id"].astype(np.uint32),
+                                 np.uint32(INVALID_CONTEXT_ID))
     out["overflow"] = (arr["subtask"] >> 10) & 1
     return out
 
 
 def _block(arr: np.ndarray, device: int, clock: Clock) -> np.ndarray:
-    out = _pmu_common(arr, records.BLOCK_PMU, device, clock)
+    out, _ = _pmu_common(arr, records.BLOCK_PMU, device, clock)
     out["context_id"] = arr["subtask_id"]
-    out["core_type"] = arr["core"] & 1
-    out["core_id"] = arr["core"] >> 1
-    out["block_id"] = arr["block_id"]
-    out["sub_block_id"] = arr["sub_block_id"]
+    core = np.ascontiguousarray(arr["core"])
+    out["core_type"] = core & 1
+    out["core_id"] = core >> 1
+    records.copy_fields(out, arr, ("block_id", "sub_block_id"))
     return out
+
+
+# core_kind of every (FFTS type, subtask type) pair a record can hold (3 and 8 bits), indexed type << 8 | subtask.
+_CORE_BY_TYPES = core_kind(np.repeat(np.arange(8), 256), np.tile(np.arange(256), 8))
+# ACSQ func type → task log state (start → STATE_START, end → STATE_END)
+_ACSQ_TO_STATE, _ACSQ_END = np.array(records.STATE_START - raw.ACSQ_START, np.uint16), np.array(raw.ACSQ_END, np.uint16)
+assert (raw.ACSQ_START, raw.ACSQ_END) == (0, 1) and records.STATE_END - records.STATE_START == 1

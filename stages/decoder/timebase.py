@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 _LOG_LINE = re.compile(r"^\s*([A-Za-z_]+)\s*:\s*(-?\d+)\s*$")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_INT64, _UINT64 = np.dtype(np.int64), np.dtype(np.uint64)
+_UNKNOWN = object()  # not worked out yet (None: worked out, and not known)
+_HOST_KEY = ("host", 0)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Clock:
     """ns = mono0 + (ticks − cnt0) / freq, then + local offset."""
 
@@ -21,14 +27,32 @@ class Clock:
     mono0: int = 0
     local_offset: int = 0
 
+    @cached_property
+    def _multiply_add(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(scale, shift) with ns = ticks × scale + shift, when a tick is a whole number of ns and the shift
+        fits in int64 (int64 arithmetic wraps, so this equals the step-by-step form bit for bit). 0-d arrays:
+        numpy takes them in faster than Python ints."""
+        scale, rest = divmod(1_000_000, self.freq_khz)
+        shift = self.mono0 + self.local_offset - self.cnt0 * scale
+        if rest or not _INT64_MIN <= shift <= _INT64_MAX:
+            return None
+        return np.array(scale, np.int64), np.array(shift, np.int64)
+
     def to_local_ns(self, ticks: np.ndarray) -> np.ndarray:
-        delta = ticks.astype(np.int64) - np.int64(self.cnt0)
-        if self.freq_khz == 1_000_000:
-            ns = delta
-        else:
-            whole, rest = np.divmod(delta, self.freq_khz)
-            ns = whole * 1_000_000 + (rest * 1_000_000) // self.freq_khz
-        result: np.ndarray = ns + np.int64(self.mono0 + self.local_offset)
+        counts = ticks.view(_INT64) if ticks.dtype == _UINT64 else ticks.astype(_INT64)
+        fast = self._multiply_add
+        if fast is not None:
+            scale, shift = fast
+            if scale == 1:
+                shifted: np.ndarray = counts + shift
+                return shifted
+            ns: np.ndarray = counts * scale
+            ns += shift
+            return ns
+        delta = counts - np.int64(self.cnt0)
+        whole, rest = np.divmod(delta, self.freq_khz)
+        result: np.ndarray = whole * 1_000_000 + (rest * 1_000_000) // self.freq_khz + np.int64(
+            self.mono0 + self.local_offset)
         return result
 
     def duration_ns(self, ticks: int) -> int:
@@ -72,9 +96,18 @@ class TimeBase:
     """Everything learned from the control files of one PROF directory."""
 
     files: dict[str, str] = field(default_factory=dict)
+    # Clocks and platforms derived from ``files``, asked for on every chunk: worked out once per control file learned.
+    _derived: dict[tuple[str, int], Clock | int | None] = field(default_factory=dict, repr=False, compare=False)
 
     def learn(self, rel_path: str, text: str) -> None:
         self.files[rel_path] = text
+        self._derived.clear()
+
+    def _cached(self, key: tuple[str, int], derive: Callable[[int], Any], device: int) -> Any:
+        value = self._derived.get(key, _UNKNOWN)
+        if value is _UNKNOWN:
+            value = self._derived[key] = derive(device)
+        return value
 
     def _json(self, rel: str) -> dict:
         try:
@@ -91,6 +124,16 @@ class TimeBase:
             return None
 
     def host_clock(self) -> Clock | None:
+        return self._cached(_HOST_KEY, lambda _: self._host_clock(), 0)
+
+    def legacy_host_clock(self, device: int) -> Clock | None:
+        """Clock of the legacy host records in device_N/data (AclModule, Framework, Runtime; spec §1.5)."""
+        return self._cached(("legacy", device), self._legacy_host_clock, device)
+
+    def device_clock(self, device: int) -> Clock | None:
+        return self._cached(("device", device), self._device_clock, device)
+
+    def _host_clock(self) -> Clock | None:
         if "host/start_info" not in self.files or "host/host_start.log" not in self.files:
             return None
         offset = self._offset("host/start_info")
@@ -102,19 +145,17 @@ class TimeBase:
         log = _log_values(self.files["host/host_start.log"])
         return Clock(khz, log.get("cntvct", 0), _host_monotonic(log, khz), offset)
 
-    def legacy_host_clock(self, device: int) -> Clock | None:
-        """Clock of the legacy host records in device_N/data (AclModule, Framework, Runtime; spec §1.5).
-
-        CANN ≤ 6 stamped them in host CLOCK_MONOTONIC_RAW ns (msprof's parser of that era divided their
-        durations by 1000 for µs and used them as timeline µs as they are), so only the local offset is
-        needed: the device folder's start_info, else the host's.
+    def _legacy_host_clock(self, device: int) -> Clock | None:
+        """Only a local offset: CANN ≤ 6 stamped them in host CLOCK_MONOTONIC_RAW ns (msprof's parser of that
+        era divided their durations by 1000 for µs and used them as timeline µs as they are). The offset is
+        the device folder's start_info, else the host's.
         """
         offset = self._offset(f"device_{device}/start_info.{device}")
         if offset is None:
             offset = self._offset("host/start_info")
         return None if offset is None else Clock(local_offset=offset)
 
-    def device_clock(self, device: int) -> Clock | None:
+    def _device_clock(self, device: int) -> Clock | None:
         folder = f"device_{device}"
         needed = (f"{folder}/info.json.{device}", f"{folder}/dev_start.log.{device}",
                   f"{folder}/host_start.log.{device}")
@@ -132,6 +173,14 @@ class TimeBase:
         info_json = self._json(f"{folder}/info.json.{device}")
         host_khz = _host_khz(info_json if info_json.get("CPU") else self._json("host/info.json"))
         return Clock(khz, dev_log.get("cntvct", 0), _host_monotonic(host_log, host_khz), offset)
+
+    def platform(self, device: int) -> int:
+        """The device's platform_version (1 when not given)."""
+        platform: int = self._cached(("platform", device), self._platform, device)
+        return platform
+
+    def _platform(self, device: int) -> int:
+        return int(self.device_info(device).get("platform_version") or 1)
 
     def device_info(self, device: int) -> dict:
         info = self._json(f"device_{device}/info.json.{device}")

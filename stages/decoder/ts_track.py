@@ -20,6 +20,7 @@ from stages.decoder.timebase import Clock
 from stages.formats import raw
 
 Reject = Callable[[str, int, bytes], None]
+_STREAM_ID_BITS = np.array(0x7FF, np.uint16)  # mod 2048, as a 0-d array: numpy takes it in faster than an int
 
 # tag → (raw layout, decoded kind, fields copied as they are besides stream id and time)
 _TAGS: dict[int, tuple[np.dtype, str, tuple[str, ...]]] = {
@@ -35,28 +36,39 @@ _TAGS: dict[int, tuple[np.dtype, str, tuple[str, ...]]] = {
 def decode_ts_track(body: bytes, device: int, clock: Clock, reject: Reject,
                     chip_v6: bool = False) -> list[tuple[str, np.ndarray]]:
     """Every record of a chunk, split by tag into decoded arrays (unknown tags rejected)."""
-    tags = np.frombuffer(body, dtype=raw.TS_STEP_TRACE)["tag"]
-    unknown = ~np.isin(tags, list(_TAGS))
-    if unknown.any():
-        rows = np.frombuffer(body, dtype=raw.TS_STEP_TRACE)[unknown]
-        reject("ts_track: unknown record tag", int(unknown.sum()), rows.tobytes())
+    arr = np.frombuffer(body, dtype=raw.TS_STEP_TRACE)
+    tags = np.ascontiguousarray(arr["tag"])
+    tag_bytes = tags.tobytes()
+    if tag_bytes.count(tag_bytes[:1]) == len(tag_bytes):  # the usual case: one tag throughout
+        counts = dict.fromkeys(_TAGS, 0) | {tag_bytes[0]: len(tag_bytes)}
+    else:
+        per_tag = np.bincount(tags).tolist()
+        counts = {tag: per_tag[tag] if tag < len(per_tag) else 0 for tag in _TAGS}
+    if sum(counts[tag] for tag in _TAGS) < len(tags):
+        unknown = ~np.isin(tags, list(_TAGS))
+        reject("ts_track: unknown record tag", int(unknown.sum()), records.pick(arr, unknown).tobytes())
+    ts = clock.to_local_ns(arr["timestamp"])  # at the same offset in every layout
     outputs: list[tuple[str, np.ndarray]] = []
     for tag, (layout, kind, fields) in _TAGS.items():
-        selected = tags == tag
-        if not selected.any():
+        if not counts[tag]:
             continue
         if chip_v6 and tag == raw.TS_TAG_STEP_TRACE:
             layout = raw.TS_STEP_TRACE_V6
-        arr = np.frombuffer(body, dtype=layout)[selected]
-        out = np.zeros(len(arr), records.DTYPES[kind])
-        out["device_id"] = device
-        out["stream_id"] = arr["stream_id"] % 2048
-        out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
-        for name in fields:
-            out[name] = arr[name]
+        rows, rows_ts, keep = np.frombuffer(body, dtype=layout), ts, None
+        if counts[tag] < len(rows):
+            which = tags == tag
+            if counts[tag] * 2 > len(rows):  # most records: decoded among the others (no copy), which are dropped after
+                keep = which
+            else:  # a few records: picked first
+                rows, rows_ts = records.pick(rows, which), ts[which]
+        out = records.blank(records.DTYPES[kind], len(rows), device)
+        out["ts_ns"] = rows_ts
+        records.copy_fields(out, rows, fields)
         if tag == raw.TS_TAG_BLOCK_NUM:
-            out["stream_id"], out["task_id"] = _stars_ids(arr["stream_id"], arr["task_id"])
-        outputs.append((kind, out))
+            out["stream_id"], out["task_id"] = _stars_ids(rows["stream_id"], rows["task_id"])
+        else:
+            out["stream_id"] = rows["stream_id"] & _STREAM_ID_BITS
+        outputs.append((kind, out if keep is None else records.pick(out, keep)))
     return outputs
 
 

@@ -8,6 +8,7 @@ written, the last slices closed with `.done`, end_info written, and the truth fi
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import Counter
@@ -29,6 +30,7 @@ AIC_METRICS = tuple(PMU_EVENT_SETS)  # --aic-metrics choices (spec §1.9)
 MIN_SLICE_BYTES = 1024
 TRUTH_REFRESH_NS = 1_000_000_000
 POLL_S = 0.01
+_RECORDS_PER_S = re.compile(r"(\d+(?:\.\d*)?)([kKmM]?)")
 
 log = structlog.get_logger()
 
@@ -58,8 +60,7 @@ class Simulation:
         if sleep_ms < 0:
             raise ValueError(f"sleep_ms must be >= 0, not {sleep_ms}")
         self.model, self.sleep_ms = cast(Model, model), sleep_ms
-        if rate not in ("realtime", "max"):
-            raise ValueError(f"rate must be 'realtime' or 'max', not {rate!r}")
+        self.records_per_s = records_per_second(rate)
         if iterations < 0 or burst_ms < 1 or slice_bytes < MIN_SLICE_BYTES:
             raise ValueError(f"need iterations >= 0, burst_ms >= 1, slice_bytes >= {MIN_SLICE_BYTES}")
         self.out_dir = Path(out_dir)
@@ -119,9 +120,12 @@ class Simulation:
         return writer.prof_dir
 
     def _advance(self, now_ns: int) -> None:
-        """Write every burst whose boundary simulated time has passed, pacing to wall time if realtime."""
+        """Write every burst whose boundary simulated time has passed, pacing to wall time if realtime, or
+        to the records written so far at a fixed rate of records per second."""
         while self._next_burst <= now_ns and not self.stopped():
             if self.rate == "realtime" and not self._wait_until(self._next_burst):
+                return
+            if self.records_per_s and not self._sleep_until(self._wall0 + self.records_written / self.records_per_s):
                 return
             self.records_written += self._writer.flush_until(self._next_burst)
             if self._next_burst >= self._next_truth:
@@ -131,7 +135,10 @@ class Simulation:
 
     def _wait_until(self, mono_ns: int) -> bool:
         """Sleep until wall time catches up with simulated `mono_ns`; False if asked to stop."""
-        due = self._wall0 + (mono_ns - self._board.tb.host_mono0) / 1e9
+        return self._sleep_until(self._wall0 + (mono_ns - self._board.tb.host_mono0) / 1e9)
+
+    def _sleep_until(self, due: float) -> bool:
+        """Sleep until time.monotonic() reaches ``due``; False if asked to stop."""
         while (left := due - time.monotonic()) > 0:
             if self.stopped():
                 return False
@@ -143,6 +150,16 @@ class Simulation:
         truth.records = Counter(self._writer.record_counts())
         truth.slices = Counter(self._writer.slice_counts())
         truth.write(self.out_dir / TRUTH_FILE, self._writer.prof_dir, self.chip, complete)
+
+
+def records_per_second(rate: str) -> float | None:
+    """Records per second of a fixed rate ("100k", "2.5M", "50000"); None for "realtime" and "max"."""
+    if rate in ("realtime", "max"):
+        return None
+    match = _RECORDS_PER_S.fullmatch(str(rate).strip())
+    if match is None or float(match.group(1)) <= 0:
+        raise ValueError(f"rate must be 'realtime', 'max' or records per second such as '100k', not {rate!r}")
+    return float(match.group(1)) * {"": 1.0, "k": 1e3, "m": 1e6}[match.group(2).lower()]
 
 
 def simulate(out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rate = "realtime", seed: int = 0,

@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from pipeline.stage import Batch, Source, StageConfig, StageContext
-from stages.simulator.run import MIN_SLICE_BYTES, Simulation, simulate
+from stages.simulator.run import MIN_SLICE_BYTES, Simulation, records_per_second, simulate
 from stages.simulator.workload import Model
 
 __all__ = ["SimulatorStage", "simulate"]
@@ -41,7 +41,7 @@ class SimulatorStage(Source):
         chip: Literal["mini", "cloud", "910b", "v6"] = "mini"  # Ascend 310 (TS timeline), 910 (HWTS), 910B (STARS), v6
         mode: Literal["launch", "static"] = "launch"  # op info at every launch, or once at model load (.om)
         iterations: int = Field(200, ge=0)  # images to run; 0 = until stopped
-        rate: Literal["realtime", "max"] = "realtime"  # pace to wall time, or write as fast as possible
+        rate: str = "realtime"  # pace to wall time, write as fast as possible ("max"), or records/s ("100k")
         seed: int = 0  # same seed, same records
         slice_bytes: int = Field(2 * 1024 * 1024, ge=MIN_SLICE_BYTES)  # slice rotation size
         output: str = "board"  # folder that receives PROF_…/ and simulator_truth.json; relative to the run
@@ -50,6 +50,12 @@ class SimulatorStage(Source):
         layout: Literal["current", "legacy"] = "current"  # legacy = CANN 5/6 AclModule/Framework/Runtime files
         model: Model = "face_mask_ssd"  # workload variant: face_mask_ssd, face_mask_ssd_mish, face_mask_ssd_fused
         sleep_ms: int = Field(0, ge=0)  # the app's sleep inside its model-load msproftx range (seed 004)
+
+        @field_validator("rate")
+        @classmethod
+        def _known_rate(cls, rate: str) -> str:
+            records_per_second(rate)  # raises ValueError with the accepted forms
+            return rate
 
     def __init__(self, config: Any, ctx: StageContext) -> None:
         if not isinstance(config, SimulatorStage.Config):

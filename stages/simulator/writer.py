@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 import threading
 from pathlib import Path
-from typing import Literal
 
 from stages.simulator import control
 from stages.simulator.board import Emission, Layout, device_streams, host_streams
@@ -27,7 +26,7 @@ from stages.simulator.slices import SliceStream, write_done
 from stages.simulator.timebase import TimeBase
 
 _PROF_DIR = re.compile(r"^PROF_\d{6}_")
-Rate = Literal["realtime", "max"]
+Rate = str  # "realtime", "max", or records per second: "100k", "2.5M", "50000" (run.records_per_second)
 
 
 def next_job_index(out_dir: Path) -> int:

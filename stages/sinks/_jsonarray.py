@@ -28,6 +28,27 @@ class JsonArrayFile:
         self.guard.attempt(path, self._create, self._discard)
         self._size = len(_EMPTY)
 
+    @classmethod
+    def reopen(cls, path: Path, size: int, count: int, guard: OutputGuard | None = None) -> JsonArrayFile:
+        """The file as it was when it held ``count`` elements in ``size`` bytes (crash recovery): what was
+        appended later is cut off and the array closed again (retried while the disk refuses it)."""
+        reopened = cls.__new__(cls)
+        reopened.path = path
+        reopened.guard = guard or OutputGuard()
+        reopened._fd = -1
+        reopened._size = size
+        reopened.count = count
+        ending = _END if count else _EMPTY
+
+        def cut_back() -> None:
+            if reopened._fd < 0:
+                reopened._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            os.ftruncate(reopened._fd, size)
+            pwrite_all(reopened._fd, ending, size - len(ending), path)
+
+        reopened.guard.attempt(path, cut_back)
+        return reopened
+
     def _create(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)

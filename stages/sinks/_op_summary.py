@@ -7,7 +7,8 @@ at every moment. ``Task Wait Time(us)`` is computed per device from the previous
 At close the rows are sorted by (Device_id, start) with an external merge sort (bounded
 memory: ``chunk_rows`` rows at a time), the wait time is recomputed over the sorted order, and
 every output file is replaced atomically (temp file + ``os.replace``); more than ``max_rows``
-rows become ``op_summary_slice_{k}_{ts}``, k from 0, as msprof names them.
+rows become ``op_summary_slice_{k}_{ts}``, k from 0, as msprof names them. Crash recovery works as
+for the other tables (:mod:`._table`: checkpoint, resume, a commit of the sorted files).
 
 Writes go through the stage's :class:`~pipeline.output_guard.OutputGuard`, as in :mod:`._table`: a
 full or read-only disk pauses them, and the sort at close starts over once it takes writes again.
@@ -20,6 +21,7 @@ import os
 from collections.abc import Iterable, Iterator
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 from pipeline.output_guard import OutputGuard
 from stages.sinks._format import NA, us, us_to_ns
@@ -28,11 +30,16 @@ from stages.sinks._table import (
     MERGE_FAN_IN,
     TICK_ROWS,
     AtomicText,
+    Commit,
+    commit_of,
     create_with_header,
     csv_cell,
+    cut_back,
+    live_end,
     merge_runs,
     remove,
     remove_temporaries,
+    remove_unlisted,
     slice_name,
     write_atomic,
     write_run,
@@ -203,13 +210,21 @@ class OpSummaryWriter:
 
     def finish(self) -> list[Path]:
         """Sort, recompute wait times, replace the live files; returns the final files."""
+        self.guard.attempt(self.directory, self.sorted_commit().apply)  # applied again after a pause
+        return self.files
+
+    def sorted_commit(self) -> Commit:
+        """Sort and recompute wait times into temp files; applying the commit replaces the live files."""
         self._close_current()
         if not self.rows:
-            return []
-        return self.guard.attempt(self.directory, self._sort_files,
-                                  lambda: remove_temporaries(self.directory, "op_summary", self.timestamp, "run"))
+            return Commit()
+        written = self.guard.attempt(self.directory, self._sort_files,
+                                     lambda: remove_temporaries(self.directory, "op_summary", self.timestamp, "run"))
+        commit = commit_of(written, self.files)
+        self.files = [path for _, path in written]
+        return commit
 
-    def _sort_files(self) -> list[Path]:
+    def _sort_files(self) -> list[tuple[Path, Path]]:
         """The live files are re-read every time, so a sort the disk interrupted starts over from them."""
         runs: list[Path] = []
         try:
@@ -220,13 +235,28 @@ class OpSummaryWriter:
                 for group in groups:
                     remove(group)
             merged = merge_runs(runs, KEY_FIELDS) if runs else iter(tail)
-            final = self._write_sorted(merged)
+            return self._write_sorted(merged)
         finally:
             remove(runs)  # also the runs of an attempt that failed half-way
-        for stale in set(self.files) - set(final):
-            stale.unlink(missing_ok=True)
-        self.files = final
-        return final
+
+    # -- crash recovery ---------------------------------------------------------------------
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The writer's state and where the current file ends."""
+        state = {key: value for key, value in vars(self).items() if key not in ("_fd", "_json", "guard")}
+        return {"state": state, "end": live_end(self._fd, self._json)}
+
+    @classmethod
+    def resume(cls, saved: dict[str, Any], guard: OutputGuard | None = None) -> OpSummaryWriter:
+        """The writer at its checkpoint: files begun later removed, the current one cut back to its end then."""
+        writer = cls.__new__(cls)
+        vars(writer).update(saved["state"])
+        writer.guard = guard or OutputGuard()
+        remove_unlisted(writer.directory.glob(f"op_summary_*{writer.timestamp}.{writer.codec.suffix}"), writer.files)
+        header = writer.codec.header_text() if isinstance(writer.codec, CsvCodec) else None
+        writer._fd, writer._json = cut_back(writer.files, saved["end"], header, writer._rows_in_file,
+                                            writer.max_rows, writer.guard)
+        return writer
 
     # -- internals --------------------------------------------------------------------------
 
@@ -270,8 +300,8 @@ class OpSummaryWriter:
         self._runs_made += 1
         return write_run(self.directory / f".op_summary_{self.timestamp}.run{self._runs_made}", rows)
 
-    def _write_sorted(self, rows: Iterator[Row]) -> list[Path]:
-        """Stream sorted rows into the final files, ``max_rows`` per file, renamed into place together."""
+    def _write_sorted(self, rows: Iterator[Row]) -> list[tuple[Path, Path]]:
+        """Stream sorted rows into temp files, ``max_rows`` per file: (temp, final name) of each."""
         return write_sorted_files(lambda done: self._write_sorted_rows(rows, done))
 
     def _write_sorted_rows(self, rows: Iterator[Row], done: list[AtomicText]) -> None:

@@ -13,6 +13,11 @@ Every write goes through the sink's :class:`~pipeline.output_guard.OutputGuard`:
 read-only disk a live append is cut back and retried, a spilled run is written again, and the sort at
 close starts over (its temp files removed; the live files are replaced only once every sorted file is
 complete), so a pause never leaves a row twice, half a row, or a row lost.
+
+Crash recovery: :meth:`SortedTable.checkpoint` records where the live files end, :meth:`SortedTable.resume`
+cuts them back there (:func:`cut_back`). The sorted files are all written under temp names before any
+replaces a live file (a :class:`Commit`), so a sink that records the commit first can finish it after a
+crash instead of sorting files that are half replaced.
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ import json
 import os
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator
+from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 from pipeline.output_guard import OutputGuard, check_fault_cue, write_all
 from stages.sinks._format import NA
@@ -96,22 +103,91 @@ class AtomicText:
         self._out = open(self.temp, "w", encoding="utf-8", newline="\n")
         self.write = self._out.write
 
-    def complete(self, ending: str) -> None:
+    def complete(self, ending: str) -> tuple[Path, Path]:
+        """Complete the temp file and leave it there: (temp, final name), for a :class:`Commit`."""
         self._out.write(ending)
         check_fault_cue(self.temp)
         self._out.close()
+        return self.temp, self.path
 
     def close(self) -> None:
         self._out.close()
 
-    def commit(self) -> Path:
-        os.replace(self.temp, self.path)
-        return self.path
+
+@dataclass
+class Commit:
+    """Sorted files under temp names and the live files they replace; applying it twice is harmless."""
+
+    renames: list[tuple[str, str]] = field(default_factory=list)  # (temp, final)
+    stale: list[str] = field(default_factory=list)  # live files no sorted file replaces, spilled runs
+
+    def apply(self) -> None:
+        for temp, final in self.renames:
+            if os.path.exists(temp):
+                os.replace(temp, final)
+        for path in self.stale:
+            Path(path).unlink(missing_ok=True)
+
+    def __add__(self, other: Commit) -> Commit:
+        return Commit(self.renames + other.renames, self.stale + other.stale)
 
 
-def write_sorted_files(write: Callable[[list[AtomicText]], None]) -> list[Path]:
-    """Run ``write`` (which opens, fills and completes AtomicTexts into the list it gets), then rename
-    them all into place: a failed write leaves the live files as they were."""
+def commit_of(written: list[tuple[Path, Path]], live: list[Path], spilled: Iterable[Path] = ()) -> Commit:
+    final = {path for _, path in written}
+    return Commit([(str(temp), str(path)) for temp, path in written],
+                  [str(old) for old in live if old not in final] + [str(run) for run in spilled])
+
+
+def remove_unlisted(found: Iterable[Path], keep: Collection[Path]) -> None:
+    """Files a table began after its checkpoint."""
+    for path in found:
+        if path not in keep:
+            path.unlink(missing_ok=True)
+
+
+def cut_back(files: list[Path], end: int | tuple[int, int] | None, header: str | None, rows_in_file: int,
+             max_rows: int, guard: OutputGuard) -> tuple[int, JsonArrayFile | None]:
+    """A live table's files as they were at a checkpoint, the current one reopened: (fd, JSON file).
+
+    ``header`` is the CSV header line then (None: JSON arrays, cut to ``end`` = (size, count) and closed
+    again). A CSV file is truncated to ``end``; when columns were added since (every file rewritten with
+    ``N/A`` cells appended), each file is cut back to its rows then and those cells dropped. A disk that
+    refuses it pauses here."""
+    if end is None or not files:
+        return -1, None
+    current = files[-1]
+    if header is None:
+        assert isinstance(end, tuple)
+        size, count = end
+        return -1, JsonArrayFile.reopen(current, size, count, guard)
+    with open(current, encoding="utf-8", newline="\n") as live:
+        on_disk = live.readline()
+    if on_disk == header:
+        assert isinstance(end, int)
+        guard.attempt(current, lambda: os.truncate(current, end))
+    else:
+        pad = ",N/A" * (on_disk.count(",") - header.count(","))
+        for index, path in enumerate(files):
+            keep = rows_in_file if index == len(files) - 1 else max_rows
+            lines: list[str] = []
+            for line in _csv_lines(path):
+                if len(lines) == keep:
+                    break
+                lines.append((line[: -len(pad)] if pad and line.endswith(pad) else line) + "\n")
+            write_atomic(path, chain([header], lines), guard)
+    return guard.attempt(current, lambda: os.open(current, os.O_WRONLY | os.O_APPEND)), None
+
+
+def live_end(fd: int, json_file: JsonArrayFile | None) -> int | tuple[int, int] | None:
+    """Where the current live file ends (a checkpoint's position)."""
+    if json_file is not None:
+        return json_file.size, json_file.count
+    return os.fstat(fd).st_size if fd >= 0 else None
+
+
+def write_sorted_files(write: Callable[[list[AtomicText]], None]) -> list[tuple[Path, Path]]:
+    """Run ``write`` (which opens, fills and completes AtomicTexts into the list it gets): (temp, final name)
+    of each, for a :class:`Commit`. A failed write closes them and leaves the live files as they were."""
     done: list[AtomicText] = []
     try:
         write(done)
@@ -122,7 +198,7 @@ def write_sorted_files(write: Callable[[list[AtomicText]], None]) -> list[Path]:
             except OSError:
                 pass
         raise
-    return [text.commit() for text in done]
+    return [(text.temp, text.path) for text in done]
 
 
 def remove_temporaries(directory: Path, module: str, timestamp: str, runs: str) -> None:
@@ -217,24 +293,43 @@ class SortedTable:
         self._fd = self.guard.attempt(self.files[-1], lambda: os.open(self.files[-1], os.O_WRONLY | os.O_APPEND))
 
     def finish(self) -> list[Path]:
-        """Sort, replace the live files with the final ones; returns them. A full disk pauses the sort,
-        which then starts over from the same runs."""
+        """Sort, replace the live files with the final ones; returns them."""
+        self.guard.attempt(self.directory, self.sorted_commit().apply)  # applied again after a pause
+        return self.files
+
+    def sorted_commit(self) -> Commit:
+        """Sort into temp files; applying the commit replaces the live files and removes the spilled runs
+        (kept until then: a restart from a checkpoint needs them). A full disk pauses the sort, which then
+        starts over from the same runs."""
         self._close_current()
         if not self.rows:
-            return []
-        if self._runs and self._chunk:
-            self._spill()
-        try:
-            final = self.guard.attempt(self.directory, self._sort_files,
-                                       lambda: remove_temporaries(self.directory, self.module, self.timestamp, "merge"))
-        finally:
-            remove(self._runs)
-            self._runs = []
-            self._chunk = []
-        for stale in set(self.files) - set(final):
-            stale.unlink(missing_ok=True)
-        self.files = final
-        return final
+            return Commit()
+        spilled = list(self._runs)
+        written = self.guard.attempt(self.directory, self._sort_files,
+                                     lambda: remove_temporaries(self.directory, self.module, self.timestamp, "merge"))
+        commit = commit_of(written, self.files, spilled)
+        self.files = [path for _, path in written]
+        self._runs, self._chunk = [], []
+        return commit
+
+    # -- crash recovery ---------------------------------------------------------------------
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The table's state (rows not yet spilled, the runs spilled) and where the current file ends."""
+        state = {key: value for key, value in vars(self).items() if key not in ("_fd", "_json", "guard")}
+        return {"state": state, "end": live_end(self._fd, self._json)}
+
+    @classmethod
+    def resume(cls, saved: dict[str, Any], guard: OutputGuard | None = None) -> SortedTable:
+        """The table at its checkpoint: files and runs begun later removed, the current file cut back."""
+        table = cls.__new__(cls)
+        vars(table).update(saved["state"])
+        table.guard = guard or OutputGuard()
+        remove_unlisted(table.directory.glob(f"{table.module}_*{table.timestamp}.{table.suffix}"), table.files)
+        remove_unlisted(table.directory.glob(f".{table.module}_{table.timestamp}.run*"), table._runs)
+        table._fd, table._json = cut_back(table.files, saved["end"], table._header_text() if table.csv else None,
+                                          table._rows_in_file, table.max_rows, table.guard)
+        return table
 
     # -- internals --------------------------------------------------------------------------
 
@@ -253,23 +348,22 @@ class SortedTable:
     def _name(self, index: int, sliced: bool) -> Path:
         return slice_name(self.directory, self.module, self.timestamp, self.suffix, index, sliced)
 
-    def _sort_files(self) -> list[Path]:
+    def _sort_files(self) -> list[tuple[Path, Path]]:
+        """The sorted files under temp names. The spilled runs stay (a restart needs them, and a sort the disk
+        refused starts over from them); merges of runs are temporary, each level removed once merged again."""
         fields = self.key_fields + 1  # the key, then the row's width
         if not self._runs:
-            self._chunk.sort()
-            return self._write_sorted(self._chunk)
-        runs = self._runs  # the spilled runs stay until the sort has succeeded
+            return self._write_sorted(sorted(self._chunk))
+        runs = [*self._runs, *([write_run(self._run_path("merge"), sorted(self._chunk))] if self._chunk else [])]
         try:
             while len(runs) > MERGE_FAN_IN:
                 groups = [runs[i : i + MERGE_FAN_IN] for i in range(0, len(runs), MERGE_FAN_IN)]
                 merged = [write_run(self._run_path("merge"), merge_runs(group, fields)) for group in groups]
-                if runs is not self._runs:
-                    remove(runs)
+                remove(run for run in runs if run not in self._runs)
                 runs = merged
             return self._write_sorted(merge_runs(runs, fields))
         finally:
-            if runs is not self._runs:
-                remove(runs)
+            remove(run for run in runs if run not in self._runs)
 
     def _write_live(self, lines: list[str]) -> None:
         while lines:
@@ -320,7 +414,7 @@ class SortedTable:
         row = json.loads(line)
         return json.dumps({name: row.get(name, NA) for name in self.header}, ensure_ascii=False)
 
-    def _write_sorted(self, rows: Iterable[RunRow]) -> list[Path]:
+    def _write_sorted(self, rows: Iterable[RunRow]) -> list[tuple[Path, Path]]:
         return write_sorted_files(lambda done: self._write_sorted_rows(rows, done))
 
     def _write_sorted_rows(self, rows: Iterable[RunRow], done: list[AtomicText]) -> None:

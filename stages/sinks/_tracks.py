@@ -24,7 +24,9 @@ placed, and count what they changed.
 from __future__ import annotations
 
 import math
+from array import array
 from bisect import bisect_left, bisect_right
+from typing import Any
 
 
 def viewer_ns(ns: int) -> int:
@@ -115,6 +117,23 @@ class NestedTrack:
 
     def __len__(self) -> int:
         return len(self._spans)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Spans as flat integer arrays (a checkpoint pickles tens of thousands of them)."""
+        spans = self._spans
+        index = {id(span): i for i, span in enumerate(spans)}
+        parents = [-1 if span.parent is None else index[id(span.parent)] for span in spans]
+        return {"window_ns": self.window_ns, "adjusted": self.adjusted, "dropped": self.dropped,
+                "floor": self._floor, "max_start": self._max_start, "prune_at": self._prune_at,
+                "starts": array("q", [span.start for span in spans]), "ends": array("q", [span.end for span in spans]),
+                "parents": array("q", parents)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.window_ns, self.adjusted, self.dropped = state["window_ns"], state["adjusted"], state["dropped"]
+        self._floor, self._max_start, self._prune_at = state["floor"], state["max_start"], state["prune_at"]
+        self._spans = [_Span(start, end) for start, end in zip(state["starts"], state["ends"], strict=True)]
+        for span, parent in zip(self._spans, state["parents"], strict=True):
+            span.parent = None if parent < 0 else self._spans[parent]
 
     def place(self, start: int, end: int) -> tuple[int, int] | None:
         if end < start:

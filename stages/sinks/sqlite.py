@@ -26,12 +26,14 @@ half a batch, nor an id that points at a string that was never stored.
 from __future__ import annotations
 
 import copy
+import pickle
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
+from pipeline.checkpoint import pickle_state, restore_state
 from pipeline.output_guard import check_fault_cue
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
 from stages.schema import SymbolTable, unpack_rows
@@ -54,6 +56,14 @@ MARKER_EX = MSTX_EVENT_IDS["marker_ex"]
 MSTX_NO_CONNECTION = 4_000_000_000  # msprof's connectionId of an mstx event without a device task
 UNKNOWN_CHIP = "UNKNOWN"
 SCHEDULE_OP_SUFFIX = "AicpuKernel"  # msprof files such ops under COMMUNICATION_SCHEDULE_TASK_INFO
+ORPHAN_CONNECTION_IDS = 1 << 62
+# Crash recovery (snapshot/restore): how each table is cut back to a checkpoint. Rows of these tables go in
+# by rowid order; these others by an id the sink hands out in order; the enums and META_DATA never change
+# after open; any other table (run info, statistics, AICORE_FREQ: small, replaced or updated in place) is
+# saved whole.
+APPENDED_BY_ROWID = ("TASK", "TASK_PMU_INFO", "MSTX_EVENTS")
+APPENDED_BY_TASK_ID = ("COMPUTE_TASK_INFO", "COMMUNICATION_SCHEDULE_TASK_INFO")
+FIXED_AT_OPEN = frozenset({"META_DATA", *msdb.ENUMS})
 
 
 class SqliteSink(Sink):
@@ -77,7 +87,8 @@ class SqliteSink(Sink):
         self._symbol_ids: dict[int, int] = {}  # our symbol id -> STRING_IDS id
         self._new_strings: list[tuple[int, str]] = []
         self._next_task_id = 0
-        self._orphan_connection_id = 1 << 62
+        self._orphan_connection_id = ORPHAN_CONNECTION_IDS
+        self._api_max_connection_id = -1  # of the ids the aggregator gave (crash recovery cuts CANN_API there)
         self._pmu_names: dict[tuple[tuple[str, ...], bool], list[tuple[int, float] | None]] = {}
         self._record_span: tuple[int, int] | None = None  # earliest start, latest end of the rows written
         self._session_row: tuple[int, int] | None = None
@@ -143,7 +154,8 @@ class SqliteSink(Sink):
             task_id, span, session, created = self._next_task_id, self._record_span, self._session_row, set(
                 self._created)
             aicore_freq = copy.deepcopy(self._aicore_freq)
-            orphan_id, counts = self._orphan_connection_id, dict(self.counts)
+            orphan_id, api_max_id = self._orphan_connection_id, self._api_max_connection_id
+            counts = dict(self.counts)
             try:
                 with conn:  # one transaction per batch: commit, or roll back and forget new ids
                     conn.execute("BEGIN")  # a new table commits with its first rows (no empty table is ever seen)
@@ -160,7 +172,7 @@ class SqliteSink(Sink):
                 self._next_task_id, self._record_span, self._session_row = task_id, span, session
                 self._created = created  # the rolled-back transaction's CREATEs are undone too
                 self._aicore_freq = aicore_freq
-                self._orphan_connection_id, self.counts = orphan_id, counts
+                self._orphan_connection_id, self._api_max_connection_id, self.counts = orphan_id, api_max_id, counts
                 raise
             finally:
                 self._new_strings = []
@@ -181,6 +193,66 @@ class SqliteSink(Sink):
 
     def accounting(self) -> dict[str, int]:
         return {**self.counts, "strings": len(self._string_ids)}
+
+    # -- crash recovery -------------------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        """Every batch is a committed transaction: the checkpoint is where each table ends now (the small
+        tables that are replaced or updated in place: their rows)."""
+        tables = _tables(self.conn) if self.conn is not None else set()
+        ends: dict[str, int] = {}
+        rows: dict[str, list[tuple[Any, ...]]] = {}
+        for name in tables - FIXED_AT_OPEN:
+            assert self.conn is not None
+            if name in APPENDED_BY_ROWID:
+                ends[name] = self.conn.execute(f"SELECT coalesce(max(rowid), 0) FROM {name}").fetchone()[0]
+            elif name not in (*APPENDED_BY_TASK_ID, "STRING_IDS", "CANN_API"):
+                rows[name] = self.conn.execute(f"SELECT rowid, * FROM {name}").fetchall()
+        return pickle.dumps({"state": pickle_state(self, skip=("conn",)), "open": self.conn is not None,
+                             "tables": tables, "ends": ends, "rows": rows})
+
+    def restore(self, state: bytes) -> None:
+        """Reopen the database as it was at the checkpoint: tables created later dropped, rows written later
+        deleted, the small tables put back. The batches replayed after it then go in once."""
+        saved = pickle.loads(state)
+        restore_state(self, saved["state"])
+        if not saved["open"]:
+            return  # not opened yet: open() will start it
+        tables: set[str] = saved["tables"]
+
+        def cut_back() -> sqlite3.Connection:
+            conn = sqlite3.connect(self.path)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                with conn:
+                    conn.execute("BEGIN")
+                    self._cut_back(conn, tables, saved)
+            except BaseException:
+                conn.close()
+                raise
+            return conn
+
+        self.conn = self.ctx.output_guard.attempt(self.path, cut_back)  # a full disk waits here too
+
+    def _cut_back(self, conn: sqlite3.Connection, tables: set[str], saved: dict[str, Any]) -> None:
+        for later in sorted(_tables(conn) - tables):
+            conn.execute(f"DROP TABLE {later}")
+        for name, end in saved["ends"].items():
+            conn.execute(f"DELETE FROM {name} WHERE rowid > ?", (end,))
+        for name in APPENDED_BY_TASK_ID:
+            if name in tables:
+                conn.execute(f"DELETE FROM {name} WHERE globalTaskId >= ?", (self._next_task_id,))
+        conn.execute("DELETE FROM STRING_IDS WHERE id >= ?", (len(self._string_ids),))
+        if "CANN_API" in tables:
+            conn.execute("DELETE FROM CANN_API WHERE connectionId > ? AND connectionId <= ? OR connectionId > ?",
+                         (self._api_max_connection_id, ORPHAN_CONNECTION_IDS, self._orphan_connection_id))
+        for name, kept in saved["rows"].items():
+            conn.execute(f"DELETE FROM {name}")
+            if kept:
+                columns = ", ".join(("rowid", *msdb.TABLES[name].column_names))
+                conn.executemany(f"INSERT INTO {name} ({columns}) VALUES ({', '.join('?' * len(kept[0]))})",
+                                 kept)
 
     # -- tables and string ids ----------------------------------------------------------------
 
@@ -317,6 +389,8 @@ class SqliteSink(Sink):
             if connection_id is None:  # the primary key needs one: mint it far from the aggregator's
                 self._orphan_connection_id += 1
                 connection_id = self._orphan_connection_id
+            else:
+                self._api_max_connection_id = max(self._api_max_connection_id, connection_id)
             values.append((start, end, level_code(level), (pid << 32) | thread_id, connection_id, self._sym(name)))
             self._widen_span(start, end)
         inserted = self._insert(conn, msdb.CANN_API, values, "INSERT OR IGNORE")
@@ -366,3 +440,8 @@ class SqliteSink(Sink):
                            low / 1000, high / 1000, variance))
         self._replace(conn, msdb.API_STATISTIC, values)
         self.counts["statistic_snapshots"] += 1
+
+
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    return {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if not name.startswith("sqlite_")}

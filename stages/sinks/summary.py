@@ -26,12 +26,15 @@ latest snapshot.
 from __future__ import annotations
 
 import json
+import pickle
 import time
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
+from pipeline.checkpoint import pickle_state, restore_state
+from pipeline.checkpoint import write_atomic as write_checkpoint_file
 from pipeline.output_guard import OutputGuard
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
 from stages.schema import CONTEXT_ID_NONE, SymbolTable, unpack_rows
@@ -48,7 +51,7 @@ from stages.sinks._format import (
 )
 from stages.sinks._op_summary import OpSummaryWriter, op_summary_header
 from stages.sinks._summary_tables import TABLES, TABLES_BY_KIND, TableSpec
-from stages.sinks._table import SortedTable, csv_cell, write_atomic
+from stages.sinks._table import Commit, SortedTable, csv_cell, write_atomic
 
 OP_STATISTIC_HEADER = ["Device_id", "OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)",
                        "Avg Time(us)", "Max Time(us)", "Ratio(%)"]
@@ -127,6 +130,7 @@ class SummarySink(Sink):
         self._pending: dict[str, list[list[str]]] = {}
         self._last_refresh = float("-inf")
         self.counts = {"tasks_skipped": 0, "op_statistic_writes": 0, "api_statistic_writes": 0}
+        self._closed: dict[str, int] | None = None  # restored after its outputs were final: their accounting
 
     # -- stage interface -------------------------------------------------------------------
 
@@ -136,6 +140,8 @@ class SummarySink(Sink):
         self.ctx.output_guard.attempt(self.directory, lambda: self.directory.mkdir(parents=True, exist_ok=True))
 
     def write_batch(self, batch: Batch) -> None:
+        if self._closed is not None:
+            return  # a replayed batch its final files already hold
         learn_symbols(self.symbols, batch)
         if not self.timestamp:
             self.open()
@@ -151,19 +157,66 @@ class SummarySink(Sink):
             self._refresh(force=bool(batch.meta.get("final")))
 
     def flush(self) -> None:
-        self._refresh(force=False)
+        if self._closed is None:
+            self._refresh(force=False)
 
     def close(self) -> None:
+        if self._closed is not None:
+            return
         self._refresh(force=True)
-        if self.op_summary is not None:
-            self.op_summary.finish()
+        commit = self.op_summary.sorted_commit() if self.op_summary is not None else Commit()
         for table in self.tables.values():
-            table.finish()
+            commit += table.sorted_commit()
+        commit_file = self._commit_file()
+        guard = self.ctx.output_guard
+        if commit_file is not None:  # recorded first: a restart finishes this commit, never re-sorts
+            record = pickle.dumps({"commit": commit, "accounting": self.accounting()})
+            guard.attempt(commit_file, lambda: write_checkpoint_file(commit_file, record))
+        guard.attempt(self.directory, commit.apply)  # a read-only disk: done again after
 
     def accounting(self) -> dict[str, int]:
+        if self._closed is not None:
+            return dict(self._closed)
         rows = self.op_summary.rows if self.op_summary is not None else 0
         tables = {f"{module}_rows": self.tables[module].rows if module in self.tables else 0 for module in TABLES}
         return {"op_summary_rows": rows, **tables, **self.counts}
+
+    # -- crash recovery ---------------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        writer = self.op_summary.checkpoint() if self.op_summary is not None else None
+        tables = {module: table.checkpoint() for module, table in self.tables.items()}
+        return pickle.dumps({"state": pickle_state(self, skip=("op_summary", "tables")), "writer": writer,
+                             "tables": tables})
+
+    def restore(self, state: bytes) -> None:
+        """Every table cut back to the checkpoint; or, when this sink had already closed (its files are final
+        and hold everything), the commit finished and every replayed batch ignored."""
+        saved = pickle.loads(state)
+        restore_state(self, saved["state"])
+        guard = self.ctx.output_guard
+        guard.attempt(self.directory, lambda: self.directory.mkdir(parents=True, exist_ok=True))
+        commit_file = self._commit_file()
+        if commit_file is not None and commit_file.is_file():
+            record = pickle.loads(commit_file.read_bytes())
+            guard.attempt(self.directory, record["commit"].apply)
+            self._closed = record["accounting"]
+            return
+        suffix = self.config.format
+        if saved["writer"] is not None:
+            self.op_summary = OpSummaryWriter.resume(saved["writer"], guard)
+        else:
+            for later in self.directory.glob(f"op_summary_*{self.timestamp}.{suffix}"):
+                later.unlink()  # begun after the checkpoint
+        self.tables = {module: SortedTable.resume(table, guard) for module, table in saved["tables"].items()}
+        for module in set(TABLES) - set(self.tables):
+            for later in [*self.directory.glob(f"{module}_*{self.timestamp}.{suffix}"),
+                          *self.directory.glob(f".{module}_{self.timestamp}.run*")]:
+                later.unlink()
+
+    def _commit_file(self) -> Path | None:
+        state_dir = self.ctx.state_dir
+        return state_dir / f"{self.ctx.stage_id}.commit" if state_dir is not None else None
 
     # -- task_time, step_trace, msprof_tx, aicpu, l2_cache ----------------------------------
 

@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
+from pipeline.checkpoint import pickle_state, restore_state
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
 from stages.schema import SymbolTable, unpack_rows
 from stages.sinks._format import (
@@ -155,6 +157,35 @@ class TimelineSink(Sink):
             for path, target in zip(self.paths, final, strict=True):
                 self.ctx.output_guard.attempt(target, lambda: os.replace(path, target))  # noqa: B023 (called now)
             self.paths = final
+
+    snapshot_in_child = True  # the file's end is known in memory: a forked child may pickle the tracks
+
+    def snapshot(self) -> bytes:
+        """Tracks, names and counts, and where the current file ends (crash recovery)."""
+        if self._file is not None and self.config.fsync:
+            self._file.sync()
+        end = (self._file.size, self._file.count) if self._file is not None else None
+        return pickle.dumps({"state": pickle_state(self, skip=("_file",)), "end": end})
+
+    def restore(self, state: bytes) -> None:
+        """Files as they were at the checkpoint: later rotations removed, the current file cut back to its end
+        then and closed again as a JSON array."""
+        saved = pickle.loads(state)
+        restore_state(self, saved["state"])
+        if not self.paths:
+            return
+        directory = self.paths[-1].parent
+        for index, path in enumerate(self.paths):  # a close after the checkpoint gave them their slice names
+            final = directory / f"msprof_slice_{index}_{self.timestamp}.json"
+            if not path.exists() and final.exists():
+                os.replace(final, path)
+        for later in [*directory.glob(f"msprof_{self.timestamp}_*.json"),
+                      *directory.glob(f"msprof_slice_*_{self.timestamp}.json")]:
+            if later not in self.paths:
+                later.unlink(missing_ok=True)
+        if saved["end"] is not None:
+            size, count = saved["end"]
+            self._file = JsonArrayFile.reopen(self.paths[-1], size, count, self.ctx.output_guard)
 
     def accounting(self) -> dict[str, int]:
         adjusted = sum(t.adjusted for t in self._serial.values()) + sum(

@@ -142,3 +142,116 @@ def test_an_app_that_ended_without_a_directory_is_one_clear_error(tmp_path: Path
     collector = _collector(tmp_path / "profiling", tmp_path, end_marker="app_exit.json", wait_s=0)
     with pytest.raises(UserError, match="the application ended without writing a PROF_… directory"):
         list(collector.batches())
+
+
+SYMLINK = "symlink in the PROF directory not followed"
+
+
+def _raw(batches: list[Batch | None]) -> list[Batch]:
+    return [b for b in batches if b is not None and b.kind == "raw"]
+
+
+def test_symlinked_folders_and_control_files_are_counted_not_followed(tmp_path: Path) -> None:
+    prof = tmp_path / "PROF_1"
+    (prof / "host" / "data").mkdir(parents=True)
+    (prof / "host" / "data" / "unaging.api_event.data.slice_0").write_bytes(_api(2))
+    outside = tmp_path / "outside"
+    (outside / "data").mkdir(parents=True)
+    (outside / "data" / "unaging.api_event.data.slice_0").write_bytes(_api(5, first=100))
+    (outside / "sample.json").write_text("{}")
+    (prof / "device_0").symlink_to(outside)  # a device folder
+    (prof / "device_1").mkdir()
+    (prof / "device_1" / "data").symlink_to(outside / "data")  # a data folder
+    (prof / "host" / "sample.json").symlink_to(outside / "sample.json")  # a control file
+    collector = _collector(prof, tmp_path, follow=False)
+    batches = list(collector.batches())
+    assert sum(b.count for b in _raw(batches)) == 2
+    assert not [b for b in batches if b is not None and b.kind == "control" and "sample.json" in b.meta["path"]]
+    assert collector.ctx.rejected == {SYMLINK: 3}
+
+
+def test_a_slice_made_a_symlink_while_followed_is_not_read(tmp_path: Path) -> None:
+    data = tmp_path / "PROF_1" / "host" / "data"
+    data.mkdir(parents=True)
+    slice0 = data / "unaging.api_event.data.slice_0"
+    slice0.write_bytes(_api(2))
+    gen = _collector(tmp_path / "PROF_1", tmp_path).batches()
+    assert sum(b.count for b in _step(gen)) == 2
+    (tmp_path / "outside").write_bytes(_api(2) + _api(3, first=100))
+    slice0.unlink()
+    slice0.symlink_to(tmp_path / "outside")  # same name, now a link to more records
+    (data / "unaging.api_event.data.slice_1").write_bytes(_api(1, first=50))
+    (tmp_path / "PROF_1" / "host" / "end_info").write_text("{}")
+    rest = _raw(list(gen))
+    assert [b.body for b in rest] == [_api(1, first=50)]
+
+
+@pytest.mark.parametrize("change", ["shrink", "replace"])
+def test_a_slice_that_shrinks_or_is_replaced_is_counted_and_left(tmp_path: Path, change: str) -> None:
+    data = tmp_path / "PROF_1" / "host" / "data"
+    data.mkdir(parents=True)
+    slice0 = data / "unaging.api_event.data.slice_0"
+    slice0.write_bytes(_api(4))
+    collector = _collector(tmp_path / "PROF_1", tmp_path)
+    gen = collector.batches()
+    assert sum(b.count for b in _step(gen)) == 4
+    if change == "shrink":
+        with open(slice0, "r+b") as handle:
+            handle.truncate(40)
+    else:
+        (data / "new").write_bytes(_api(4) + _api(2, first=20))  # a copy with more: must not be shipped again
+        (data / "new").replace(slice0)
+    reason = "shrank while being read" if change == "shrink" else "was replaced while being read"
+    # The collector looks (a whole pass: it also pauses after each stream) before the slice grows again; a slice
+    # that shrinks and grows back past the offset read between two looks cannot be told from one that grew.
+    for _ in range(20):
+        assert _step(gen, until_raw=False) == []
+        if any(reason in r for r in collector.ctx.rejected):
+            break
+    with open(slice0, "ab") as handle:
+        handle.write(_api(6, first=30))
+    (data / "unaging.api_event.data.slice_1").write_bytes(_api(1, first=50))
+    (tmp_path / "PROF_1" / "host" / "end_info").write_text("{}")
+    rest = _raw(list(gen))
+    assert [b.body for b in rest] == [_api(1, first=50)]  # the next slice only: nothing twice
+    assert [(r, n) for r, n in collector.ctx.rejected.items() if reason in r] == [
+        (f"api_event: a slice {reason}{'' if change == 'shrink' else ' (another file under its name)'}; "
+         "the rest of it is not read", 1)]
+
+
+def test_a_missing_slice_does_not_stop_the_stream(tmp_path: Path) -> None:
+    data = tmp_path / "PROF_1" / "host" / "data"
+    data.mkdir(parents=True)
+    (data / "unaging.api_event.data.slice_0").write_bytes(_api(2))
+    (data / "unaging.api_event.data.slice_2").write_bytes(_api(3, first=10))  # slice_1 was deleted
+    collector = _collector(tmp_path / "PROF_1", tmp_path, follow=False)
+    assert sum(b.count for b in _raw(list(collector.batches()))) == 5
+    assert collector.ctx.rejected == {
+        "api_event: a slice is missing (deleted, or never written); the rest of it is not read": 1}
+
+
+def test_text_then_binary_aicpu_records_all_reach_the_end(tmp_path: Path) -> None:
+    """DATA_PREPROCESS.AICPU holds text lines or binary records; one frame call returns one form only, so the
+    collector frames until a call takes nothing more."""
+    device = tmp_path / "PROF_1" / "device_0"
+    (device / "data").mkdir(parents=True)
+    (device / "info.json.0").write_text('{"platform_version": "1"}')
+    binary = np.zeros(1, raw.AICPU_PROF)
+    binary["magic"], binary["data_tag"] = raw.HOST_MAGIC, raw.AICPU_DATA_TAG
+    line = b"Node:op_1, Run start:1 1, Run end:2 2"
+    (device / "data" / "DATA_PREPROCESS.AICPU.0.slice_0").write_bytes(line + b"\0" + binary.tobytes() * 2)
+    batches = _raw(list(_collector(tmp_path / "PROF_1", tmp_path, follow=False).batches()))
+    assert [(b.count, b.body) for b in batches] == [(1, line), (2, binary.tobytes() * 2)]
+
+
+def test_folders_that_are_not_device_folders_are_left_alone(tmp_path: Path) -> None:
+    prof = tmp_path / "PROF_1"
+    (prof / "host" / "data").mkdir(parents=True)
+    (prof / "host" / "data" / "unaging.api_event.data.slice_0").write_bytes(_api(2))
+    for name in ("device_abc", "device_99999", "device_²"):
+        (prof / name / "data").mkdir(parents=True)
+        (prof / name / "info.json.0").write_text('{"platform_version": "1"}')
+        (prof / name / "data" / "hwts.data.0.slice_0").write_bytes(b"\0" * 64)
+    (prof / "host" / "info.json").write_text("[1, 2]")  # JSON, but not an object
+    collector = _collector(prof, tmp_path, follow=False)
+    assert sum(b.count for b in _raw(list(collector.batches()))) == 2

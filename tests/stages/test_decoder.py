@@ -6,12 +6,15 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from chain import make_ctx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline import wire
 from pipeline.stage import Batch
 from stages.decoder import DecoderStage, records
+from stages.decoder.counter import RollingCounters
 from stages.decoder.timebase import Clock
 from stages.formats import files, raw
 from stages.framing import frame
@@ -46,6 +49,33 @@ def test_clock_conversion_is_exact_integer_ns() -> None:
     ticks = np.array([1000, 1001, 1000 + 123_456_789_012], dtype=np.uint64)
     assert clock.to_local_ns(ticks).tolist() == [6_000_000_000 + OFFSET, 6_000_000_010 + OFFSET,
                                                  6_000_000_000 + 1_234_567_890_120 + OFFSET]
+
+
+@settings(max_examples=200, deadline=None)
+@given(freq_khz=st.one_of(st.sampled_from([1_000_000, 100_000, 50_000, 38_400, 19_200, 1_800_000, 3_000]),
+                          st.integers(1000, 2_000_000)),
+       cnt0=st.integers(0, 2**40), mono0=st.integers(0, 2**40), local_offset=st.integers(-2**61, 2**61),
+       ticks=st.lists(st.integers(0, 2**49), min_size=1, max_size=20),
+       dtype=st.sampled_from([np.uint64, np.int64, np.uint32]))
+def test_clock_conversion_matches_integer_arithmetic(freq_khz: int, cnt0: int, mono0: int, local_offset: int,
+                                                     ticks: list[int], dtype: type) -> None:
+    """Every frequency (a whole number of ns per tick or not) and tick type: floor((ticks − cnt0) / freq) in ns."""
+    ticks = [t % 2**32 for t in ticks] if dtype is np.uint32 else ticks
+    clock = Clock(freq_khz=freq_khz, cnt0=cnt0, mono0=mono0, local_offset=local_offset)
+    expected = [mono0 + local_offset + (t - cnt0) * 1_000_000 // freq_khz for t in ticks]
+    assert clock.to_local_ns(np.array(ticks, dtype=dtype)).tolist() == expected
+
+
+def test_clocks_follow_control_files_learned_later(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    decoder = _decoder(tmp_path)
+    before = decoder.timebase.device_clock(0)
+    assert before is not None and before.cnt0 == 1000 and decoder.timebase.device_clock(1) is None
+    list(decoder.process(Batch("control", 0, {"path": "device_0/dev_start.log.0", "text": "cntvct: 2000\n"})))
+    start_info = '{"collectionTimeBegin": "1700000000000001", "clockMonotonicRaw": "5000000000"}'
+    list(decoder.process(Batch("control", 0, {"path": "host/start_info", "text": start_info})))
+    device, host = decoder.timebase.device_clock(0), decoder.timebase.host_clock()
+    assert device is not None and device.cnt0 == 2000
+    assert host is not None and host.local_offset == OFFSET + 1000
 
 
 def test_api_and_event_told_apart_and_zero_begin_rejected(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -233,6 +263,21 @@ def _hwts(counters: list[int], task_id: int = 1) -> bytes:
     return arr.tobytes()
 
 
+@settings(max_examples=200, deadline=None)
+@given(steps=st.lists(st.integers(1, 40), min_size=1, max_size=200), first=st.integers(0, 15),
+       cuts=st.lists(st.integers(0, 200), max_size=6), low_bits=st.integers(0, 15))
+def test_rolling_counter_counts_every_gap_mod_16_across_chunk_cuts(steps: list[int], first: int, cuts: list[int],
+                                                                   low_bits: int) -> None:
+    """Counters that advance by ``steps`` (1 = no record lost): each step k loses (k − 1) mod 16 records,
+    however the stream is cut into chunks; the low 4 bits of the byte play no part."""
+    counters = np.cumsum([first] + steps) % 16
+    heads = ((counters << 4) | low_bits).astype(np.uint8)
+    rolling = RollingCounters()
+    bounds = [0, *sorted(min(c, len(heads)) for c in cuts), len(heads)]
+    found = sum(rolling.missing("hwts", heads[a:b]) for a, b in zip(bounds, bounds[1:], strict=False))
+    assert found == sum((k - 1) % 16 for k in steps)
+
+
 def test_rolling_counter_gaps_are_reported_as_lost_records_per_stream(tmp_path) -> None:  # type: ignore[no-untyped-def]
     decoder = _decoder(tmp_path)
     chunks = [("hwts.data.0", [14, 15, 0, 3]),  # 1 and 2 lost, across the 15 → 0 wrap
@@ -277,3 +322,56 @@ def test_session_facts_from_the_first_device_without_a_host_folder(tmp_path) -> 
     _session_facts(decoder, "device_1/info.json.1", '{"pid": "8", "hostname": "edge"}')
     [facts] = _session_facts(decoder, "device_1/start_info.1", '{"collectionTimeBegin": "1000"}')
     assert (facts["pid"], facts["hostname"], facts["host_uid"], facts["start_ns"]) == (8, "edge", "0", 1_000_000)
+
+
+@pytest.mark.parametrize(("meta", "count", "body", "reason"), [
+    ({"stream": "s", "device": 0}, 1, b"\0" * 64, "raw chunk of an unknown kind"),
+    ({"kind": ["hwts"], "device": 0}, 1, b"\0" * 64, "raw chunk of an unknown kind"),
+    ({"kind": "hwts", "device": "x"}, 1, b"\0" * 64, "hwts: malformed chunk (device id is not a number from 0 to "
+                                                      "65535)"),
+    ({"kind": "hwts", "device": 70000}, 1, b"\0" * 64, "hwts: malformed chunk (device id is not a number from 0 to "
+                                                       "65535)"),
+    ({"kind": "api_event", "device": None}, 3, b"ZZ" + b"\1" * 38, "api_event: malformed chunk (its bytes are not "
+                                                                   "its count of 40-byte records)"),
+    ({"kind": "mini_ts_track", "device": 0}, 1, b"\x00\x03\x00\x00" + b"\0" * 28,  # a TLV size of 0: looped forever
+     "mini_ts_track: malformed chunk (its bytes are not its count of whole records)"),
+])
+def test_chunks_no_collector_sends_are_rejected_whole(tmp_path, meta, count, body, reason) -> None:  # type: ignore[no-untyped-def]
+    decoder = _decoder(tmp_path)
+    assert list(decoder.process(Batch("raw", count, meta, body))) == []
+    assert decoder.ctx.rejected == {reason: count}
+    assert decoder.check() == []
+
+
+def test_control_messages_without_a_usable_path_are_counted(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    decoder = _decoder(tmp_path)
+    for meta in ({"text": "x"}, {"path": None, "text": "x"}, {"path": ["a"], "text": "x"},
+                 {"path": "../etc/passwd", "text": "x"}, {"path": "device_abc/info.json.0", "text": "{}"}):
+        assert list(decoder.process(Batch("control", 0, meta))) == []
+    assert decoder.ctx.rejected == {"control message without a path and a text": 3,
+                                    "control message for a file outside host/ and device_N/": 2}
+
+
+@pytest.mark.parametrize(("path", "text"), [
+    ("device_0/dev_start.log.0", "clock_monotonic_raw: 1\ncntvct: 99999999999999999999999999999\n"),
+    ("device_0/info.json.0",
+     '{"platform_version": "x", "DeviceInfo": [{"hwts_frequency": "abc", "ai_core_num": "y"}]}'),
+    ("device_0/info.json.0", '{"platform_version": "1", "DeviceInfo": [7]}'),
+    ("device_0/sample.json", '{"ai_core_profiling_events": "0xZZ,0x8"}'),
+    ("host/info.json", '{"pid": "99999999999999999999999", "CPU": [{"Frequency": "1000.000000"}]}'),
+])
+def test_control_values_that_are_not_numbers_never_stop_the_decoder(tmp_path, path: str,  # type: ignore[no-untyped-def]
+                                                                    text: str) -> None:
+    decoder = DecoderStage(DecoderStage.Config(), make_ctx("decode", tmp_path))
+    out = []
+    for rel, original in CONTROL.items():
+        out += decoder.process(Batch("control", 0, {"path": rel, "text": text if rel == path else original}))
+    arr = np.zeros(2, raw.HWTS_LOG)
+    arr["marker"] = raw.HWTS_MARKER
+    out += decoder.process(_raw("hwts", arr.tobytes(), 64, device=0))
+    out += decoder.finish()
+    figures = decoder.accounting()
+    assert figures["decoded"] + figures["rejected"] == figures["records_in"] == 2
+    facts = [b.meta["facts"] for b in out if b.kind == "device_info"]
+    assert all(isinstance(f["platform"], int) and all(0 <= e < 2**32 for e in f["pmu_events"]) for f in facts)
+    assert all(wire.decode(wire.encode_batch("decode", 0, b)).batch == b for b in out)  # all can be sent

@@ -94,6 +94,24 @@ def test_every_encoding_the_simulator_writes_decodes_back(stream: int, task: int
     assert task_ids(stream_field, task_field).tolist() == tasks.tolist()
 
 
+def _scalar_ids(stream: int, task: int) -> tuple[int, int]:
+    """The default-mode rules of ``ids``' docstring, one record at a time."""
+    if stream & 0x1000:
+        return stream & 0x07FF, (task & 0x1FFF) | (stream & 0xE000)
+    if stream & 0x2000:
+        return (task & 0x0FFF) % 2048, (stream & 0x0FFF) | (task & 0xF000)
+    return stream % 2048, task
+
+
+def test_every_stream_field_decodes_as_the_rules_say() -> None:
+    streams = np.repeat(np.arange(0x10000, dtype=np.uint16), 2)
+    tasks = np.random.default_rng(7).integers(0, 0x10000, len(streams)).astype(np.uint16)
+    expected = [_scalar_ids(s, t) for s, t in zip(streams.tolist(), tasks.tolist(), strict=True)]
+    got_streams, got_tasks = stream_ids(streams, tasks), task_ids(streams, tasks)
+    assert got_streams.dtype == got_tasks.dtype == np.uint16
+    assert list(zip(got_streams.tolist(), got_tasks.tolist(), strict=True)) == expected
+
+
 def test_core_kind_follows_ffts_and_subtask_types() -> None:
     ffts = np.array([0, 1, 2, 4, 4, 4, 4, 5], np.uint8)
     subtask = np.array([9, 0, 0, 0, 6, 7, 3, 0], np.uint8)
@@ -207,6 +225,18 @@ def test_context_pmu_fields_at_their_offsets(tmp_path: Path) -> None:
     assert pmu["context_id"].tolist() == [0xFFFFFFFF, 0xFFFFFFFF, 4]
     assert pmu["overflow"].tolist() == [0, 0, 1]
     assert "block_pmu" not in out and decoder.check() == []
+
+
+def test_every_ffts_and_subtask_type_pair_decodes_to_its_core_kind(tmp_path: Path) -> None:
+    """All 8 × 256 (FFTS type, subtask type) pairs in one chunk, with the subtask word's other bits set."""
+    pairs = [(ffts, subtask) for ffts in range(8) for subtask in range(256)]
+    body = b"".join(_pmu(raw.CONTEXT_PMU, 2, 7, ffts=ffts, subtask_type=subtask | 0x0300,
+                         subtask_id=ffts * 256 + subtask, overflow=subtask & 1) for ffts, subtask in pairs)
+    pmu = _decode(_decoder(tmp_path), files.FFTS_PROFILE, body)["context_pmu"]
+    ffts_types, subtask_types = (np.array(column, np.uint8) for column in zip(*pairs, strict=True))
+    assert pmu["core"].tolist() == core_kind(ffts_types, subtask_types).tolist()
+    assert pmu["context_id"].tolist() == [f * 256 + t if f == raw.FFTS_TYPE_PLUS else 0xFFFFFFFF for f, t in pairs]
+    assert pmu["overflow"].tolist() == [t & 1 for _, t in pairs]
 
 
 def test_block_pmu_is_decoded_and_unknown_pmu_func_types_rejected(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import pytest
 from pipeline.stage import StageContext
 from stages.formats import host_extra, raw
 from stages.simulator import names, simulate
+from stages.simulator.run import records_per_second
 from stages.simulator.stage import SimulatorStage
 from stages.simulator.workload import OpTable
 
@@ -450,3 +451,26 @@ def test_static_mode_reports_ops_once_at_load_and_replays_their_ids(tmp_path: Pa
     ts = _records(prof / "device_0" / "data", "ts_track.data.0", raw.TS_TASK_FLIP)
     flips = ts[ts["tag"] == raw.TS_TAG_TASK_FLIP]
     assert flips["flip_num"].tolist() == [1, 1, 1] == [1] * truth["task_flips"]
+
+
+@pytest.mark.parametrize(("rate", "per_second"), [("realtime", None), ("max", None), ("100k", 100_000.0),
+                                                  ("2.5M", 2_500_000.0), ("50000", 50_000.0), ("7K", 7_000.0)])
+def test_rate_names_a_pace_or_records_per_second(rate: str, per_second: float | None) -> None:
+    assert records_per_second(rate) == per_second
+
+
+@pytest.mark.parametrize("rate", ["fast", "0", "-5k", "100 k/s", ""])
+def test_a_rate_that_is_neither_is_refused(rate: str) -> None:
+    with pytest.raises(ValueError, match="records per second such as '100k'"):
+        records_per_second(rate)
+    with pytest.raises(ValueError, match="rate"):
+        SimulatorStage.Config(rate=rate)
+
+
+def test_a_fixed_rate_paces_the_writes_not_the_records(tmp_path: Path) -> None:
+    """Records per second change when the bytes are written, never which bytes."""
+    paced = _run(tmp_path / "paced", "cloud", iterations=3, rate="400k", seed=7)
+    fast = _run(tmp_path / "fast", "cloud", iterations=3, rate="max", seed=7)
+    slices = sorted(p.relative_to(paced) for p in paced.rglob("*.slice_*"))
+    assert slices and slices == sorted(p.relative_to(fast) for p in fast.rglob("*.slice_*"))
+    assert all((paced / rel).read_bytes() == (fast / rel).read_bytes() for rel in slices)
