@@ -677,13 +677,11 @@ class StageRunner:
         if self.eos_sent:
             self._wait_for_consumers()
         self._close_peer_watches()
-        # Everything queued, end-of-stream included, is delivered however far behind the consumer is: a bounded
-        # linger would drop it and leave the consumer waiting for ever. An abort drops it on purpose; a dead
-        # consumer is the supervisor's to handle (it stops the run).
-        linger = 0 if self.abort else -1
+        # After the wait every consumer has read all it was sent, end-of-stream included: nothing is left to deliver.
+        # Without an end of stream (a failure, an abort) what is queued is dropped: the consumers are stopped too.
         for sockets in self.outputs.values():
             for _, sock in sockets:
-                sock.close(linger=linger)
+                sock.close(linger=0)
         if self.control.sock is not None:
             self.control.sock.close(linger=5000)
         stop_authenticators()
