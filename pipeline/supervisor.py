@@ -77,6 +77,7 @@ class Supervisor:
         self.external: list[str] = []  # sources that write for the run and are not checkpointed (the simulator)
         self.saved_counts: dict[int, dict[str, tuple[int, int]]] = {}  # epoch → stage → (in, out) when saved
         self.checkpointed: dict[str, tuple[int, int]] = {}  # the same at the newest complete epoch
+        self.complete_unrecorded = False  # the newest complete epoch could not be written (full disk): warned once
 
     # -- crash recovery -------------------------------------------------------------------
     def _participants(self) -> set[str]:
@@ -152,8 +153,16 @@ class Supervisor:
             self.checkpointed = self.saved_counts.get(epoch, {})
             self.saved_counts = {n: counts for n, counts in self.saved_counts.items() if n > epoch}
             out_dir = self.config.output_dir
-            checkpoint.write_complete(out_dir, checkpoint.CompleteEpoch(epoch, self.run_id, self.stamp,
-                                                                        self._graph(), time.time()))
+            try:
+                checkpoint.write_complete(out_dir, checkpoint.CompleteEpoch(epoch, self.run_id, self.stamp,
+                                                                            self._graph(), time.time()))
+            except OSError as exc:  # a full or read-only output disk: the epoch before stays the one on disk
+                if not self.complete_unrecorded:
+                    print(f"warning: checkpoint epoch {epoch} is not recorded on disk ({exc.strerror}); a restart "
+                          "still uses it, a resumed run an older one", file=sys.stderr, flush=True)
+                self.complete_unrecorded = True
+                return
+            self.complete_unrecorded = False
             checkpoint.prune_before(out_dir, epoch)
 
     def _crashed(self, proc: StageProcess, control: zmq.Socket[bytes]) -> bool:

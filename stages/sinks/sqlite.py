@@ -228,6 +228,7 @@ class SqliteSink(Sink):
                 with conn:
                     conn.execute("BEGIN")
                     self._cut_back(conn, tables, saved)
+                    check_fault_cue(self.path)  # testing: fail where a full disk fails, before the commit
             except BaseException:
                 conn.close()
                 raise
