@@ -184,7 +184,8 @@ def test_a_slow_sink_far_behind_at_the_end_of_stream_gets_every_record(tmp_path:
     """The aggregator ends while the slow sink is a thousand small messages behind: it stays connected
     until the sink has read its end of stream (ZeroMQ drops a backlog whose sender went away)."""
     out, board = tmp_path / "out", tmp_path / "board"
-    slow = "  slow: {type: 'slow_sink:SlowSink', inputs: [aggregate.tasks], delay_s: 0.005}\n"
+    # 50 messages/s: slower than the aggregator even on a loaded machine
+    slow = "  slow: {type: 'slow_sink:SlowSink', inputs: [aggregate.tasks], delay_s: 0.02}\n"
     config = tmp_path / "c.yaml"
     config.write_text(config_text(out, board, iterations=40, rate="max", run_extra=", batch: {max_records: 8}",
                                   extra_stages=slow))
