@@ -293,7 +293,8 @@ class StageRunner:
         received = sum(t.records for t in self.inputs.values())
         self.control.send({"type": "metrics", "t": time.time(), "in": received,
                            "out": dict(self.out_records), "rejected": sum(self.ctx.rejected.values()),
-                           "progress": self.stage.progress(), "rss_mb": _rss_mb(), "state": self.state()})
+                           "progress": self.stage.progress(), "rss_mb": _rss_mb(), "state": self.state(),
+                           "awaiting_end": self._awaiting_end()})
         if now - self._last_log >= LOG_INTERVAL_S:
             self._last_log = now
             self.log.info("stage stats", records_in=received, records_out=dict(self.out_records),
@@ -362,6 +363,11 @@ class StageRunner:
         self.wire_rejected[reason] += 1
         if self.wire_rejected[reason] == 1:
             self.log.warning("message rejected", reason=reason, detail=detail)
+
+    def _awaiting_end(self) -> dict[str, int]:
+        """Inputs whose end of stream has not arrived yet, with the records received from each."""
+        return {f"{producer}.{port}": tally.records for (producer, port), tally in self.inputs.items()
+                if tally.eos_batches is None}
 
     def _inputs_done(self) -> bool:
         return all(t.eos_batches is not None for t in self.inputs.values())

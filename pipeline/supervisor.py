@@ -59,6 +59,7 @@ class Supervisor:
         self.view: dict[str, Any] = {}
         self.state = "running"
         self.interrupts = 0
+        self.drain_timed_out: list[str] = []  # what each stage still waited for when the drain timed out
         self.started = time.monotonic()
         self.stamp = time.strftime("%Y%m%d%H%M%S")
         self.owns_socket_dir = False
@@ -502,8 +503,30 @@ class Supervisor:
         if done_at is None:
             self._sources_done_at = now
         elif now - done_at > self.config.run.drain_timeout_s:
-            print("drain timeout: stopping the remaining stages", file=sys.stderr)
+            print(f"drain timeout ({self.config.run.drain_timeout_s:g} s after the sources ended): stopping the "
+                  "remaining stages", file=sys.stderr)
+            self.drain_timed_out = self._still_waiting()
+            for line in self.drain_timed_out:
+                print(f"  {line}", file=sys.stderr)
             self._kill_all()
+
+    def _still_waiting(self) -> list[str]:
+        """For each stage still running: the inputs whose end it waits for, against what their producer sent."""
+        lines = []
+        for sid, proc in self.procs.items():
+            if proc.popen.poll() is not None:
+                continue
+            for key, received in proc.metrics.get("awaiting_end", {}).items():
+                producer, _, port = key.rpartition(".")
+                source = self.procs.get(producer)
+                final = source.final if source is not None else None
+                if final is None:
+                    state = "which has not ended"
+                else:
+                    sent = final.get("out", {}).get(port, "?")
+                    state = f"which ended having sent {sent} records"
+                lines.append(f"stage '{sid}' waits for the end of '{key}' ({received} records received), {state}")
+        return lines
 
     def _drain_control(self, control: zmq.Socket[bytes]) -> None:
         deadline = time.monotonic() + 1.0
@@ -520,6 +543,7 @@ class Supervisor:
         killed = [f"stage '{sid}' was killed: no heartbeat for {timeout:g} s (run.kill_stuck)"
                   for sid in self._in_config_order() if self.procs[sid].health.killed]
         problems = killed + run_problems(finals, exit_codes, interrupted=self.interrupts > 0)
+        problems += [f"drain timeout: {line}" for line in self.drain_timed_out]
         if self.state == "running":
             self.state = "completed" if not problems else "failed"
         now = time.monotonic()

@@ -254,5 +254,5 @@ def test_ctrl_c_reaches_the_app_and_the_pipeline_drains_what_it_wrote(tmp_path: 
     assert proc.returncode == app_status
     assert "stopping the application, then draining" in stderr
     report = read_report(out)
-    assert report["problems"] == [] and all(final["ok"] for final in report["stages"].values())
+    assert report["problems"] == [] and all(final["ok"] for final in report["stages"].values()), stderr[-3000:]
     assert len(_csv(_one(out / "mindstudio_profiler_output", "op_summary_*.csv"))) > 0
