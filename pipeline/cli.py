@@ -163,6 +163,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from stages.simulator.run import records_per_second
     from stages.simulator.writer import simulate
 
+    if args.subscribe is not None:
+        return _simulate_subscription(args)
+    if args.out_dir is None:
+        raise UserError("pipeline simulate needs OUT_DIR (or --subscribe FIFO)")
     if args.mode == "static" and args.layout == "legacy":
         raise UserError("--mode static is not supported with --layout legacy", "the legacy layout is launch mode only")
     if args.sleep_ms < 0:
@@ -179,6 +183,29 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                     slice_bytes=args.slice_bytes, aic_metrics=args.aic_metrics, mode=args.mode,
                     layout=args.layout, model=args.model, sleep_ms=args.sleep_ms)
     print(f"wrote {prof}")
+    return 0
+
+
+def _simulate_subscription(args: argparse.Namespace) -> int:
+    from stages.simulator.run import records_per_second
+    from stages.simulator.subscribe import simulate_subscription
+
+    if args.out_dir is not None:
+        raise UserError("pipeline simulate takes OUT_DIR or --subscribe FIFO, not both")
+    if args.corrupt_every < 0:
+        raise UserError(f"--corrupt-every must be 0 or more, not {args.corrupt_every}")
+    if args.rate != "realtime":
+        try:
+            records_per_second(args.rate)
+        except ValueError as exc:
+            raise UserError(f"--rate: {exc}") from None
+    chip = CHIP_ALIASES.get(args.chip, args.chip)
+    fifo = Path(args.subscribe)
+    truth = simulate_subscription(fifo, Path(args.resolver) if args.resolver else None,
+                                  Path(args.truth) if args.truth else None, chip=chip, model=args.model,
+                                  iterations=args.iterations, seed=args.seed, op_desc_size=args.op_desc_size,
+                                  corrupt_every=args.corrupt_every, rate=args.rate)
+    print(f"wrote {truth.records_written} ProfOpDesc records to {fifo} ({truth.corrupted} with a spoilt signature)")
     return 0
 
 
@@ -318,7 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
         command.set_defaults(func=func)
 
     sim = sub.add_parser("simulate", help="write a PROF_… directory as a simulated Ascend board would")
-    sim.add_argument("out_dir")
+    sim.add_argument("out_dir", nargs="?", help="where the PROF_… directory goes (not with --subscribe)")
     sim.add_argument("--chip", choices=(*CHIP_ALIASES, "mini", "cloud", "910b", "v6"), default="mini",
                      help="mini (or 310) = Ascend 310, cloud (or 910) = Ascend 910, 910b = Ascend 910B (STARS), "
                           "v6 = chip v6 (platform 15: 32-byte STARS log, 32-bit task ids)")
@@ -342,6 +369,15 @@ def build_parser() -> argparse.ArgumentParser:
                           "Conv2D+BN+activation fused, no TransData (the 'after')")
     sim.add_argument("--sleep-ms", type=int, default=0,
                      help="the app sleeps this long inside an msproftx range around the model load (seed 004)")
+    sim.add_argument("--subscribe", metavar="FIFO",
+                     help="write aclprofModelSubscribe ProfOpDesc records into FIFO (made when absent) instead of "
+                          "a PROF_… directory, op names to the resolver file, the truth next to it")
+    sim.add_argument("--resolver", help="with --subscribe: the op names file (default: FIFO.ndjson)")
+    sim.add_argument("--truth", help="with --subscribe: the truth file (default: FIFO.truth.json)")
+    sim.add_argument("--op-desc-size", type=int, choices=(72, 80), default=80,
+                     help="with --subscribe: ProfOpDesc size (72: older collectors, 80: current)")
+    sim.add_argument("--corrupt-every", type=int, default=0, metavar="N",
+                     help="with --subscribe: spoil the signature of every N-th record (0: none)")
     sim.set_defaults(func=_cmd_simulate)
 
     imp = sub.add_parser("import", help="run the same stages over a finished PROF_… directory")

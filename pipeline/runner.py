@@ -636,6 +636,7 @@ class StageRunner:
             problems.extend(check())
         rejected = Counter(self.ctx.rejected)
         rejected.update(self.wire_rejected)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
         return {"type": "final", "stage_type": self.spec.type_name, "role": self.spec.cls.role,
                 "ok": error is None and not problems, "error": error, "problems": problems,
                 "epoch": self.epoch, "resumed_from": self.resume_epoch, "checkpoint_error": self.checkpoint_error,
@@ -643,7 +644,7 @@ class StageRunner:
                 "wall_s": time.monotonic() - self.started,
                 "in": sum(t.records for t in self.inputs.values()), "out": dict(self.out_records),
                 "rejected": dict(rejected), "reconcile": reconcile, "accounting": self.stage.accounting(),
-                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "peak_rss_mb": usage.ru_maxrss / 1024, "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
                 "pauses": self.ctx.output_guard.summary(),
                 "waited_s": {consumer: round(seconds, 3) for consumer, seconds in self.waited_s.items()},
                 "peers": [w.summary() for w in [*self.output_peers.values(), *filter(None, [self.input_peers])]]}

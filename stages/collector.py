@@ -35,6 +35,7 @@ from stages import framing
 from stages.formats.files import StreamKind, device_stream_kind, host_stream_kind
 from stages.formats.legacy import SLICE_SEP, split_slice_name
 
+MIN_BUDGET_BYTES = 16 << 10  # the least a pass reads of a stream that has bytes left
 STALE_SLACK_S = 1.0  # file times lag the clock by a tick: a directory this much older than the run is not its job
 CONTROL_PREFIXES = ("info.json", "sample.json", "start_info", "end_info", "host_start.log", "dev_start.log")
 MAX_CONTROL_BYTES = 1 << 20  # control files are a few KiB: a bigger one is not read
@@ -59,8 +60,32 @@ class StreamState:
     abandoned: bool = False  # the current slice changed under us: go on with the next one
     last_index: int = 0  # the highest slice index seen in the folder
 
+    closed_sizes: dict[int, int] = field(default_factory=dict)  # slice index → size, once a later slice exists
+
     def slice_path(self, index: int | None = None) -> Path:
         return self.folder / f"{self.base}{self.sep}{self.slice_index if index is None else index}"
+
+
+def _unread_bytes(state: StreamState) -> int:
+    """Bytes on disk not read yet, over the current slice and every later one (an estimate: it only shares out
+    a pass's bytes, so a slice missing before the last one seen counts as empty)."""
+    total, index = -state.offset, state.slice_index
+    while True:
+        size = state.closed_sizes.get(index)
+        if size is None:
+            try:
+                size = os.lstat(state.slice_path(index)).st_size
+            except OSError:
+                if index >= state.last_index:
+                    break
+                size = 0
+            if index < state.last_index or state.slice_path(index + 1).exists():
+                state.closed_sizes[index] = size  # a closed slice no longer grows
+        total += size
+        index += 1
+    for done in [i for i in state.closed_sizes if i < state.slice_index]:
+        del state.closed_sizes[done]
+    return max(total, 0)
 
 
 @dataclass
@@ -89,7 +114,8 @@ class CollectorStage(Source):
         chunk_bytes: int | None = Field(None, ge=4096, le=64 << 20,
                                         description="bytes per message (default: run.batch)")
         read_quantum_bytes: int = Field(256 << 10, ge=4096,
-                                        description="bytes read per stream per pass, so streams advance together")
+                                        description="bytes a pass reads per stream on average (shared by what "
+                                                    "each has unread), so streams advance together in time")
         end_marker: str | None = Field(None, description="a file whose appearance ends the job even without "
                                                          "end_info (`pipeline run -- APP` writes it when APP exits)")
 
@@ -178,9 +204,22 @@ class CollectorStage(Source):
         yield from self._control_files()
         self._refuse_linked_folders()
         self._discover_streams()
-        for state in list(self.tree.streams.values()):
-            yield from self._read_stream(state, final)
+        states = list(self.tree.streams.values())
+        for state, budget in zip(states, self._budgets(states), strict=True):
+            yield from self._read_stream(state, final, budget)
             yield None  # all read so far is shipped: a safe point for a checkpoint, also while sends are slow
+
+    def _budgets(self, states: list[StreamState]) -> list[int]:
+        """Bytes to read per stream this pass: each stream advances by the same share of what it has unread,
+        so streams stay together in time (a stream of large records, such as tensor_info, is not left behind
+        by one of small records; the join would hold everything in between). A pass reads
+        ``read_quantum_bytes`` per stream in all."""
+        unread = [_unread_bytes(state) for state in states]
+        total = sum(unread)
+        quantum = self.config.read_quantum_bytes
+        if total <= quantum * len(states):
+            return [max(left, quantum) for left in unread]  # everything there is, in one pass
+        return [max(MIN_BUDGET_BYTES, quantum * len(states) * left // total) for left in unread]
 
     # -- control files --------------------------------------------------------------------
     def _control_files(self) -> Iterator[Batch]:
@@ -286,8 +325,7 @@ class CollectorStage(Source):
                     continue
                 self.tree.streams[key] = StreamState(base, kind, device, data, sep=sep, last_index=index)
 
-    def _read_stream(self, state: StreamState, final: bool) -> Iterator[Batch]:
-        budget = self.config.read_quantum_bytes
+    def _read_stream(self, state: StreamState, final: bool, budget: int) -> Iterator[Batch]:
         while budget > 0:
             path = state.slice_path()
             has_next = _has_next(state)

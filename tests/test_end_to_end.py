@@ -121,9 +121,10 @@ def test_killed_mid_run_outputs_still_open(tmp_path: Path) -> None:
     config.write_text(stage_config(out, iterations=100_000))
     supervisor = start_run(config, capture=False)
     try:
-        def has_rows() -> bool:
+        def has_rows() -> bool:  # op_summary well under way, and a statistics snapshot with ops written
             found = list((out / "mindstudio_profiler_output").glob("op_summary_*.csv"))
-            return bool(found) and found[0].stat().st_size > 50_000
+            stats = list((out / "mindstudio_profiler_output").glob("op_statistic_*.csv"))
+            return bool(found) and found[0].stat().st_size > 50_000 and bool(stats) and len(_csv_rows(stats[0])) > 0
         _wait_for(has_rows, 60)
         pids = json.loads((out / "run.json").read_text())["stage_pids"]
     finally:

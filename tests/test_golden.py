@@ -69,8 +69,10 @@ RELU_5HD = ('"1,2,28,28,16"', "FLOAT16", "NC1HWC0", '"1,2,28,28,16"', "FLOAT16",
 
 def row(task: str, stream: str, name: str, op_type: str, state: str, core: str, start: str, duration: str,
         wait: str, block: str, tensors: tuple[str, ...], pmu: dict[str, str]) -> dict[str, str]:
-    """One expected op_summary row: device 0, model 3, no mix blocks, HF32 and context id N/A."""
-    cells = ["0", "3", task, stream, name, op_type, state, core, start, duration, wait, block, "0", NA, *tensors, NA]
+    """One expected op_summary row: device 0, model 3, no mix blocks, context id N/A; every op has node basic info
+    with op flag 0, which msprof writes as HF32 Eligible "NO" (N/A only without node info)."""
+    cells = ["0", "3", task, stream, name, op_type, state, core, start, duration, wait, block, "0", "NO", *tensors,
+             NA]
     return {**dict(zip(BASE, cells, strict=True)), **pmu}
 
 
@@ -307,7 +309,7 @@ EXPECTED: dict[str, tuple[list[str], list[dict[str, str]], list[list[str]]]] = {
     "mini": (PIPE, MINI_ROWS, MINI_STATISTIC),
     "cloud": (PIPE, CLOUD_ROWS, CLOUD_STATISTIC),
     "910b": (STARS, STARS_ROWS, STARS_STATISTIC),
-    "legacy": (PIPE, LEGACY_ROWS, LEGACY_STATISTIC),
+    "legacy": (PIPE, [{**r, "HF32 Eligible": NA} for r in LEGACY_ROWS], LEGACY_STATISTIC),  # CANN 5/6: no op flag
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import random
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -18,6 +19,10 @@ from typing import Any
 import pytest
 from perfetto_tp import trace_processor
 from pipeline_runs import read_report, run_cli
+
+from pipeline.stage import StageContext
+from stages.schema import pack_rows
+from stages.sinks.timeline import TimelineSink
 
 pytestmark = pytest.mark.slow
 
@@ -56,6 +61,42 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     return root / "out"
 
 
+def test_training_step_trace_layer_imports_clean(shell: Path, tmp_path: Path) -> None:
+    """Iterations with FP/BP, all-reduces and Data_aug Bound flows (the simulator infers: no FP/BP)."""
+    sink = TimelineSink(TimelineSink.Config(timestamp="20240101000000"),
+                        StageContext(stage_id="timeline", run_id="t", output_dir=tmp_path))
+    sink.open()
+    sink.write_batch(pack_rows("run_info", [[{"pid": 4242}]], "tasks"))
+    rng, rows = random.Random(1), []
+    for model in (1, 7):
+        end = 1_704_161_511_000_000_000
+        for n in range(1, 40):
+            start = end + (rng.randrange(0, 50_000) if n % 5 == 0 else 0)  # a gap now and then
+            fp = start + rng.randrange(1_000, 900_000)
+            bp = fp + rng.randrange(500_000, 900_000)
+            end = bp + rng.randrange(100, 300_000)
+            reduces = [[bp + 10, bp + 60_000], [bp + 40_000, bp + 90_000]]
+            rows.append([0, model, n, fp, bp, end, end - start, bp - fp, end - bp, fp - start if n > 1 else None,
+                         reduces])
+    sink.write_batch(pack_rows("step_trace", rows, "tasks"))
+    sink.close()
+    [trace] = sink.paths
+    events = json.loads(trace.read_text())
+    assert query(shell, trace, "select name, value from stats where value > 0 "
+                               "and severity in ('error', 'data_loss')", tmp_path) == []
+    [slices] = query(shell, trace, "select count(*) as n from slice", tmp_path)
+    assert int(slices["n"]) == sum(1 for e in events if e["ph"] == "X") == sink.accounting()["step_trace_written"]
+    [flows] = query(shell, trace, "select count(*) as n from flow", tmp_path)
+    # msprof starts iteration n's flow at BP end + Data Aug Bound / 2 and steps it at n + 1's FP start; a step
+    # that would come before its start is left out, and so is the first iteration's.
+    stepped = sum(1 for before, after in zip(rows, rows[1:], strict=False)
+                  if before[1] == after[1] and before[4] + (before[9] or 0) // 2 <= after[3])
+    assert 0 < stepped < len(rows) - 2
+    assert int(flows["n"]) == sum(1 for e in events if e["ph"] == "t") == stepped
+    [fp_bp] = query(shell, trace, "select count(*) as n from slice where category = 'FP_BP Time'", tmp_path)
+    assert int(fp_bp["n"]) == len(rows)
+
+
 def _csv(folder: Path, module: str) -> list[dict[str, str]]:
     with open(next((folder / "mindstudio_profiler_output").glob(f"{module}_*.csv")), newline="") as handle:
         return list(csv.DictReader(handle))
@@ -65,9 +106,12 @@ def test_trace_processor_keeps_every_event(shell: Path, run: Path, tmp_path: Pat
     [trace] = (run / "mindstudio_profiler_output").glob("msprof_*.json")
     events: list[dict[str, Any]] = json.loads(trace.read_text())
     complete = sum(1 for e in events if e["ph"] == "X")
-    flow_starts = sum(1 for e in events if e["ph"] == "s")
+    flow_starts = sum(1 for e in events if e["ph"] == "s" and e["cat"] == "HostToDevice")
+    flow_steps = sum(1 for e in events if e["ph"] == "t")  # step trace's Data_aug Bound (training runs only)
     written = read_report(run)["stages"]["timeline"]["accounting"]
-    assert complete == written["tasks_written"] + written["apis_written"] + written["tx_written"]
+    assert written["step_trace_written"] > 0  # one Iteration per inference here (no FP/BP keypoints)
+    assert complete == (written["tasks_written"] + written["apis_written"] + written["tx_written"]
+                        + written["step_trace_written"])
     assert flow_starts == written["flows_written"] > 0
 
     problems = query(shell, trace, "select name, value from stats where value > 0 "
@@ -79,7 +123,14 @@ def test_trace_processor_keeps_every_event(shell: Path, run: Path, tmp_path: Pat
     [slices] = query(shell, trace, "select count(*) as n from slice", tmp_path)
     assert int(slices["n"]) == complete
     [flows] = query(shell, trace, "select count(*) as n from flow", tmp_path)
-    assert int(flows["n"]) == flow_starts
+    assert int(flows["n"]) == flow_starts + flow_steps
+    # The step trace layer: one Iteration slice per step_trace row, on the model's thread.
+    iterations = query(shell, trace, "select s.name as name, s.dur as dur, t.name as thread from slice s "
+                                     "join thread_track tt on s.track_id = tt.id join thread t using (utid) "
+                                     "where s.category = 'Iteration Time'", tmp_path)
+    steps = _csv(run, "step_trace")
+    assert sorted((f"Iteration {r['Iteration ID']}", f"Step Trace(Model ID:{r['Model ID']})") for r in steps) \
+        == sorted((r["name"], r["thread"]) for r in iterations)
 
     # Device slices grouped by op (name + task type → OP Type from op_summary) = op_statistic.
     op_types = {(r["Op Name"], r["Task Type"]): r["OP Type"] for r in _csv(run, "op_summary")}

@@ -37,10 +37,11 @@ def _events(path: Path) -> list[dict[str, Any]]:
 
 
 def _args_keys_by_process(events: list[dict[str, Any]]) -> dict[str, set[tuple[str, ...]]]:
+    """Args keys of API, task and tx events (step trace events, which carry a ``cat``, are left out)."""
     names = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"}
     keys: dict[str, set[tuple[str, ...]]] = defaultdict(set)
     for event in events:
-        if event.get("ph") == "X" and event["pid"] in names:
+        if event.get("ph") == "X" and event["pid"] in names and "cat" not in event:
             keys[names[event["pid"]]].add(tuple(sorted(event.get("args", {}))))
     return keys
 
@@ -194,3 +195,26 @@ def test_task_time_names_and_units_match_real_exports(imported: Path) -> None:
         start, stop, duration = (int(row[c].strip().replace(".", "")) for c in  # ns: floats lose digits here
                                  ("task_start(us)", "task_stop(us)", "task_time(us)"))
         assert duration == stop - start
+
+
+def test_step_trace_layer_as_in_the_cann6_export(imported: Path) -> None:
+    """CANN 6 put the step trace thread on the Ascend Hardware process too; it wrote times in ns where
+    current msprof writes µs (spec §3.3). Our Iterations are the step_trace summary's rows."""
+    real = _events(shared_dir() / "samples" / CANN6_TIMELINE)
+    ours = _events(next((imported / "mindstudio_profiler_output").glob("msprof_*.json")))
+    for events in (real, ours):
+        hardware = _layout(events)["Ascend Hardware"]
+        step_threads = {tid: t["thread_name"] for tid, t in hardware["threads"].items()
+                        if t["thread_name"].startswith("Step Trace")}
+        assert step_threads and all(re.fullmatch(r"Step Trace\(Model ID:\d+\)", name) for name in step_threads.values())
+    real_iterations = [e for e in real if e["ph"] == "X" and e.get("cat") == "Iteration Time"]
+    our_iterations = [e for e in ours if e["ph"] == "X" and e.get("cat") == "Iteration Time"]
+    assert {tuple(k.replace("(ns)", "(us)") for k in e["args"]) for e in real_iterations} \
+        == {tuple(e["args"]) for e in our_iterations}
+    assert all(re.fullmatch(r"Iteration \d+", e["name"]) for e in real_iterations + our_iterations)
+    with open(next((imported / "mindstudio_profiler_output").glob("step_trace_*.csv")), newline="") as handle:
+        summary = list(csv.DictReader(handle))
+    assert sorted((f"Iteration {r['Iteration ID']}", f"Step Trace(Model ID:{r['Model ID']})",
+                   r["Iteration End(us)"].strip(), float(r["Iteration Time(us)"])) for r in summary) == sorted(
+        (e["name"], _layout(ours)["Ascend Hardware"]["threads"][e["tid"]]["thread_name"], e["args"]["Iteration End"],
+         e["args"]["Iteration Time(us)"]) for e in our_iterations)

@@ -27,16 +27,20 @@ from stages.aggregator.contexts import (
 )
 from stages.aggregator.extras import AICPU_COLUMNS, L2_COLUMNS, DeviceExtras, extra_columns, l2_configured
 from stages.aggregator.join import FlipLog, HostIndex, Interval
-from stages.aggregator.metrics import pmu_columns, pmu_values
+from stages.aggregator.metrics import pmu_columns
+from stages.aggregator.pmu_batch import pmu_batch
 from stages.aggregator.stars import StarsPmu, is_stars
 from stages.aggregator.static import Binding, StaticModels
 from stages.aggregator.stats import StatsBook
 from stages.aggregator.steps import StepTraceBook
+from stages.aggregator.subscribed import SubscribedOps
 from stages.decoder import host_records, records
 from stages.formats import ge_enums, raw
 from stages.schema import SymbolTable, pack_rows, unpack_rows
+from stages.subscription import records as subscribed_records
 
 MAX_PENDING = 200_000
+PRUNE_EVERY_S = 0.5
 # Decoded kinds this release keeps out of its outputs: counted (AggregatorStage.accounting) with the reason the
 # report gives, never rejected.
 UNUSED_KINDS = {
@@ -60,8 +64,11 @@ UNUSED_KINDS = {
     "ge_host_sched": "legacy Framework.dynamic_op_execute records (host scheduling)",
 }
 MODEL_WINDOW_TYPES = (raw.MODEL_EXECUTE_TYPE, raw.MODEL_LOAD_TYPE)
+PMU_TASK_TYPES = frozenset({"AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV"})
+NAMED_LEVELS = frozenset(level for level in raw.LEVEL_NAMES if level != raw.LEVEL_HCCL)  # named by type_info
 ROW_KINDS = ("api", "tx", "task", "step_trace", "aicpu", "l2_cache", "aicore_freq")  # row batches of ``tasks``
 FFTS_TASK_SPAN = "FFTS+ task spans (their contexts make the rows, as in msprof)"
+PMU_AT = schema.TASK_COLUMNS.index("pmu")
 UNRESOLVED_STREAM = -1  # a chip-v6 task log names its task by a 32-bit id only: the host task_track has the stream
 
 
@@ -76,11 +83,58 @@ class DeviceTask:
     arrived: float
 
 
+@dataclass(frozen=True)
+class DeviceFlags:
+    v6: bool  # chip v6: 32-bit task ids
+    l2: bool  # L2 cache task counters to join
+    aicpu: bool  # AI CPU kernel times to join
+
+
+@dataclass
+class ApiChunk:
+    """One batch of API records as Python lists (columns), resolved from ``cursor`` on in arrival order."""
+
+    levels: list[int]
+    types: list[int]
+    items: list[int]
+    starts: list[int]
+    ends: list[int]
+    threads: list[int]
+    names: list[str] | None  # legacy records name themselves
+    first_connection: int
+    arrived: float
+    cursor: int = 0
+
+    @classmethod
+    def of(cls, arr: np.ndarray, first_connection: int, arrived: float) -> ApiChunk:
+        names = None
+        if arr.dtype == host_records.NAMED_API:
+            names = [bytes(text).split(b"\0", 1)[0].decode("utf-8", errors="replace") or "N/A"
+                     for text in arr["name"].tolist()]
+        return cls(arr["level"].tolist(), arr["type"].tolist(), arr["item_id"].tolist(), arr["start_ns"].tolist(),
+                   arr["end_ns"].tolist(), arr["thread_id"].tolist(), names, first_connection, arrived)
+
+
+@dataclass
+class PmuJob:
+    """A task row's AI Core PMU inputs, computed in a batch before the row is sent (pmu_batch.py)."""
+
+    device: int
+    cycles: int
+    counters: Any
+    block: int
+    duration: int
+    clock: float | None
+    extra: list[float | None]
+    row: list[Any] | None = None
+
+
 @dataclass
 class HostTask:
-    record: Any
+    record: Any  # a task_track as a dict (see _dicts), or a legacy RT_TRACK record
     arrived: float
     resolved: dict[str, Any] | None = None
+    legacy: bool = False
 
 
 class AggregatorStage(Transform):
@@ -106,7 +160,7 @@ class AggregatorStage(Transform):
         self.log_streams: set[str] = set()  # streams that carry task start/end logs
         self.watermarks: dict[str, int] = {}
         self.connection_ids = 0
-        self.pending_apis: deque[tuple[Any, int, float]] = deque()
+        self.pending_apis: deque[ApiChunk] = deque()
         self.pending_host: deque[HostTask] = deque()
         self.pending_device: deque[DeviceTask] = deque()
         self.starts: dict[tuple[int, int, int], deque[int]] = {}
@@ -121,15 +175,20 @@ class AggregatorStage(Transform):
         self.launched_streams: dict[tuple[int, int], int] = {}
         self.registered_streams: dict[tuple[int, int], int] = {}
         self.rows: dict[str, list[list[Any]]] = {kind: [] for kind in ROW_KINDS}
+        self.pmu_jobs: list[PmuJob] = []  # task rows whose PMU values are still to be computed
         self.stats = StatsBook()
         self.last_snapshot = 0.0
+        self.last_prune = float("-inf")
+        self.records_at_prune = -1
         self.records_in = 0
         self.tasks_out = 0
         self.finishing = False
         self.unused: Counter[str] = Counter()  # decoded records this release does not turn into output
         self.extras = DeviceExtras(self.unused)
         self.stars_pmu: dict[int, StarsPmu] = {}
+        self.flags: dict[int, tuple[dict[str, Any] | None, DeviceFlags]] = {}  # device → (its facts, their flags)
         self.steps = StepTraceBook()
+        self.subscribed = SubscribedOps()  # operator records of a subscription source
 
     # -- intake ---------------------------------------------------------------------------
     def process(self, batch: Batch) -> Iterable[Batch]:
@@ -147,6 +206,8 @@ class AggregatorStage(Transform):
             self.hashes.update((int(h), text) for h, text in unpack_rows(batch))
         elif kind == "type_info":
             self.types.update(((int(level), int(t)), name) for level, t, name in unpack_rows(batch))
+        elif kind == subscribed_records.KIND:
+            self.subscribed.add(batch, self.stats)
         elif kind in records.DTYPES:
             self._ingest(kind, records.from_batch(batch), str(batch.meta.get("stream")), now)
         else:
@@ -159,12 +220,13 @@ class AggregatorStage(Transform):
         if len(arr) and "ts_ns" in (arr.dtype.names or ()):
             self.watermarks[stream] = max(self.watermarks.get(stream, 0), int(arr["ts_ns"].max()))
         if kind in ("api", "named_api"):  # named_api: a legacy API record, name inline (spec §1.5)
-            for record in arr:
-                self.connection_ids += 1
-                if record["level"] == raw.LEVEL_NODE:
-                    self.host.add_node_api(int(record["thread_id"]), Interval(
-                        int(record["start_ns"]), int(record["end_ns"]), int(record["item_id"]), self.connection_ids))
-                self.pending_apis.append((record, self.connection_ids, now))
+            chunk = ApiChunk.of(arr, self.connection_ids + 1, now)
+            self.connection_ids += len(arr)
+            for i in np.flatnonzero(arr["level"] == raw.LEVEL_NODE).tolist():
+                self.host.add_node_api(chunk.threads[i], Interval(chunk.starts[i], chunk.ends[i], chunk.items[i],
+                                                                  chunk.first_connection + i))
+            if len(arr):
+                self.pending_apis.append(chunk)
         elif kind == "event":
             for record in arr[(arr["level"] == raw.LEVEL_MODEL) & np.isin(arr["type"], MODEL_WINDOW_TYPES)]:
                 model, request, ts = int(record["item_id"]), int(record["request_id"]), int(record["ts_ns"])
@@ -172,16 +234,19 @@ class AggregatorStage(Transform):
                 if int(record["type"]) == raw.MODEL_EXECUTE_TYPE:
                     self.static.host_runs.toggle(model, ts, request)
         elif kind == "node_basic":
-            for record in arr:
-                self.host.add_node_basic(int(record["thread_id"]), int(record["ts_ns"]), record)
+            for record in _dicts(arr):
+                self.host.add_node_basic(record["thread_id"], record["ts_ns"], record)
         elif kind == "tensor":
-            for record in arr:
-                self.host.add_tensor(int(record["thread_id"]), int(record["ts_ns"]), record)
+            for record, texts_key in zip(_dicts(arr, ("tensors",)), _tensor_keys(arr), strict=True):
+                record["texts_key"] = texts_key
+                self.host.add_tensor(record["thread_id"], record["ts_ns"], record)
         elif kind == "context_id":
-            for record in arr:
-                self.host.add_context(int(record["thread_id"]), int(record["ts_ns"]), record)
-        elif kind in ("task_track", "rt_track"):
-            self.pending_host.extend(HostTask(record, now) for record in arr)
+            for record in _dicts(arr, ("ctx_ids",)):
+                self.host.add_context(record["thread_id"], record["ts_ns"], record)
+        elif kind == "task_track":
+            self.pending_host.extend(HostTask(record, now) for record in _dicts(arr))
+        elif kind == "rt_track":
+            self.pending_host.extend(HostTask(record, now, legacy=True) for record in arr)
         elif kind == "ge_task":
             self.legacy.add_tasks(arr)
         elif kind == "ge_tensor":
@@ -194,10 +259,15 @@ class AggregatorStage(Transform):
         elif kind == "subtask_log":
             self.contexts.add(arr)
         elif kind in ("pmu", "context_pmu"):
-            contexts = arr["context_id"] if kind == "context_pmu" else np.full(len(arr), INVALID_CONTEXT)
-            for record, context in zip(arr, contexts.tolist(), strict=True):
-                key = (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]), context)
-                self.pmu.setdefault(key, deque()).append(record)
+            pmu = self.pmu
+            for record in _dicts(arr):
+                key = (record["device_id"], record["stream_id"], record["task_id"],
+                       record.get("context_id", INVALID_CONTEXT))
+                found = pmu.get(key)
+                if found is None:
+                    pmu[key] = deque((record,))
+                else:
+                    found.append(record)
         elif kind == "step":
             self.static.add_step_trace(arr)
             self.rows["step_trace"].extend(self.steps.add(arr))
@@ -217,21 +287,31 @@ class AggregatorStage(Transform):
 
     def _pair_logs(self, arr: np.ndarray, now: float) -> None:
         """Start/end logs → device tasks; chip-v6 logs (unique task ids) get their stream at join time."""
-        unique = "unique_task_id" in (arr.dtype.names or ())
-        for record in arr:
-            key = (int(record["device_id"]), UNRESOLVED_STREAM, int(record["unique_task_id"])) if unique else \
-                (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]))
-            state = int(record["state"])
+        devices, states, times = arr["device_id"].tolist(), arr["state"].tolist(), arr["ts_ns"].tolist()
+        if "unique_task_id" in (arr.dtype.names or ()):
+            keys = [(device, UNRESOLVED_STREAM, task) for device, task in zip(devices, arr["unique_task_id"].tolist(),
+                                                                              strict=True)]
+        else:
+            keys = list(zip(devices, arr["stream_id"].tolist(), arr["task_id"].tolist(), strict=True))
+        starts, pending = self.starts, self.pending_device
+        other_states = 0
+        for key, state, ts in zip(keys, states, times, strict=True):
             if state == records.STATE_START:
-                self.starts.setdefault(key, deque()).append(int(record["ts_ns"]))
+                waiting = starts.get(key)
+                if waiting is None:
+                    starts[key] = deque((ts,))
+                else:
+                    waiting.append(ts)
             elif state != records.STATE_END:
-                self.unused["task log states other than start/end (310 AI Core start/done, waiting)"] += 1
+                other_states += 1
             else:
-                start = _take(self.starts, key)
+                start = _take(starts, key)
                 if start is None:
                     self.ctx.reject("task end log without a start", 1)
                     continue
-                self.pending_device.append(DeviceTask(*key, 0, start, int(record["ts_ns"]), now))
+                pending.append(DeviceTask(key[0], key[1], key[2], 0, start, ts, now))
+        if other_states:
+            self.unused["task log states other than start/end (310 AI Core start/done, waiting)"] += other_states
 
     def _tx_rows(self, arr: np.ndarray) -> None:
         for r in arr:
@@ -279,31 +359,53 @@ class AggregatorStage(Transform):
         l2.clear()
 
     def _resolve_apis(self, now: float) -> None:
+        """API rows in arrival order, each once its name is known (or its wait ran out); statistics per batch."""
+        durations: dict[tuple[str, str], list[int]] = {}
+        intern, rows, types, hashes = self.symbols.intern, self.rows["api"], self.types, self.hashes
         while self.pending_apis:
-            record, connection_id, arrived = self.pending_apis[0]
-            level, type_id = int(record["level"]), int(record["type"])
-            name: str | None
-            if record.dtype == host_records.NAMED_API:
-                name = bytes(record["name"]).split(b"\0", 1)[0].decode("utf-8", errors="replace") or "N/A"
-            elif level in raw.LEVEL_NAMES and level != raw.LEVEL_HCCL:
-                name = self._type_name(level, type_id)
-            else:
-                name = self.hashes.get(int(record["item_id"]))
-            if name is None and not self._expired(arrived, now):
-                return
+            chunk = self.pending_apis[0]
+            expired = self._expired(chunk.arrived, now)
+            i, n = chunk.cursor, len(chunk.levels)
+            while i < n:
+                level, type_id, item = chunk.levels[i], chunk.types[i], chunk.items[i]
+                name: str | None
+                if chunk.names is not None:
+                    name = chunk.names[i]
+                elif level in NAMED_LEVELS:
+                    name = types.get((level, type_id))
+                else:
+                    name = hashes.get(item)
+                if name is None:
+                    if not expired:
+                        break
+                    name = str(item if level not in raw.LEVEL_NAMES else type_id)
+                elif not name:
+                    name = str(item if level not in raw.LEVEL_NAMES else type_id)
+                struct_type = raw.ACL_API_CLASS.get(type_id >> 16, "") if level == raw.LEVEL_ACL else ""
+                start, end = chunk.starts[i], chunk.ends[i]
+                level_name = raw.LEVEL_NAMES.get(level) or str(level)
+                found = durations.get((level_name, name))
+                if found is None:
+                    durations[(level_name, name)] = [end - start]
+                else:
+                    found.append(end - start)
+                rows.append([start, end, level, intern(struct_type), intern(name), chunk.threads[i],
+                             chunk.first_connection + i, item])
+                i += 1
+            chunk.cursor = i
+            if i < n:
+                break
             self.pending_apis.popleft()
-            name = name or str(int(record["item_id"]) if level not in raw.LEVEL_NAMES else type_id)
-            struct_type = raw.ACL_API_CLASS.get(type_id >> 16, "") if level == raw.LEVEL_ACL else ""
-            start, end = int(record["start_ns"]), int(record["end_ns"])
-            self.stats.add_api(raw.LEVEL_NAMES.get(level, str(level)), name, end - start)
-            self.rows["api"].append([start, end, level, self.symbols.intern(struct_type), self.symbols.intern(name),
-                                     int(record["thread_id"]), connection_id, int(record["item_id"])])
+        for (level_name, name), spans in durations.items():
+            self.stats.add_apis(level_name, name, spans)
 
     def _resolve_host(self, now: float) -> None:
+        tensor_low = self._low_mark("tensor_info")
+        context_low = self._low_mark("context_id_info")
         while self.pending_host:
             task = self.pending_host[0]
             record = task.record
-            if record.dtype == host_records.RT_TRACK:  # legacy runtime track: GE describes it by its ids
+            if task.legacy:  # legacy runtime track: GE describes it by its ids
                 context = self.legacy.context(record, self.hashes, self._expired(task.arrived, now))
                 if context is None:
                     return
@@ -315,7 +417,8 @@ class AggregatorStage(Transform):
                 node_api = self.host.node_api(thread, ts)
                 type_name = self._type_name(raw.LEVEL_RUNTIME, int(record["task_type"]))
                 complete = int(record["device_id"]) in self.devices and \
-                    self._host_context_complete(thread, ts, node_api, type_name, int(record["kernel_name"]))
+                    self._host_context_complete(thread, ts, node_api, type_name, int(record["kernel_name"]),
+                                                tensor_low, context_low)
                 if not complete and not self._expired(task.arrived, now):
                     return
                 task.resolved = self._describe(record, node_api, type_name)
@@ -333,19 +436,35 @@ class AggregatorStage(Transform):
                 self._meet(key, host=task)
 
     def _chip_v6(self, device: int) -> bool:
-        return int(self.devices.get(device, {}).get("platform", 1)) in raw.STARS_V6_PLATFORMS
+        return self._flags(device).v6
+
+    def _flags(self, device: int) -> DeviceFlags:
+        """What a device's facts switch on, worked out once per device_info."""
+        facts = self.devices.get(device)
+        cached = self.flags.get(device)
+        if cached is not None and cached[0] is facts:
+            return cached[1]
+        known = facts or {}
+        flags = DeviceFlags(int(known.get("platform", 1)) in raw.STARS_V6_PLATFORMS, l2_configured(known),
+                            bool(known.get("aicpu_trace")))
+        self.flags[device] = (facts, flags)
+        return flags
 
     def _host_key(self, record: Any) -> tuple[int, int, int, int]:
         """(device, stream, task, batch) of a task_track; on chip v6 the task id is batchId << 16 | taskId, batch 0
         (msprof TaskTrackChip6Bean)."""
-        device, stream, task, batch = (int(record[name]) for name in ("device_id", "stream_id", "task_id",
-                                                                         "batch_id"))
+        device, stream = int(record["device_id"]), int(record["stream_id"])
+        task, batch = int(record["task_id"]), int(record["batch_id"])
         if self._chip_v6(device):
             return device, stream, (batch << 16) | task, 0
         return device, stream, task, batch
 
+    def _low_mark(self, stream_kind: str) -> float:
+        """The oldest watermark of the streams of a kind (tensor_info …); infinite when there are none."""
+        return min((mark for stream, mark in self.watermarks.items() if stream_kind in stream), default=float("inf"))
+
     def _host_context_complete(self, thread: int, ts: int, node_api: Interval | None, type_name: str | None,
-                               kernel: int) -> bool:
+                               kernel: int, tensor_low: float, context_low: float) -> bool:
         """Everything that describes a task at ``ts`` has arrived: its Node API, its node_basic_info with
         both names (and the kernel name) in hash_dic, when a tensor_info stream exists its records up to ``ts``
         and, for an FFTS+ or
@@ -359,20 +478,19 @@ class AggregatorStage(Transform):
         if node is None or int(node["op_name"]) not in self.hashes or int(node["op_type"]) not in self.hashes \
                 or kernel and kernel not in self.hashes:
             return False  # names come from hash_dic, which the runtime may flush later than the records
-        if not self._tensors_complete(thread, ts, int(node["op_name"]), node_api.start):
+        if not self._tensors_complete(thread, ts, int(node["op_name"]), node_api.start, tensor_low):
             return False
         if type_name not in FFTS_LAUNCH_TYPES or self.host.context_info(thread, ts, int(node["op_name"]),
                                                                         node_api.start) is not None:
             return True
-        return all(mark >= ts for stream, mark in self.watermarks.items() if "context_id_info" in stream)
+        return context_low >= ts
 
-    def _tensors_complete(self, thread: int, ts: int, op_name: int, since: int) -> bool:
-        """Every tensor record up to ``ts`` is in; of the op's own, stamped ``ts``, once one holds fewer than five
-        tensors (more than five come in several records)."""
-        tensor_marks = [mark for stream, mark in self.watermarks.items() if "tensor_info" in stream]
-        if any(mark < ts for mark in tensor_marks):
+    def _tensors_complete(self, thread: int, ts: int, op_name: int, since: int, tensor_low: float) -> bool:
+        """Every tensor record up to ``ts`` is in (``tensor_low``: the oldest tensor_info watermark); of the op's
+        own, stamped ``ts``, once one holds fewer than five tensors (more than five come in several records)."""
+        if tensor_low < ts:
             return False
-        if all(mark > ts for mark in tensor_marks):
+        if tensor_low > ts:
             return True
         tensors = self.host.tensor_info(thread, ts, op_name, since)
         return tensors is None or int(tensors[-1]["tensor_num"]) < raw.TENSOR_SLOTS
@@ -517,10 +635,11 @@ class AggregatorStage(Transform):
             task_key = (device.device, device.stream, device.task)
             pmu_key = (*task_key, INVALID_CONTEXT if context is None else context)
             facts = self.devices.get(device.device, {})
-            wants_pmu = host.resolved["task_type"] in ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV") and \
-                context is not None and not self._chip_v6(device.device)  # v6 PMU: a layout not decoded
-            wants_l2 = wants_pmu and l2_configured(facts)
-            wants_aicpu = host.resolved["task_type"] == "AI_CPU" and bool(facts.get("aicpu_trace"))
+            flags = self._flags(device.device)
+            wants_pmu = host.resolved["task_type"] in PMU_TASK_TYPES and \
+                context is not None and not flags.v6  # v6 PMU: a layout not decoded
+            wants_l2 = wants_pmu and flags.l2
+            wants_aicpu = host.resolved["task_type"] == "AI_CPU" and flags.aicpu
             missing = (wants_pmu and not self.pmu.get(pmu_key) or wants_l2 and not self.extras.l2_ready(task_key)
                        or wants_aicpu and not self.extras.aicpu_ready(device.device, device.end))
             if missing and not self._expired(arrived, now):
@@ -531,10 +650,10 @@ class AggregatorStage(Transform):
             pmu_record = _take(self.pmu, pmu_key) if wants_pmu else None
             extra: list[float | None] = []
             op_name = host.resolved["op_name"]
-            if facts.get("aicpu_trace"):
+            if flags.aicpu:
                 extra += self.extras.take_aicpu(task_key, device.start, device.end, op_name) if wants_aicpu \
                     else [None] * len(AICPU_COLUMNS)
-            if l2_configured(facts):
+            if flags.l2:
                 extra += self.extras.take_l2(task_key, facts, op_name) if wants_l2 else [None] * len(L2_COLUMNS)
             self._emit_task(host.resolved, device, pmu_record, extra, pmu_key[3])
 
@@ -544,33 +663,36 @@ class AggregatorStage(Transform):
         events = list(facts.get("pmu_events", []))
         metric, platform = str(facts.get("metric", "")), int(facts.get("platform", 1))
         pmu: list[float | None] = []
+        job: PmuJob | None = None  # the values are worked out later, with the other rows of the batch
         hidden: list[float | None] = []  # after the extras: see meta["hidden_pmu_columns"]
         stars = self._stars_pmu(device.device)
         if stars is not None:
-            if pmu_record is not None and "overflow" not in (pmu_record.dtype.names or ()):
+            if pmu_record is not None and "overflow" not in pmu_record:
                 pmu_record = None  # an HWTS-class PMU record on a STARS chip: not a ContextPmu
             pmu, hidden = stars.split_values(pmu_record, info["block_dim"], device.end - device.start,
                                              self.extras.clock_mhz(device.device, platform, device.end))
         elif events:
-            if pmu_record is not None:
+            if pmu_record is not None:  # computed with the other tasks of its batch (_fill_pmu)
                 block = int(pmu_record["block"]) or info["block_dim"]
                 at = int(pmu_record["ts_ns"]) or device.end
-                pmu = pmu_values(events, int(pmu_record["total_cycle"]), [int(v) for v in pmu_record["pmu"]],
-                                 block, int(facts.get("ai_core_num", 1)), float(facts.get("aic_frequency_mhz", 0)),
-                                 metric=metric, platform=platform, duration_ns=device.end - device.start,
-                                 time_mhz=self.extras.clock_mhz(device.device, platform, at))
+                job = PmuJob(device.device, int(pmu_record["total_cycle"]), pmu_record["pmu"], block,
+                             device.end - device.start, self.extras.clock_mhz(device.device, platform, at), extra)
             else:
                 pmu = [None] * len(pmu_columns(events, metric, platform))
         pmu += extra + hidden
         intern = self.symbols.intern
-        self.rows["task"].append([
+        row = [
             device.device, info["model_id"], info["iteration"], device.stream, device.task, device.batch,
             device.start, device.end, intern(info["op_name"]), intern(info["op_type"]), intern(info["task_type"]),
             intern(info["op_state"]), info["block_dim"], info["mix_block_dim"], info["connection_id"],
             info["thread_id"], intern(info["input_shapes"]), intern(info["input_dtypes"]),
             intern(info["input_formats"]), intern(info["output_shapes"]), intern(info["output_dtypes"]),
             intern(info["output_formats"]), pmu, context, intern(info.get("kernel_name", "")),
-            intern(info.get("runtime_task_type") or info["task_type"]), intern(info.get("hf32_eligible", "N/A"))])
+            intern(info.get("runtime_task_type") or info["task_type"]), intern(info.get("hf32_eligible", "N/A"))]
+        if job is not None:
+            job.row = row
+            self.pmu_jobs.append(job)
+        self.rows["task"].append(row)
         self.stats.add_op(device.device, info["op_type"], info["task_type"], device.end - device.start)
         self.tasks_out += 1
 
@@ -591,6 +713,8 @@ class AggregatorStage(Transform):
 
     def _flush_rows(self, force: bool) -> Iterator[Batch]:
         limit = self.config.max_batch_rows or self.ctx.batch_records
+        if self.pmu_jobs and (force or len(self.rows["task"]) >= limit):
+            self._fill_pmu()
         for kind, rows in self.rows.items():
             while rows and (force or len(rows) >= limit):
                 chunk, self.rows[kind] = rows[:limit], rows[limit:]
@@ -600,6 +724,25 @@ class AggregatorStage(Transform):
                     meta["pmu_columns"] = self._pmu_columns()
                     meta["hidden_pmu_columns"] = self._hidden_pmu_columns()
                 yield pack_rows(kind, chunk, "tasks", meta)
+
+    def _fill_pmu(self) -> None:
+        """The PMU values of the task rows waiting for them, device by device in one batch each."""
+        by_device: dict[int, list[PmuJob]] = {}
+        for job in self.pmu_jobs:
+            by_device.setdefault(job.device, []).append(job)
+        self.pmu_jobs = []
+        for device, jobs in by_device.items():
+            facts = self.devices.get(device, {})
+            values = pmu_batch(
+                list(facts.get("pmu_events", [])), np.array([job.cycles for job in jobs], np.uint64),
+                np.array([job.counters for job in jobs], np.uint64), np.array([job.block for job in jobs]),
+                int(facts.get("ai_core_num", 1)), float(facts.get("aic_frequency_mhz", 0)),
+                metric=str(facts.get("metric", "")), platform=int(facts.get("platform", 1)),
+                duration_ns=np.array([job.duration for job in jobs], np.int64),
+                time_mhz=np.array([np.nan if job.clock is None else job.clock for job in jobs], np.float64))
+            for job, pmu in zip(jobs, values, strict=True):
+                assert job.row is not None
+                job.row[PMU_AT] = pmu + job.extra
 
     def _pmu_columns(self) -> list[str]:
         """Names of a task row's ``pmu`` values (the first device's layout): the PMU columns (aic_/aiv_ sides
@@ -655,7 +798,10 @@ class AggregatorStage(Transform):
             self.contexts.prune_before(device_low)
 
     def tick(self, now: float) -> Iterable[Batch]:
-        self._prune()
+        # pruning scans every waiting task: while records stream in, at most every PRUNE_EVERY_S
+        if self.records_in == self.records_at_prune or now - self.last_prune >= PRUNE_EVERY_S:
+            self._prune()
+            self.last_prune, self.records_at_prune = now, self.records_in
         out = list(self._advance(now))
         out.extend(self._flush_rows(force=True))
         if self.stats.changed and now - self.last_snapshot >= self.config.snapshot_every_s:
@@ -701,7 +847,8 @@ class AggregatorStage(Transform):
         return {"tasks": self.tasks_out, "join_waiting": waiting, "lag_s": round(lag, 3)}
 
     def accounting(self) -> dict[str, Any]:
-        return {"records_in": self.records_in, "tasks_out": self.tasks_out, "unused": dict(self.unused)}
+        return {"records_in": self.records_in, "tasks_out": self.tasks_out, "unused": dict(self.unused),
+                "subscribed_ops": self.subscribed.count}
 
 
 def _task_columns(facts: dict[str, Any]) -> list[str]:
@@ -715,7 +862,8 @@ def _task_columns(facts: dict[str, Any]) -> list[str]:
 def _replay(host: HostTask, model: int, iteration: int) -> HostTask:
     """One execution of a task registered at model load."""
     assert host.resolved is not None
-    return HostTask(host.record, host.arrived, {**host.resolved, "model_id": model, "iteration": iteration})
+    return HostTask(host.record, host.arrived, {**host.resolved, "model_id": model, "iteration": iteration},
+                    host.legacy)
 
 
 def _take(table: dict[Any, deque[Any]], key: Any) -> Any:
@@ -734,9 +882,44 @@ def _chip_name(platform: Any) -> str:
     return raw.CHIP_NAMES.get(platform, "UNKNOWN") if isinstance(platform, int) else "UNKNOWN"
 
 
+def _dicts(arr: np.ndarray, arrays: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Records as dicts of Python values: what the join looks up field by field, many times per record.
+    ``arrays``: large array fields, kept as numpy rows (most records never read them)."""
+    names = [name for name in arr.dtype.names or () if name not in arrays]
+    out = [dict(zip(names, values, strict=True)) for values in arr[names].tolist()]
+    for name in arrays:
+        for record, row in zip(out, arr[name], strict=True):
+            record[name] = row
+    return out
+
+
+def _tensor_keys(arr: np.ndarray) -> list[tuple[int, bytes]]:
+    """What a tensor_info's texts depend on: its tensor count and slot bytes (the same op, the same key)."""
+    slots = np.ascontiguousarray(arr["tensors"]).reshape(len(arr), -1)
+    raw_slots = [row.tobytes() for row in slots.view(np.dtype((np.void, slots.shape[1] * slots.itemsize))).ravel()]
+    return list(zip(arr["tensor_num"].tolist(), raw_slots, strict=True))
+
+
+TEXTS_CACHE_LIMIT = 4096
+_texts_cache: dict[tuple[tuple[int, bytes], ...], dict[str, str]] = {}
+
+
 def _tensor_texts(tensor: Any) -> dict[str, str]:
     """Shapes, data types and formats of an op's tensors; ``tensor``: one tensor record, a list of them (an op
-    with more than five tensors), or None."""
+    with more than five tensors), or None. Texts are cached by what they depend on (tensor counts, slot bytes)."""
+    records = tensor if isinstance(tensor, list) else [tensor]
+    if tensor is None or not all(isinstance(record, dict) and "texts_key" in record for record in records):
+        return _tensor_texts_of(tensor)
+    key = tuple(record["texts_key"] for record in records)
+    cached = _texts_cache.get(key)
+    if cached is None:
+        if len(_texts_cache) >= TEXTS_CACHE_LIMIT:
+            _texts_cache.clear()
+        cached = _texts_cache[key] = _tensor_texts_of(tensor)
+    return cached
+
+
+def _tensor_texts_of(tensor: Any) -> dict[str, str]:
     texts = {f"{side}_{what}": "N/A" for side in ("input", "output") for what in ("shapes", "dtypes", "formats")}
     if tensor is None:
         return texts

@@ -76,19 +76,29 @@ class DeviceExtras:
         if text.any():
             self.unused["AI CPU text records (DATA_PREPROCESS.AICPU text form: no stream/task id to join)"] += \
                 int(text.sum())
-        for record in arr[~text]:
-            device = int(record["device_id"])
-            key = (device, int(record["stream_id"]), int(record["task_id"]))
+        binary = arr[~text]
+        names = binary.dtype.names or ()
+        for values in binary.tolist():
+            record = dict(zip(names, values, strict=True))
+            device = record["device_id"]
+            key = (device, record["stream_id"], record["task_id"])
             self.aicpu.setdefault(key, deque()).append(record)
-            self.aicpu_seen[device] = max(self.aicpu_seen.get(device, 0), int(record["end_ns"]))
+            self.aicpu_seen[device] = max(self.aicpu_seen.get(device, 0), record["end_ns"])
 
     def add_l2(self, arr: np.ndarray) -> None:
-        for record in arr:
-            key = (int(record["device_id"]), int(record["stream_id"]), int(record["task_id"]))
-            sequence = self.l2_sequence.get(key[0], 0)
-            self.l2_sequence[key[0]] = sequence + 1
-            self.l2.setdefault(key, deque()).append((sequence, record))
-            self.l2_seen.add(key[0])
+        """Each record's event counts (a list), queued under its task with its place among its device's records."""
+        l2, sequences, seen = self.l2, self.l2_sequence, self.l2_seen
+        for key, events in zip(zip(arr["device_id"].tolist(), arr["stream_id"].tolist(), arr["task_id"].tolist(),
+                                   strict=True), arr["events"].tolist(), strict=True):
+            device = key[0]
+            sequence = sequences.get(device, 0)
+            sequences[device] = sequence + 1
+            found = l2.get(key)
+            if found is None:
+                l2[key] = deque(((sequence, events),))
+                seen.add(device)
+            else:
+                found.append((sequence, events))
 
     def add_freq(self, arr: np.ndarray, platform_of: dict[int, int]) -> None:
         for record in arr:
@@ -151,10 +161,10 @@ class DeviceExtras:
         waiting = self.l2.get(key)
         if not waiting:
             return [None, None]
-        sequence, record = waiting.popleft()
+        sequence, events = waiting.popleft()
         if not waiting:
             del self.l2[key]
-        rates = l2_rates(record, facts)
+        rates = l2_rates(events, facts)
         self.rows["l2_cache"].append([*key, *rates, op_name, sequence])
         return rates
 
@@ -183,17 +193,18 @@ class DeviceExtras:
         for key, l2_queue in self.l2.items():
             facts = facts_of.get(key[0], {})
             if l2_configured(facts):
-                for sequence, record in l2_queue:
-                    self.rows["l2_cache"].append([*key, *l2_rates(record, facts), "", sequence])
+                for sequence, events in l2_queue:
+                    self.rows["l2_cache"].append([*key, *l2_rates(events, facts), "", sequence])
         self.aicpu.clear()
         self.l2.clear()
 
 
-def l2_rates(record: Any, facts: dict[str, Any]) -> list[float | None]:
-    """Hit and victim rates of one L2 cache record with the device's event roles (hit None on STARS chips)."""
+def l2_rates(counts: list[int], facts: dict[str, Any]) -> list[float | None]:
+    """Hit and victim rates of one L2 cache record's event counts with the device's event roles (hit None on
+    STARS chips)."""
     platform = int(facts.get("platform", 1))
     request_events, hit_events, victim_events = L2_EVENTS[platform]
-    by_event = dict(zip(facts.get("l2_events") or [], (int(v) for v in record["events"]), strict=False))
+    by_event = dict(zip(facts.get("l2_events") or [], counts, strict=False))
 
     def total(events: tuple[int, ...]) -> int:
         return sum(by_event[abs(e)] * (-1 if e < 0 else 1) for e in events)

@@ -11,7 +11,6 @@ static models are named through their load-time registrations instead (static.py
 from __future__ import annotations
 
 import bisect
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,25 +20,30 @@ HARD_LIMIT = 1_000_000  # entries per thread and kind, whatever the low-water ma
 @dataclass
 class TimedLog:
     """Entries sorted by time (appended in order, as each host stream is). Bounded by
-    :meth:`prune_before`, which the owner calls with the oldest time still needed."""
+    :meth:`prune_before`, which the owner calls with the oldest time still needed, and by
+    ``HARD_LIMIT`` (past it by a sixteenth, the oldest entries go). Lists, not deques: lookups bisect."""
 
-    times: deque[int] = field(default_factory=lambda: deque(maxlen=HARD_LIMIT))
-    items: deque[Any] = field(default_factory=lambda: deque(maxlen=HARD_LIMIT))
+    times: list[int] = field(default_factory=list)
+    items: list[Any] = field(default_factory=list)
 
     def prune_before(self, ts: int) -> None:
         """Forget entries older than ``ts`` except the newest of them (it may still contain ``ts``)."""
-        while len(self.times) > 1 and self.times[1] <= ts:
-            self.times.popleft()
-            self.items.popleft()
+        drop = bisect.bisect_right(self.times, ts) - 1
+        if drop > 0:
+            del self.times[:drop]
+            del self.items[:drop]
 
     def add(self, ts: int, item: Any) -> None:
         if self.times and ts < self.times[-1]:  # rare out-of-order record: keep sorted
-            position = bisect.bisect_right(list(self.times), ts)
+            position = bisect.bisect_right(self.times, ts)
             self.times.insert(position, ts)
             self.items.insert(position, item)
-            return
-        self.times.append(ts)
-        self.items.append(item)
+        else:
+            self.times.append(ts)
+            self.items.append(item)
+        if len(self.times) > HARD_LIMIT + HARD_LIMIT // 16:
+            del self.times[:-HARD_LIMIT]
+            del self.items[:-HARD_LIMIT]
 
     def latest_at_or_before(self, ts: int) -> Any:
         position = bisect.bisect_right(self.times, ts)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from stages.formats.raw import PMU_EVENT_SETS
 
@@ -61,11 +62,21 @@ class Inputs:
         return sum(self.counters[event] / self.cycles for event in events)
 
 
-Formula = Callable[[Inputs], Value]
+@dataclass(frozen=True)
+class Formula:
+    """One column's formula: ``scalar`` computes it for one record; ``kind`` and ``args`` name it for the
+    batch evaluator (:mod:`.pmu_batch`), which computes the same floats for many records at once."""
+
+    scalar: Callable[[Inputs], Value]
+    kind: str
+    args: tuple[Any, ...] = ()
+
+    def __call__(self, x: Inputs) -> Value:
+        return self.scalar(x)
 
 
 def _ratio(*events: int) -> Formula:
-    return lambda x: x.ratio(events)
+    return Formula(lambda x: x.ratio(events), "ratio", events)
 
 
 def _time(*events: int) -> Formula:
@@ -76,7 +87,7 @@ def _time(*events: int) -> Formula:
         if x.mini:
             return total * 1000000 / x.time_freq_hz / x.block * math.ceil(x.block / x.core_num)
         return aicore * ratio if ratio is not None else None
-    return time
+    return Formula(time, "time", events)
 
 
 def _bandwidth(event: int, hwts_bytes: float, mini_bytes: float) -> Formula:
@@ -88,21 +99,21 @@ def _bandwidth(event: int, hwts_bytes: float, mini_bytes: float) -> Formula:
             seconds = x.cycles * 1000 / (x.freq_hz * 1000.0) / x.block * math.ceil(x.block / x.core_num)
             return count * mini_bytes / seconds / BANDWIDTH_UNIT if seconds else None
         return count * hwts_bytes / (x.cycles / x.freq_hz) / BANDWIDTH_UNIT
-    return bandwidth
+    return Formula(bandwidth, "bandwidth", (event, hwts_bytes, mini_bytes))
 
 
 def _count(event: int) -> Formula:
-    return lambda x: None if event not in x.counters else float(x.counters[event])
+    return Formula(lambda x: None if event not in x.counters else float(x.counters[event]), "count", (event,))
 
 
 def _kilobytes(kb_per_count: float, plus: tuple[int, ...], minus: tuple[int, ...] = ()) -> Formula:
     def kilobytes(x: Inputs) -> Value:
         added, taken = x.total(plus), x.total(minus) if minus else 0
         return None if added is None or taken is None else kb_per_count * added - kb_per_count * taken
-    return kilobytes
+    return Formula(kilobytes, "kilobytes", (kb_per_count, plus, minus))
 
 
-def _icache_miss_rate(x: Inputs) -> Value:
+def _icache_miss_rate_of(x: Inputs) -> Value:
     miss, req = x.counters.get(0x55), x.counters.get(0x54)
     if miss is None or req is None:
         return None
@@ -113,7 +124,7 @@ def _icache_miss_rate(x: Inputs) -> Value:
     return (miss / x.cycles) / (req / x.cycles) if req else miss / x.cycles
 
 
-def _cube_fops(x: Inputs) -> Value:
+def _cube_fops_of(x: Inputs) -> Value:
     fp16, int8 = x.counters.get(0x49), x.counters.get(0x4A)
     if fp16 is None or int8 is None or not x.cycles and not x.mini:
         return None
@@ -127,7 +138,7 @@ _VECTOR_LANES = {True: (128.0, 64.0, 32.0, 64.0, 32.0), False: (128.0, 64.0, 64.
 _VECTOR_EVENTS = (0x4C, 0x4D, 0x4B, 0x4E, 0x4F)
 
 
-def _vector_fops(x: Inputs) -> Value:
+def _vector_fops_of(x: Inputs) -> Value:
     if any(event not in x.counters for event in _VECTOR_EVENTS) or not x.cycles and not x.mini:
         return None
     lanes = _VECTOR_LANES[x.mini]
@@ -135,6 +146,11 @@ def _vector_fops(x: Inputs) -> Value:
         return sum(x.counters[event] * lane for event, lane in zip(_VECTOR_EVENTS, lanes, strict=True))
     return sum(x.counters[event] / x.cycles * x.cycles * lane for event, lane in zip(_VECTOR_EVENTS, lanes,
                                                                                          strict=True))
+
+
+_icache_miss_rate = Formula(_icache_miss_rate_of, "icache_miss_rate")
+_cube_fops = Formula(_cube_fops_of, "cube_fops")
+_vector_fops = Formula(_vector_fops_of, "vector_fops")
 
 
 def _pipes(*stems: tuple[str, tuple[int, ...]]) -> list[tuple[str, Formula]]:

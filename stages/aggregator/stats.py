@@ -24,6 +24,21 @@ class RunningStats:
         self.total += duration_ns
         self.sum_sq_us2 += (duration_ns / 1000) ** 2
 
+    def add_many(self, durations_ns: list[int]) -> None:
+        """:meth:`add` for each duration in turn (the same sums, in the same order)."""
+        if not durations_ns:
+            return
+        low = min(durations_ns)
+        if self.count == 0 or low < self.low:
+            self.low = low
+        self.high = max(self.high, max(durations_ns))
+        self.count += len(durations_ns)
+        self.total += sum(durations_ns)
+        sum_sq = self.sum_sq_us2
+        for duration_ns in durations_ns:
+            sum_sq += (duration_ns / 1000) ** 2
+        self.sum_sq_us2 = sum_sq
+
 
 class StatsBook:
     def __init__(self) -> None:
@@ -37,6 +52,10 @@ class StatsBook:
 
     def add_api(self, level: str, name: str, duration_ns: int) -> None:
         self.apis.setdefault((level, name), RunningStats()).add(duration_ns)
+        self.changed = True
+
+    def add_apis(self, level: str, name: str, durations_ns: list[int]) -> None:
+        self.apis.setdefault((level, name), RunningStats()).add_many(durations_ns)
         self.changed = True
 
     def op_rows(self) -> list[list[Any]]:

@@ -28,31 +28,34 @@ class Clock:
     local_offset: int = 0
 
     @cached_property
-    def _multiply_add(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """(scale, shift) with ns = ticks × scale + shift, when a tick is a whole number of ns and the shift
-        fits in int64 (int64 arithmetic wraps, so this equals the step-by-step form bit for bit). 0-d arrays:
+    def _multiply_add(self) -> tuple[np.ndarray, np.ndarray, bool] | None:
+        """(scale, shift, scale is 1) with ns = ticks × scale + shift, when a tick is a whole number of ns and the
+        shift fits in int64 (int64 arithmetic wraps, so this equals the step-by-step form bit for bit). 0-d arrays:
         numpy takes them in faster than Python ints."""
         scale, rest = divmod(1_000_000, self.freq_khz)
         shift = self.mono0 + self.local_offset - self.cnt0 * scale
         if rest or not _INT64_MIN <= shift <= _INT64_MAX:
             return None
-        return np.array(scale, np.int64), np.array(shift, np.int64)
+        return np.array(scale, np.int64), np.array(shift, np.int64), scale == 1
 
-    def to_local_ns(self, ticks: np.ndarray) -> np.ndarray:
+    def to_local_ns(self, ticks: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Local ns of device or host ticks; written into ``out`` (an int64 array or field) when given."""
         counts = ticks.view(_INT64) if ticks.dtype == _UINT64 else ticks.astype(_INT64)
         fast = self._multiply_add
         if fast is not None:
-            scale, shift = fast
-            if scale == 1:
-                shifted: np.ndarray = counts + shift
-                return shifted
-            ns: np.ndarray = counts * scale
+            scale, shift, unit = fast
+            if unit:
+                return np.add(counts, shift, out=out)
+            ns: np.ndarray = np.multiply(counts, scale, out=out)
             ns += shift
             return ns
         delta = counts - np.int64(self.cnt0)
         whole, rest = np.divmod(delta, self.freq_khz)
         result: np.ndarray = whole * 1_000_000 + (rest * 1_000_000) // self.freq_khz + np.int64(
             self.mono0 + self.local_offset)
+        if out is not None:
+            out[...] = result
+            return out
         return result
 
     def duration_ns(self, ticks: int) -> int:

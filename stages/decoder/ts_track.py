@@ -36,40 +36,72 @@ _TAGS: dict[int, tuple[np.dtype, str, tuple[str, ...]]] = {
 def decode_ts_track(body: bytes, device: int, clock: Clock, reject: Reject,
                     chip_v6: bool = False) -> list[tuple[str, np.ndarray]]:
     """Every record of a chunk, split by tag into decoded arrays (unknown tags rejected)."""
-    arr = np.frombuffer(body, dtype=raw.TS_STEP_TRACE)
-    tags = np.ascontiguousarray(arr["tag"])
-    tag_bytes = tags.tobytes()
-    if tag_bytes.count(tag_bytes[:1]) == len(tag_bytes):  # the usual case: one tag throughout
-        counts = dict.fromkeys(_TAGS, 0) | {tag_bytes[0]: len(tag_bytes)}
-    else:
-        per_tag = np.bincount(tags).tolist()
-        counts = {tag: per_tag[tag] if tag < len(per_tag) else 0 for tag in _TAGS}
-    if sum(counts[tag] for tag in _TAGS) < len(tags):
+    body = bytes(body)
+    size = raw.TS_TRACK_SIZE
+    tag_bytes = body[1::size][: len(body) // size]  # byte 1 of every record: its tag
+    n = len(tag_bytes)
+    first = tag_bytes[:1]
+    if tag_bytes.count(first) == n:  # the usual case: one tag throughout, decoded in place
+        tag = first[0] if n else raw.TS_TAG_STEP_TRACE
+        if tag in _TAGS:
+            return [_decode_tag(tag, body, device, clock, chip_v6)] if n else []
+    counts = {tag: tag_bytes.count(tag) for tag in _TAGS}
+    picked: dict[int, bytes] = {}
+    if sum(counts.values()) < n:  # unknown tags: rejected, the others picked by mask
+        tags = np.frombuffer(tag_bytes, np.uint8)
+        arr = np.frombuffer(body, dtype=raw.TS_STEP_TRACE, count=n)
         unknown = ~np.isin(tags, list(_TAGS))
         reject("ts_track: unknown record tag", int(unknown.sum()), records.pick(arr, unknown).tobytes())
-    ts = clock.to_local_ns(arr["timestamp"])  # at the same offset in every layout
+        picked = {tag: records.pick(arr, tags == tag).tobytes() for tag, count in counts.items() if count}
     outputs: list[tuple[str, np.ndarray]] = []
-    for tag, (layout, kind, fields) in _TAGS.items():
-        if not counts[tag]:
-            continue
-        if chip_v6 and tag == raw.TS_TAG_STEP_TRACE:
-            layout = raw.TS_STEP_TRACE_V6
-        rows, rows_ts, keep = np.frombuffer(body, dtype=layout), ts, None
-        if counts[tag] < len(rows):
-            which = tags == tag
-            if counts[tag] * 2 > len(rows):  # most records: decoded among the others (no copy), which are dropped after
-                keep = which
-            else:  # a few records: picked first
-                rows, rows_ts = records.pick(rows, which), ts[which]
-        out = records.blank(records.DTYPES[kind], len(rows), device)
-        out["ts_ns"] = rows_ts
-        records.copy_fields(out, rows, fields)
-        if tag == raw.TS_TAG_BLOCK_NUM:
-            out["stream_id"], out["task_id"] = _stars_ids(rows["stream_id"], rows["task_id"])
-        else:
-            out["stream_id"] = rows["stream_id"] & _STREAM_ID_BITS
-        outputs.append((kind, out if keep is None else records.pick(out, keep)))
+    for tag, count in counts.items():
+        if count:
+            chosen = picked.get(tag) or _records_of(body, tag_bytes, counts, tag)
+            outputs.append(_decode_tag(tag, chosen, device, clock, chip_v6))
     return outputs
+
+
+def _positions(tag_bytes: bytes, tags: list[int]) -> list[int]:
+    """Where records with these tags sit, in order (bytes.find: no numpy call for the few of a chunk)."""
+    found: list[int] = []
+    for tag in tags:
+        needle, at = bytes((tag,)), tag_bytes.find(tag)
+        while at >= 0:
+            found.append(at)
+            at = tag_bytes.find(needle, at + 1)
+    return sorted(found) if len(tags) > 1 else found
+
+
+def _records_of(body: bytes, tag_bytes: bytes, counts: dict[int, int], tag: int) -> bytes:
+    """The records of one tag, joined: runs of them are sliced out of the chunk as bytes."""
+    size, n = raw.TS_TRACK_SIZE, len(tag_bytes)
+    if counts[tag] * 2 < n:  # the few: one by one
+        return b"".join([body[i * size:(i + 1) * size] for i in _positions(tag_bytes, [tag])])
+    pieces, begin = [], 0  # the many: the runs between the others
+    for other in _positions(tag_bytes, [t for t, count in counts.items() if count and t != tag]):
+        if other > begin:
+            pieces.append(body[begin * size:other * size])
+        begin = other + 1
+    pieces.append(body[begin * size:n * size])
+    return b"".join(pieces)
+
+
+def _decode_tag(tag: int, body: bytes, device: int, clock: Clock, chip_v6: bool) -> tuple[str, np.ndarray]:
+    """Records that all carry ``tag``, as their decoded kind."""
+    layout, kind, fields = _TAGS[tag]
+    if chip_v6 and tag == raw.TS_TAG_STEP_TRACE:
+        layout = raw.TS_STEP_TRACE_V6
+    rows = np.frombuffer(body, dtype=layout, count=len(body) // raw.TS_TRACK_SIZE)
+    out = np.empty(len(rows), records.DTYPES[kind])  # every field is written below
+    out["device_id"] = device
+    clock.to_local_ns(rows["timestamp"], out=out["ts_ns"])
+    for name in fields:  # straight from the strided source: no contiguous copy first
+        out[name] = rows[name]
+    if tag == raw.TS_TAG_BLOCK_NUM:
+        out["stream_id"], out["task_id"] = _stars_ids(rows["stream_id"], rows["task_id"])
+    else:
+        np.bitwise_and(rows["stream_id"], _STREAM_ID_BITS, out=out["stream_id"])
+    return kind, out
 
 
 def _stars_ids(stream: np.ndarray, task: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

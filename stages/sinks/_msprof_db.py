@@ -34,9 +34,10 @@ class Table:
                          for name, kind in self.columns)
         return f"CREATE TABLE IF NOT EXISTS {self.name} ({body})"
 
-    def insert_sql(self, verb: str = "INSERT") -> str:
-        return (f"{verb} INTO {self.name} ({', '.join(self.column_names)}) "
-                f"VALUES ({', '.join('?' * len(self.columns))})")
+    def insert_sql(self, verb: str = "INSERT", rows: int = 1) -> str:
+        """An INSERT of ``rows`` rows (a multi-row statement when more than one)."""
+        values = f"({', '.join('?' * len(self.columns))})"
+        return f"{verb} INTO {self.name} ({', '.join(self.column_names)}) VALUES {', '.join([values] * rows)}"
 
 
 def _table(name: str, spec: str, primary_key: str | None = None, always: bool = False) -> Table:

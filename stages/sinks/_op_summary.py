@@ -51,6 +51,7 @@ BASE_HEADER = [
     "Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)",
 ]
 START, DURATION, WAIT = 8, 9, 10
+TEXT_COLUMNS = (4, 5, 6, 7)  # Op Name, OP Type, OP State, Task Type
 TENSOR_COLUMNS = range(14, 20)  # shapes / data types / formats: msprof's quoted form
 KEY_FIELDS = 5
 SHAPE_COLUMNS = (14, 17)  # Input Shapes, Output Shapes
@@ -90,7 +91,9 @@ class CsvCodec:
         return ",".join(self.header) + "\n"
 
     def line(self, cells: list[str]) -> str:
-        out = [csv_cell(c) for c in cells]
+        out = list(cells)  # the other cells are numbers or N/A, written by the summary sink: nothing to quote
+        for i in TEXT_COLUMNS:
+            out[i] = csv_cell(cells[i])
         out[START] = cells[START] + "\t"  # msprof's spreadsheet guard
         for i in TENSOR_COLUMNS:
             out[i] = csv_shape_cell(cells[i]) if i in SHAPE_COLUMNS else csv_tensor_cell(cells[i])
@@ -166,6 +169,8 @@ class OpSummaryWriter:
         self._json: JsonArrayFile | None = None
         self._last: dict[int, tuple[int, int]] = {}  # device -> (start, end) of the previous row
         self._runs_made = 0
+        self._in_order = True  # rows arrived sorted (by the key finish() sorts them by)
+        self._last_key: SortKey | None = None
         self.guard.attempt(directory, lambda: directory.mkdir(parents=True, exist_ok=True))
 
     @property
@@ -183,6 +188,10 @@ class OpSummaryWriter:
             cells[WAIT] = us(max(0, start - previous[1]) if previous else 0)
             self._last[device] = (start, end)
             lines.append(self.codec.line(cells))
+            if self._in_order:
+                key = (device, start, _int(cells[3]), _int(cells[2]), end - start)
+                self._in_order = self._last_key is None or self._last_key < key  # a tie sorts by line text
+                self._last_key = key
         while lines:
             if self._fd < 0 and self._json is None or self._rows_in_file >= self.max_rows:
                 self._next_file()
@@ -218,6 +227,8 @@ class OpSummaryWriter:
         self._close_current()
         if not self.rows:
             return Commit()
+        if self._in_order and len(self.files) == 1 and isinstance(self.codec, CsvCodec):
+            return Commit()  # already sorted, its wait times those of the sorted order: final as it is
         written = self.guard.attempt(self.directory, self._sort_files,
                                      lambda: remove_temporaries(self.directory, "op_summary", self.timestamp, "run"))
         commit = commit_of(written, self.files)

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import math
 from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
+from itertools import compress
 from typing import Any
 
 
@@ -92,25 +93,18 @@ class _Span:
         self.parent: _Span | None = None
 
 
-def _order(span: _Span) -> tuple[int, int]:
-    # outer before inner when starts are equal
-    return (span.start, -span.end)
-
-
-def _start(span: _Span) -> int:
-    return span.start
-
-
 class NestedTrack:
-    """A laminar family of spans sorted by (start, -end); each span knows its innermost container."""
+    """A laminar family of spans sorted by (start, -end); each span knows its innermost container.
+    ``_starts`` mirrors ``_spans`` (their starts) so bisection runs in C."""
 
-    __slots__ = ("window_ns", "adjusted", "dropped", "_spans", "_floor", "_max_start", "_prune_at")
+    __slots__ = ("window_ns", "adjusted", "dropped", "_spans", "_starts", "_floor", "_max_start", "_prune_at")
 
     def __init__(self, window_ns: int) -> None:
         self.window_ns = window_ns
         self.adjusted = 0
         self.dropped = 0
         self._spans: list[_Span] = []
+        self._starts: list[int] = []
         self._floor = -1  # latest end among forgotten spans
         self._max_start = -1
         self._prune_at = 4096
@@ -132,6 +126,7 @@ class NestedTrack:
         self.window_ns, self.adjusted, self.dropped = state["window_ns"], state["adjusted"], state["dropped"]
         self._floor, self._max_start, self._prune_at = state["floor"], state["max_start"], state["prune_at"]
         self._spans = [_Span(start, end) for start, end in zip(state["starts"], state["ends"], strict=True)]
+        self._starts = list(state["starts"])
         for span, parent in zip(self._spans, state["parents"], strict=True):
             span.parent = None if parent < 0 else self._spans[parent]
 
@@ -179,7 +174,7 @@ class NestedTrack:
         if spans[-1].start < point:
             index = len(spans) - 1
         else:
-            index = bisect_left(spans, point, key=_start) - 1
+            index = bisect_left(self._starts, point) - 1
             if index < 0:
                 return None
         span: _Span | None = spans[index]
@@ -188,12 +183,13 @@ class NestedTrack:
         return span
 
     def _insert(self, new: _Span) -> None:
-        spans = self._spans
-        key = _order(new)
-        if not spans or _order(spans[-1]) <= key:
+        spans, starts = self._spans, self._starts
+        if not spans or starts[-1] < new.start or starts[-1] == new.start and spans[-1].end >= new.end:
             pos = len(spans)
-        else:
-            pos = bisect_right(spans, key, key=_order)
+        else:  # after every span that starts earlier, or as early and ends no earlier (outer before inner)
+            pos = bisect_left(starts, new.start)
+            while pos < len(spans) and spans[pos].start == new.start and spans[pos].end >= new.end:
+                pos += 1
         parent = spans[pos - 1] if pos else None
         while parent is not None and not (parent.start <= new.start and parent.end >= new.end):
             parent = parent.parent
@@ -206,8 +202,10 @@ class NestedTrack:
             index += 1
         if pos == len(spans):
             spans.append(new)
+            starts.append(new.start)
         else:
             spans.insert(pos, new)
+            starts.insert(pos, new.start)
         if new.start > self._max_start:
             self._max_start = new.start
         if len(spans) >= self._prune_at:
@@ -215,14 +213,13 @@ class NestedTrack:
 
     def _prune(self) -> None:
         horizon = self._max_start - self.window_ns
-        kept: list[_Span] = []
-        for span in self._spans:
-            if span.end > horizon:
-                kept.append(span)
-            elif span.end > self._floor:
+        keep = [span.end > horizon for span in self._spans]
+        for span, kept in zip(self._spans, keep, strict=True):
+            if not kept and span.end > self._floor:
                 self._floor = span.end
-        self._spans = kept
-        self._prune_at = max(4096, 2 * len(kept))
+        self._spans = list(compress(self._spans, keep))
+        self._starts = list(compress(self._starts, keep))
+        self._prune_at = max(4096, 2 * len(self._spans))
 
 
 class HostTrack:

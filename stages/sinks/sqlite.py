@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import pickle
 import sqlite3
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,22 @@ ORPHAN_CONNECTION_IDS = 1 << 62
 APPENDED_BY_ROWID = ("TASK", "TASK_PMU_INFO", "MSTX_EVENTS")
 APPENDED_BY_TASK_ID = ("COMPUTE_TASK_INFO", "COMMUNICATION_SCHEDULE_TASK_INFO")
 FIXED_AT_OPEN = frozenset({"META_DATA", *msdb.ENUMS})
+ROWS_PER_STATEMENT = 500  # rows of one multi-row INSERT (fewer when SQLite allows fewer parameters)
+
+
+def insert_rows(conn: sqlite3.Connection, table: msdb.Table, rows: list[tuple[Any, ...]], verb: str = "INSERT") -> int:
+    """Insert ``rows`` many to a statement (one step per statement, not per row); returns rows inserted."""
+    width = len(table.columns)
+    per_statement = max(1, min(ROWS_PER_STATEMENT, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width))
+    whole = len(rows) - len(rows) % per_statement
+    inserted = 0
+    if whole:
+        sql = table.insert_sql(verb, per_statement)
+        for first in range(0, whole, per_statement):
+            inserted += conn.execute(sql, list(chain.from_iterable(rows[first:first + per_statement]))).rowcount
+    if whole < len(rows):
+        inserted += conn.executemany(table.insert_sql(verb), rows[whole:]).rowcount
+    return inserted
 
 
 class SqliteSink(Sink):
@@ -272,7 +289,7 @@ class SqliteSink(Sink):
         if not rows:
             return 0
         self._create(conn, table)
-        return conn.executemany(table.insert_sql(verb), rows).rowcount
+        return insert_rows(conn, table, rows, verb)
 
     def _replace(self, conn: sqlite3.Connection, table: msdb.Table, rows: list[tuple[Any, ...]]) -> None:
         self._create(conn, table)

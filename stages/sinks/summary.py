@@ -245,6 +245,7 @@ class SummarySink(Sink):
             (device, model_id, _iteration, stream_id, task_id, _batch_id, start, end, op_name, op_type,
              task_type, op_state, block_dim, mix_block_dim, _connection_id, _thread_id, in_shapes,
              in_dtypes, in_formats, out_shapes, out_dtypes, out_formats, pmu, context_id, *_) = row
+            hf32 = sym[row[26]] if len(row) > 26 and row[26] else NA  # GE's op flag: YES / NO
             name = sym[op_name]
             kind = sym[task_type]
             if not name or kind in SKIPPED_TASK_TYPES:
@@ -254,7 +255,7 @@ class SummarySink(Sink):
                 str(device), str(model_id), str(task_id), str(stream_id), name, sym[op_type] or NA,
                 sym[op_state] or NA, kind or NA, us(start), us(end - start), "0",
                 NA if block_dim is None else str(block_dim), NA if mix_block_dim is None else str(mix_block_dim),
-                NA, sym[in_shapes] or NA, sym[in_dtypes] or NA, sym[in_formats] or NA, sym[out_shapes] or NA,
+                hf32, sym[in_shapes] or NA, sym[in_dtypes] or NA, sym[in_formats] or NA, sym[out_shapes] or NA,
                 sym[out_dtypes] or NA, sym[out_formats] or NA,
                 NA if context_id in (None, CONTEXT_ID_NONE) else str(context_id),
             ]

@@ -16,8 +16,9 @@ Layout as current msprof writes it: a "CANN" process (label CPU, sort 7) with on
 host thread and ``{Level}@{api}`` events; an "Ascend Hardware" process per device (label
 ``NPU {dev}``, sort 14) with one thread per stream and one event per device task; the
 application's process (label CPU, sort 6) for MsprofTx ranges; ``HostToDevice`` flows from
-Node-level APIs to their device tasks. pid = (app pid << 10) | (sort index << 5) | device id,
-with device id 31 for the host. ``ts`` is a µs string with three decimals, exact from ns.
+Node-level APIs to their device tasks; the step trace layer, a thread per model on the Ascend Hardware
+process (:mod:`._step_layer`). pid = (app pid << 10) | (sort index << 5) | device id, with device id 31
+for the host. ``ts`` is a µs string with three decimals, exact from ns.
 
 The file is a complete JSON array after every batch (see :mod:`._jsonarray`), each rotated file
 carries its own metadata, and no two complete events cross on one track (see :mod:`._tracks`).
@@ -51,6 +52,7 @@ from stages.sinks._format import (
     us,
 )
 from stages.sinks._jsonarray import JsonArrayFile
+from stages.sinks._step_layer import StepLayer, StepTrack, step_thread_name, step_tid
 from stages.sinks._tracks import HostTrack, SerialTrack
 
 HOST_DEVICE_ID = 31
@@ -65,6 +67,9 @@ def format_pid(pid: int, sort_index: int, device_id: int) -> int:
 
 def _js(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
+
+
+_DEFAULT_TEXTS = {"": '""', NA: _js(NA)}
 
 
 def _meta(name: str, pid: int, tid: int, key: str, value: Any) -> str:
@@ -114,6 +119,7 @@ class TimelineSink(Sink):
         self._waiting_flow_ends = _Bounded(FLOW_MEMORY)  # connection id -> (pid, tid, ts)
         self._flow_ended = _Bounded(FLOW_MEMORY)  # connection ids whose flow has its end
         self.counts = {"task": 0, "api": 0, "tx": 0, "flows": 0}
+        self._steps = StepLayer()
 
     # -- stage interface -------------------------------------------------------------------
 
@@ -129,7 +135,7 @@ class TimelineSink(Sink):
             if rows and rows[0] and isinstance(rows[0][0], dict):
                 self.info = RunInfo.from_row(rows[0][0])
             return
-        if kind not in ("task", "api", "tx"):
+        if kind not in ("task", "api", "tx", "step_trace"):
             return
         if self._file is None:  # tolerate a runner that skips open()
             self.open()
@@ -139,6 +145,8 @@ class TimelineSink(Sink):
             self._tasks(rows, out)
         elif kind == "api":
             self._apis(rows, out)
+        elif kind == "step_trace":
+            self._step_trace(rows, out)
         else:
             self._txs(rows, out)
         self._write(out)
@@ -188,15 +196,16 @@ class TimelineSink(Sink):
             self._file = JsonArrayFile.reopen(self.paths[-1], size, count, self.ctx.output_guard)
 
     def accounting(self) -> dict[str, int]:
-        adjusted = sum(t.adjusted for t in self._serial.values()) + sum(
-            t.adjusted for t in self._nested.values()
-        )
-        dropped = sum(t.dropped for t in self._nested.values())
+        trimmed: list[HostTrack | StepTrack] = [*self._nested.values(), *self._steps.tracks.values()]
+        adjusted = sum(t.adjusted for t in self._serial.values()) + sum(t.adjusted for t in trimmed)
+        dropped = sum(t.dropped for t in trimmed)
         return {
             "tasks_written": self.counts["task"],
             "apis_written": self.counts["api"],
             "tx_written": self.counts["tx"],
             "flows_written": self.counts["flows"],
+            "step_trace_written": self._steps.slices,
+            "step_flows_written": self._steps.flow_starts,
             "events_adjusted_for_overlap": adjusted,
             "events_dropped_for_overlap": dropped,
             "files": len(self.paths),
@@ -248,7 +257,7 @@ class TimelineSink(Sink):
     def _text(self, symbol: int, default: str = "") -> str:
         """A symbol's text as a JSON string."""
         if not symbol:
-            return _js(default)
+            return _DEFAULT_TEXTS.get(default) or _js(default)
         cached = self._texts.get(symbol)
         if cached is None:
             cached = self._texts[symbol] = _js(self.symbols[symbol] or default)
@@ -307,6 +316,16 @@ class TimelineSink(Sink):
                 elif connection_id not in self._waiting_flow_ends.data:
                     self._waiting_flow_ends.put(connection_id, (pid, stream_id, ts))
         self.counts["task"] += written
+
+    def _step_trace(self, rows: list[list[Any]], out: list[str]) -> None:
+        """The step trace layer: a thread per model on the device's Ascend Hardware process."""
+        for row in rows:
+            device_id, model_id = row[0], row[1]
+            pid = format_pid(self.info.pid, SORT_HARDWARE, device_id)
+            self._process(out, pid, "Ascend Hardware", f"NPU {device_id}", SORT_HARDWARE)
+            tid = step_tid(model_id)
+            self._thread(out, pid, tid, step_thread_name(model_id))
+            self._steps.events(row, pid, out)
 
     def _apis(self, rows: list[list[Any]], out: list[str]) -> None:
         pid = format_pid(self.info.pid, SORT_CANN, HOST_DEVICE_ID)

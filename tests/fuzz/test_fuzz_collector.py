@@ -245,9 +245,9 @@ def _counting_reads(collector: CollectorStage) -> list[int]:
     reads = [0]
     read_stream = collector._read_stream
 
-    def counted(state: StreamState, final: bool) -> Iterator[Batch]:
+    def counted(state: StreamState, final: bool, budget: int) -> Iterator[Batch]:
         reads[0] += 1
-        yield from read_stream(state, final)
+        yield from read_stream(state, final, budget)
 
     collector._read_stream = counted  # type: ignore[method-assign]
     return reads

@@ -13,7 +13,7 @@ from chain import make_ctx
 
 from pipeline.errors import UserError
 from pipeline.stage import Batch
-from stages.collector import CollectorStage
+from stages.collector import CollectorStage, StreamState, _unread_bytes
 from stages.formats import raw
 
 
@@ -114,6 +114,43 @@ def test_unknown_file_family_is_reported_once(tmp_path: Path) -> None:
     batches = [b for b in collector.batches() if b is not None and b.kind == "raw"]
     assert sum(b.count for b in batches) == 2
     assert collector.ctx.rejected == {"file family not decoded by this release: host/data/host_cpu.data": 1}
+
+
+def test_a_finished_directory_is_read_with_its_streams_together_in_time(tmp_path: Path) -> None:
+    """tensor_info records are 4× the bytes of task_track records over the same time: read by the byte, the
+    task tracks would run far ahead and the join would hold (or give up on) every task in between. Each pass
+    advances every stream by the same share of what it has left, so no stream gets ahead by more than a pass."""
+    from stages.simulator.run import simulate
+
+    prof = simulate(tmp_path / "board", chip="cloud", iterations=60, rate="max", seed=2, slice_bytes=64 << 10)
+    quantum = 16 << 10
+    collector = _collector(prof, tmp_path, follow=False, read_quantum_bytes=quantum)
+    read: dict[str, int] = {}
+    progress: list[dict[str, int]] = []
+    for batch in collector.batches():
+        if batch is not None and batch.kind == "raw":
+            read[batch.meta["stream"]] = read.get(batch.meta["stream"], 0) + len(batch.body)
+            progress.append(dict(read))
+    total = {stream: size for stream, size in read.items() if size >= 8 * quantum}  # streams of many passes
+    assert {"unaging.additional.tensor_info", "unaging.compact.task_track", "hwts.data.0"} <= set(total)
+    pass_share = quantum * len(read) / sum(read.values())  # what one pass reads of the whole directory
+    skew = max(max(done.get(s, 0) / total[s] for s in total) - min(done.get(s, 0) / total[s] for s in total)
+               for done in progress)
+    assert skew <= 2 * pass_share + 0.05, (skew, pass_share)
+
+
+def test_what_a_stream_has_unread_spans_its_later_slices_and_their_gaps(tmp_path: Path) -> None:
+    """A pass shares its bytes by this: a slice missing before the last one seen counts as empty, not as the end."""
+    from stages.formats.files import host_stream_kind
+
+    kind = host_stream_kind("unaging.api_event.data")
+    assert kind is not None
+    for index, size in ((0, 1000), (2, 300), (3, 40)):  # slice_1 was deleted
+        (tmp_path / f"unaging.api_event.data.slice_{index}").write_bytes(b"x" * size)
+    state = StreamState("unaging.api_event.data", kind, None, tmp_path, offset=600, last_index=3)
+    assert _unread_bytes(state) == 400 + 300 + 40
+    (tmp_path / "unaging.api_event.data.slice_3").write_bytes(b"x" * 90)  # the last slice still grows
+    assert _unread_bytes(state) == 400 + 300 + 90
 
 
 def test_a_launched_apps_collector_skips_an_earlier_job_that_crashed(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from pipeline.stage import Batch
 from stages.decoder import DecoderStage, records
 from stages.decoder.counter import RollingCounters
 from stages.decoder.timebase import Clock
+from stages.decoder.ts_track import decode_ts_track
 from stages.formats import files, raw
 from stages.framing import frame
 
@@ -204,6 +205,28 @@ def test_every_ts_track_tag_decodes_into_its_own_kind(tmp_path) -> None:  # type
                                                                                           6_000_006_000]
     assert decoder.ctx.rejected == {"ts_track: unknown record tag": 1}
     assert decoder.check() == []
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(tags=st.lists(st.sampled_from([*sorted(TS_LAYOUTS), 61]), min_size=1, max_size=300), seed=st.integers(0, 99),
+       dominant=st.sampled_from(sorted(TS_LAYOUTS)), share=st.floats(0, 1))
+def test_a_mixed_ts_track_chunk_decodes_as_its_records_one_by_one(tags: list[int], seed: int, dominant: int,
+                                                                  share: float) -> None:
+    """However the tags mix (one mostly, a few of others, unknown ones), each kind holds its records in order,
+    as decoding every record alone gives them; unknown tags are rejected."""
+    rng = np.random.default_rng(seed)
+    tags = [dominant if rng.random() < share else tag for tag in tags]
+    body = bytearray(rng.integers(0, 256, len(tags) * raw.TS_TRACK_SIZE, dtype=np.uint8).tobytes())
+    body[1::raw.TS_TRACK_SIZE] = bytes(tags)
+    clock = Clock(freq_khz=100_000, cnt0=1_000, mono0=5_000_000_000, local_offset=OFFSET)
+    rejected: list[int] = []
+    got = decode_ts_track(bytes(body), 0, clock, lambda _reason, count, _data: rejected.append(count))
+    alone: dict[str, list[bytes]] = {}
+    for i in range(len(tags)):
+        for kind, arr in decode_ts_track(bytes(body[i * 40:(i + 1) * 40]), 0, clock, lambda *_: None):
+            alone.setdefault(kind, []).append(arr.tobytes())
+    assert {kind: arr.tobytes() for kind, arr in got} == {kind: b"".join(parts) for kind, parts in alone.items()}
+    assert sum(rejected) == tags.count(61)
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)

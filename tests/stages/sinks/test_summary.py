@@ -52,6 +52,7 @@ def test_op_summary_rows_live_with_msprof_quirks(ctx: StageContext, feed: Feed) 
         feed.task(1_736_413_971_558_972_912, 1_736_413_971_559_158_416, input_shapes="81920,4096;8192,512",
                   output_shapes="4096,512"),
         feed.task(1_736_413_971_559_160_000, 1_736_413_971_559_161_000, block_dim=None, mix_block_dim=None,
+                  hf32_eligible="",
                   input_shapes="", op_state="", task_id=2),
         feed.task(1_736_413_971_559_170_000, 1_736_413_971_559_171_000, op_name=""),  # no host info: left out
         feed.task(1_736_413_971_559_180_000, 1_736_413_971_559_181_000, task_type="WRITE_BACK"),
@@ -62,7 +63,7 @@ def test_op_summary_rows_live_with_msprof_quirks(ctx: StageContext, feed: Feed) 
     assert len(rows) == 3 and all(len(row) == len(OP_SUMMARY_HEADER) for row in rows)
     assert first[:11] == ["0", "4294967295", "1", "3", "MatMul_1", "MatMul", "static", "AI_CORE",
                           "1736413971558972.912\t", "185.504", "0.000"]
-    assert first[11:] == ["8", "0", "N/A", '"81920,4096;8192,512"', "FLOAT16;FLOAT16", "ND;ND", '"4096,512"',
+    assert first[11:] == ["8", "0", "NO", '"81920,4096;8192,512"', "FLOAT16;FLOAT16", "ND;ND", '"4096,512"',
                           "FLOAT16", "ND", "N/A"]
     raw = path.read_text().splitlines()[1]
     assert ',"""81920,4096;8192,512""",' in raw and ",1736413971558972.912\t," in raw
@@ -94,6 +95,27 @@ def test_close_sorts_by_device_and_start_and_recomputes_wait(ctx: StageContext, 
         ("1", "1", "10.000\t", "2.000", "7.000"),
     ]
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no temp files left
+
+
+def test_rows_that_arrive_sorted_are_final_as_written(tmp_path: Path) -> None:
+    """Close keeps the live file when rows came in sort order; shuffled, the same rows sort to the same file."""
+    files = {}
+    for name in ("sorted", "shuffled"):
+        feed = Feed()
+        tasks = [feed.task(1_000 * i + (i % 3) * 200, 1_000 * i + 700, device_id=i // 40, stream_id=3 + i % 2,
+                           task_id=i % 7) for i in range(80)]
+        tasks.insert(5, feed.task(5_000, 5_100, task_id=1))  # between its neighbours
+        order = tasks if name == "sorted" else tasks[41:] + tasks[:41][::-1]
+        ctx = StageContext(stage_id="sink", run_id="test", output_dir=tmp_path / name)
+        sink = make_sink(ctx)
+        for i in range(0, len(order), 16):
+            sink.write_batch(feed.batch("task", order[i:i + 16]))
+        path = out(ctx, f"op_summary_{TIMESTAMP}.csv")
+        live = path.stat().st_ino
+        sink.close()
+        files[name] = path.read_text()
+        assert (path.stat().st_ino == live) == (name == "sorted")  # rewritten only when out of order
+    assert files["sorted"] == files["shuffled"]
 
 
 def test_slices_past_max_rows_and_external_sort(ctx: StageContext, feed: Feed) -> None:

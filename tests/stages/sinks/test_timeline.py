@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from sink_batches import TIMESTAMP, TRACE_VIEW, Feed
 
 from pipeline.stage import StageContext
-from stages.sinks._tracks import NestedTrack, SerialTrack
+from stages.sinks._tracks import NestedTrack, SerialTrack, viewer_end, viewer_ns
 from stages.sinks.timeline import TimelineSink, format_pid
 
 TS = re.compile(r"^\d+\.\d{3}$")
@@ -230,6 +230,23 @@ def test_flow_end_arriving_before_its_api(ctx: StageContext, feed: Feed) -> None
     assert {e["id"] for e in flows} == {str(9 << 32)}
 
 
+@pytest.mark.parametrize("api_first", [True, False])
+def test_contexts_of_one_launch_end_its_flow_once(tmp_path: Path, api_first: bool) -> None:
+    """An FFTS+ task's context rows share their launch's connection id: one flow, whatever the arrival order."""
+    feed = Feed()
+    sink = make_sink(StageContext(stage_id="sink", run_id="test", output_dir=tmp_path))
+    api = feed.batch("api", [feed.api(1_000, 2_000, connection_id=9)])
+    contexts = [feed.batch("task", [feed.task(10_000 + i * 2_000, 11_000 + i * 2_000, connection_id=9,
+                                              context_id=i)]) for i in range(3)]
+    for batch in [api, *contexts] if api_first else [contexts[0], api, *contexts[1:]]:
+        sink.write_batch(batch)
+    sink.close()
+    flows = [e for e in load(sink.paths[0]) if e["ph"] in "sf"]
+    assert sorted(e["ph"] for e in flows) == ["f", "s"]
+    [end] = [e for e in flows if e["ph"] == "f"]
+    assert end["ts"] == "10.000"  # the first context row
+
+
 def test_rotation_gives_complete_files_with_their_own_metadata(ctx: StageContext, feed: Feed) -> None:
     sink = make_sink(ctx, rotate_bytes=4_000)
     for i in range(10):
@@ -304,3 +321,108 @@ def test_config_rejects_unknown_keys(ctx: StageContext) -> None:
         TimelineSink.Config(rotate_mb=3)  # type: ignore[call-arg]
     assert TimelineSink.Config().directory == "mindstudio_profiler_output"
     assert TimelineSink.Config().rotate_bytes == 200 * 1024 * 1024
+
+
+STEP_BASE = 1_704_161_511_000_000_000
+VIEWER_STEP_NS = 512  # doubles near 1.7e15 µs are 0.25 µs apart: a neighbour's rounded end plus our own start
+
+
+def training_rows(model: int, iterations: int, seed: int = 3) -> list[list[Any]]:
+    """step_trace rows of a training loop: consecutive iterations with FP/BP, a data-aug gap and all-reduces."""
+    rng = random.Random(seed)
+    rows: list[list[Any]] = []
+    end = STEP_BASE
+    for n in range(1, iterations + 1):
+        start = end
+        fp = start + rng.randrange(1_000, 90_000)
+        bp = fp + rng.randrange(500_000, 900_000)
+        end = bp + rng.randrange(100_000, 300_000)
+        reduces = [[bp + 10_000, bp + 60_000], [bp + 40_000, bp + 90_000], [bp + 95_000, None]]
+        data_aug = fp - start if n > 1 else None
+        rows.append([0, model, n, fp, bp, end, end - start, bp - fp, end - bp, data_aug, reduces])
+    return rows
+
+
+def _ns(text: str) -> int:
+    whole, _, frac = text.partition(".")
+    return int(whole) * 1000 + int(frac)
+
+
+def assert_laminar(spans: list[tuple[int, int]]) -> None:
+    """Any two spans nest or are disjoint (touching allowed)."""
+    open_ends: list[int] = []
+    for start, end in sorted(spans, key=lambda span: (span[0], -span[1])):
+        while open_ends and open_ends[-1] <= start:
+            open_ends.pop()
+        assert not open_ends or end <= open_ends[-1], (start, end, open_ends[-1])
+        open_ends.append(end)
+
+
+def test_step_trace_layer_as_msprof_writes_it(ctx: StageContext, feed: Feed) -> None:
+    sink = make_sink(ctx)
+    rows = training_rows(model=5, iterations=6)
+    sink.write_batch(feed.run_info(APP_PID))
+    sink.write_batch(feed.batch("step_trace", rows[:3]))
+    sink.write_batch(feed.batch("step_trace", rows[3:]))
+    sink.close()
+    events = load(sink.paths[0])
+
+    hardware, tid = format_pid(APP_PID, 14, 0), 70005
+    assert names_by_pid(events) == {hardware: "Ascend Hardware"}
+    meta = {(e["pid"], e["tid"], e["name"]): e["args"] for e in events if e["ph"] == "M"}
+    assert meta[(hardware, tid, "thread_name")] == {"name": "Step Trace(Model ID:5)"}
+    assert meta[(hardware, tid, "thread_sort_index")] == {"sort_index": 70005}
+
+    def at(ns: int) -> str:
+        return f"{ns // 1000}.{ns % 1000:03d}"
+
+    complete = {e["name"]: e for e in events if e["ph"] == "X"}
+    assert all((e["pid"], e["tid"]) == (hardware, tid) and TS.match(e["ts"]) for e in complete.values())
+
+    def span(name: str, cat: str, start: int, end: int) -> dict[str, Any]:
+        """The event, written where it was asked for or moved inward by less than a viewer's rounding."""
+        event = complete[name]
+        written_start = _ns(event["ts"])
+        written_end = written_start + round(event["dur"] * 1000)
+        assert event["cat"] == cat
+        assert 0 <= written_start - start < VIEWER_STEP_NS and 0 <= end - written_end < VIEWER_STEP_NS, name
+        return event
+
+    for _dev, _model, n, fp, bp, end, duration, _fpbp, _refresh, aug, _reduces in rows:
+        iteration = span(f"Iteration {n}", "Iteration Time", end - duration, end)
+        assert iteration["args"] == {"Iteration ID": n, "FP Start": at(fp), "BP End": at(bp),
+                                     "Iteration End": at(end), "Iteration Time(us)": pytest.approx(duration / 1000)}
+        fp_bp = span(f"FP_BP Time {n}", "FP_BP Time", fp, bp)
+        assert fp_bp["args"] == {"Iteration ID": n, "FP Start": at(fp), "BP End": at(bp),
+                                 "FP_BP Time(us)": pytest.approx((bp - fp) / 1000)}
+        refresh = span(f"Iteration Refresh {n}", "Iteration Refresh", bp, end)
+        assert refresh["args"] == {"Iteration ID": n, "BP End": at(bp), "Iteration End": at(end),
+                                   "Iteration Refresh(us)": pytest.approx((end - bp) / 1000)}
+        # All-reduce k as msprof names it; the second crosses the first and is moved after it; an unpaired
+        # start is left out.
+        first = span(f"Reduce_{n}_0", "Reduce", bp + 10_000, bp + 60_000)
+        assert first["args"] == {"Iteration ID": n, "Reduce Start 0": str(bp + 10_000),
+                                 "Reduce End 0": str(bp + 60_000)}
+        assert _ns(complete[f"Reduce_{n}_1"]["ts"]) >= bp + 60_000
+        assert f"Reduce_{n}_2" not in complete
+        starts = [e for e in events if e["ph"] == "s" and e["name"] == f"Data_aug Bound {n}"]
+        assert [(s["ts"], s["args"]) for s in starts] == [(at(bp + (aug or 0) // 2),
+                                                          {"Data_aug Bound(us)": pytest.approx((aug or 0) / 1000)})]
+    steps = [e for e in events if e["ph"] == "t"]
+    # A step at iteration n's FP start closes the flow started in n − 1 (none before the first iteration).
+    assert [(e["name"], e["ts"], e["args"]) for e in steps] == [
+        (f"Data_aug Bound {n - 1}", at(fp), {"Iteration ID": n}) for _d, _m, n, fp, *_ in rows[1:]]
+    # Each start and its step share an odd integer id of their own (Perfetto rejects msprof's shared text id).
+    flow_ids = defaultdict(list)
+    for event in events:
+        if event["ph"] in "st":
+            flow_ids[event["id"]].append(event["ph"])
+    assert all(int(key) % 2 == 1 for key in flow_ids)
+    assert sorted(map(tuple, flow_ids.values())) == [("s",)] + [("s", "t")] * (len(rows) - 1)
+    assert {e["cat"] for e in events if e["ph"] in "st"} == {"Data_aug Bound"}
+    assert len(complete) == 5 * len(rows) == sink.accounting()["step_trace_written"]
+
+    # No crossing on the track, neither as written nor as a viewer reading ts as a double sees it.
+    written = [(_ns(e["ts"]), _ns(e["ts"]) + round(e["dur"] * 1000)) for e in complete.values()]
+    assert_laminar(written)
+    assert_laminar([(viewer_ns(start), viewer_end(start, end)) for start, end in written])

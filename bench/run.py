@@ -1,0 +1,436 @@
+"""The benchmark (issue 6, design §8): one table, every figure beside a baseline measured in the same run.
+
+    python bench/run.py [--quick] [--work DIR] [--markdown FILE]
+
+Rows, all on the simulated Ascend 910 (`cloud`) unless said otherwise:
+
+- decode: records/s per record kind, the numpy decoder vs a pure-Python baseline (bench/decode.py, run as is);
+- end to end, import: ``pipeline import`` of a finished directory of ``--large`` records (simulated first, not
+  timed): collector → decoder → aggregator → every default sink (timeline, summary, sqlite, advice);
+  records/s = the collector's records / the run's wall time (process start-up included);
+- end to end, live: ``pipeline run`` (the live.yaml stages: timeline, summary, sqlite, live view, advice)
+  following a board that writes ``--live-records`` as fast as it can (bench/paced_board.py, its records made
+  before the clock starts); records/s = records / (pipeline end − first write);
+- live lag at fixed write rates: for the k-th device task, (first statistics snapshot holding ≥ k tasks, as a
+  probe sink on ``aggregate.stats`` receives it) − (the board's write that put the k-th end log on disk);
+  the baseline column is the same for the decoder's output (a probe on ``decode``), i.e. before the join.
+  The aggregator snapshots every 0.1 s here (live.yaml: 1 s, which alone adds up to 1 s);
+- the large import vs Perfetto: trace_processor_shell loads the timeline JSON that import wrote and runs the
+  op-statistics GROUP BY of reference/peers.md §3.2;
+- import vs msprof's own parser (``--msprof-src``; import + export summary + export timeline) on a directory
+  of ``--msprof-records`` records;
+- peak RSS and CPU seconds of every stage in every run (second table).
+
+The machine is shared and noisy: wall figures carry the load of whatever else runs; CPU seconds are steadier.
+"CPU-bound" is what the run's CPU seconds allow on 2 cores of its own: records / max(all stages' CPU s / 2,
+the busiest stage's CPU s). Verdicts go by the wall figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(BENCH))
+
+import peers  # noqa: E402
+
+RECORDS_PER_ITERATION = 656  # the simulated 910's face-mask SSD writes about this many records per image
+E2E_TARGET = 300_000
+LAG_TARGET_MS = 250
+LAG_TARGET_RATE = 100_000
+RSS_TARGET_MB = 200
+DECODE_LINE = re.compile(r"^(\S+)\s+([\d,]+)\s+([\d,]+)\s+([\d.]+)×")
+LIVE_SINKS = """
+  timeline: {type: timeline, inputs: [aggregate.tasks]}
+  summary: {type: summary, inputs: [aggregate.tasks, aggregate.stats], format: csv}
+  db: {type: sqlite, inputs: [aggregate.tasks, aggregate.stats]}
+  top: {type: live, inputs: [aggregate.stats]}
+  advice: {type: advice, inputs: [aggregate.stats, aggregate.tasks]}
+"""
+
+
+@dataclass
+class Row:
+    measure: str
+    ours: str
+    baseline: str
+    ratio: str = ""
+    target: str = ""
+    verdict: str = ""
+
+
+@dataclass
+class Stages:
+    """Peak RSS (MB) and CPU seconds of each stage of one run."""
+
+    label: str
+    rss_mb: dict[str, float] = field(default_factory=dict)
+    cpu_s: dict[str, float] = field(default_factory=dict)
+
+
+def env() -> dict[str, str]:
+    """Stage processes import this checkout's packages and the bench's probe sink."""
+    out = dict(os.environ)
+    out["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(BENCH), out.get("PYTHONPATH", "")])
+    out.pop("PROF_DIR", None)
+    return out
+
+
+def pipeline(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pipeline", *args]
+
+
+def rate(value: float) -> str:
+    return f"{value / 1e6:.2f} M rec/s" if value >= 1e6 else f"{value / 1e3:,.1f} k rec/s"
+
+
+def capacity(records: int, stages: Stages, cores: int = 2) -> float:
+    """Records/s the run's CPU seconds allow on ``cores`` cores of its own: no faster than all the work spread
+    over the cores, nor than its busiest stage on one (what the wall figure would be on an idle machine)."""
+    cpu = stages.cpu_s.values()
+    return records / max(sum(cpu) / cores, max(cpu, default=0.0), 1e-9)
+
+
+def miss(value: float, target: float, higher_is_better: bool = True) -> str:
+    met = value >= target if higher_is_better else value <= target
+    if met:
+        return "met"
+    return f"missed by {abs(1 - value / target) * 100:.0f}%" if higher_is_better else \
+        f"missed ({value / target:.1f}× the target)"
+
+
+# -- decode -----------------------------------------------------------------------------------
+
+
+def decode_rows(records: int, repeat: int) -> list[Row]:
+    result = subprocess.run([sys.executable, str(BENCH / "decode.py"), "--records", str(records), "--repeat",
+                             str(repeat)], capture_output=True, text=True, env=env(), cwd=ROOT, timeout=3600)
+    rows = []
+    for line in result.stdout.splitlines():
+        found = DECODE_LINE.match(line)
+        if found:
+            kind, fast, slow, ratio = found.groups()
+            fast_rate, slow_rate = float(fast.replace(",", "")), float(slow.replace(",", ""))
+            ok = fast_rate >= 3e6 and fast_rate >= 10 * slow_rate
+            rows.append(Row(f"decode {kind}", rate(fast_rate), f"pure Python {rate(slow_rate)}", f"{float(ratio):.1f}×",
+                            "≥ 3 M/s and ≥ 10×", "met" if ok else "missed"))
+    if not rows:
+        rows.append(Row("decode", "failed", result.stderr.strip()[-300:] or result.stdout.strip()[-300:]))
+    return rows
+
+
+# -- runs ---------------------------------------------------------------------------------------
+
+
+def simulate(board: Path, records: int) -> Path:
+    iterations = max(1, records // RECORDS_PER_ITERATION)
+    subprocess.run(pipeline("simulate", str(board), "--chip", "cloud", "--iterations", str(iterations), "--rate",
+                            "max", "--seed", "0"), check=True, capture_output=True, env=env(), cwd=ROOT)
+    return next(path for path in board.iterdir() if path.name.startswith("PROF_"))
+
+
+def report(out: Path, label: str) -> tuple[dict[str, Any], Stages]:
+    data: dict[str, Any] = json.loads((out / "run_report.json").read_text())
+    stages = Stages(label)
+    for stage_id, final in data["stages"].items():
+        stages.rss_mb[stage_id] = float(final.get("peak_rss_mb", 0))
+        stages.cpu_s[stage_id] = float(final.get("cpu_s", 0))
+    if data.get("state") != "completed":
+        raise RuntimeError(f"{label}: run ended {data.get('state')}: see {out / 'run_report.json'}")
+    return data, stages
+
+
+def collected(data: dict[str, Any]) -> int:
+    return int(data["stages"]["collect"]["out"].get("out", 0))
+
+
+def import_dir(prof: Path, out: Path) -> tuple[float, int, Stages]:
+    """`pipeline import`: (wall s, records, stages)."""
+    shutil.rmtree(out, ignore_errors=True)
+    started = time.monotonic()
+    subprocess.run(pipeline("import", str(prof), "--output", str(out)), check=True, capture_output=True, env=env(),
+                   cwd=ROOT)
+    wall = time.monotonic() - started
+    data, stages = report(out, f"import {prof.parent.name}")
+    return wall, collected(data), stages
+
+
+def live_config(out: Path, board: Path, snapshot_s: float, probes: bool) -> Path:
+    probe = """
+  probe_stats: {type: "lag_probe:LagProbe", inputs: [aggregate.stats]}
+  probe_decoded: {type: "lag_probe:LagProbe", inputs: [decode]}
+""" if probes else ""
+    text = f"""version: 1
+run: {{name: bench-{os.getpid()}-{out.name}, output: "{out}", progress_s: 5,
+       batch: {{max_records: 1024, max_bytes: 1048576, flush_ms: 50}}}}
+stages:
+  collect: {{type: collector, path: "{board}", follow: true, wait_s: 600}}
+  decode: {{type: decoder, inputs: [collect]}}
+  aggregate: {{type: aggregator, inputs: [decode], snapshot_every_s: {snapshot_s}}}
+{LIVE_SINKS}{probe}"""
+    path = out.parent / f"{out.name}.yaml"
+    path.write_text(text)
+    return path
+
+
+@dataclass
+class LiveRun:
+    records: int
+    first_write: float
+    last_write: float
+    pipeline_end: float
+    bursts: list[list[float]]
+    stats: Stages
+    out: Path
+
+
+def live_run(work: Path, label: str, records: int, write_rate: float, snapshot_s: float = 0.1,
+             probes: bool = True) -> LiveRun:
+    """`pipeline run` following a paced board; the board starts writing once the probes (or stages) are up."""
+    out, board = work / label, work / f"{label}-board"
+    for path in (out, board):
+        shutil.rmtree(path, ignore_errors=True)
+    out.mkdir(parents=True)
+    board.mkdir(parents=True)
+    config = live_config(out, board, snapshot_s, probes)
+    go, log = work / f"{label}.go", work / f"{label}.bursts.json"
+    go.unlink(missing_ok=True)
+    with open(work / f"{label}.pipeline.log", "w") as pipeline_log, open(work / f"{label}.board.log", "w") as board_log:
+        run = subprocess.Popen(pipeline("run", str(config), "--live", "off"), stdout=pipeline_log,
+                               stderr=subprocess.STDOUT, env=env(), cwd=ROOT)
+        writer = subprocess.Popen([sys.executable, str(BENCH / "paced_board.py"), str(board), "--records", str(records),
+                                   "--rate", str(write_rate), "--start-after", str(go), "--log", str(log)],
+                                  stdout=board_log, stderr=subprocess.STDOUT, env=env(), cwd=ROOT)
+        try:
+            ready = [out / "lag_probe_probe_stats.ready", out / "lag_probe_probe_decoded.ready"] if probes else \
+                [out / "run.json"]
+            deadline = time.monotonic() + 300
+            while not all(path.exists() for path in ready):
+                if run.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{label}: the pipeline did not start (see {pipeline_log.name})")
+                time.sleep(0.05)
+            time.sleep(2.0)  # the other stages finish importing
+            go.touch()
+            if writer.wait(timeout=3600) != 0:
+                raise RuntimeError(f"{label}: the board failed (see {board_log.name})")
+            run.wait(timeout=3600)
+            ended = time.monotonic()
+        finally:
+            for process in (writer, run):
+                if process.poll() is None:
+                    process.send_signal(signal.SIGINT)
+                    process.wait(timeout=60)
+    burst_log = json.loads(log.read_text())
+    data, stages = report(out, label)
+    bursts = burst_log["bursts"]
+    return LiveRun(collected(data), burst_log["start"], bursts[-1][0], ended, bursts, stages, out)
+
+
+def lag_ms(bursts: list[list[float]], samples: list[list[float]]) -> tuple[float, float, int]:
+    """p50 and p99 (ms) over device tasks of (visible − written), matching the k-th written with the k-th seen."""
+    written_at = np.array([b[0] for b in bursts])
+    ended = np.array([b[2] for b in bursts], np.int64)
+    if not samples:
+        return float("nan"), float("nan"), 0
+    seen_at = np.array([s[0] for s in samples])
+    seen = np.maximum.accumulate(np.array([s[1] for s in samples], np.int64))
+    tasks = int(min(ended[-1], seen[-1]))
+    if tasks <= 0:
+        return float("nan"), float("nan"), 0
+    k = np.arange(1, tasks + 1)
+    lag = seen_at[np.searchsorted(seen, k)] - written_at[np.searchsorted(ended, k)]
+    p50, p99 = np.percentile(lag, [50, 99]) * 1000
+    return float(p50), float(p99), tasks
+
+
+def probe_samples(out: Path, probe: str) -> list[list[float]]:
+    path = out / f"lag_probe_{probe}.json"
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+# -- table -------------------------------------------------------------------------------------
+
+
+def table(rows: list[Row]) -> str:
+    header = ["measure", "ours", "baseline (same run)", "ratio", "target", "verdict"]
+    cells = [header] + [[r.measure, r.ours, r.baseline, r.ratio, r.target, r.verdict] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    lines = ["| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) + " |"
+             for row in cells]
+    lines.insert(1, "|" + "|".join("-" * (width + 2) for width in widths) + "|")
+    return "\n".join(lines)
+
+
+def stage_table(runs: list[Stages]) -> str:
+    stages = sorted({stage for run in runs for stage in run.rss_mb},
+                    key=lambda s: ["collect", "decode", "aggregate", "timeline", "summary", "db", "top",
+                                   "advice"].index(s) if s in ("collect", "decode", "aggregate", "timeline", "summary",
+                                                               "db", "top", "advice") else 99)
+    header = ["stage: peak RSS MB / CPU s", *[run.label for run in runs]]
+    cells = [header]
+    for stage in stages:
+        cells.append([stage, *[f"{run.rss_mb[stage]:.0f} / {run.cpu_s[stage]:.1f}" if stage in run.rss_mb else ""
+                               for run in runs]])
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    lines = ["| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) + " |"
+             for row in cells]
+    lines.insert(1, "|" + "|".join("-" * (width + 2) for width in widths) + "|")
+    return "\n".join(lines)
+
+
+# -- main --------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", type=Path, help="working folder (default: a temporary one, removed at the end)")
+    parser.add_argument("--large", type=int, default=5_000_000, help="records of the imported directory")
+    parser.add_argument("--live-records", type=int, default=1_000_000, help="records of the live run at max rate")
+    parser.add_argument("--lag-rates", default="10000,100000,300000", help="write rates (records/s) for the lag")
+    parser.add_argument("--lag-seconds", type=float, default=8.0, help="how long the board writes at each rate")
+    parser.add_argument("--msprof-src", type=Path, default=Path("/tmp/msprof-src"),
+                        help="a checkout of github.com/Ascend/msprof (absent: that row is skipped)")
+    parser.add_argument("--msprof-records", type=int, default=100_000, help="records of the msprof comparison")
+    parser.add_argument("--decode-records", type=int, default=200_000)
+    parser.add_argument("--skip", default="", help="comma-separated parts to leave out: decode,import,live,lag,"
+                                                   "perfetto,msprof")
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test of the benchmark itself")
+    parser.add_argument("--markdown", type=Path, help="also write both tables to this file")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.large, args.live_records, args.lag_seconds = 150_000, 100_000, 2.0
+        args.msprof_records, args.decode_records, args.lag_rates = 20_000, 20_000, "10000,100000"
+    return args
+
+
+def msprof_rows(args: argparse.Namespace, work: Path, runs: list[Stages]) -> tuple[list[Row], float | None]:
+    """Import vs msprof's parser on a small directory; msprof's records/s (None: it could not run)."""
+    small = simulate(work / "small-board", args.msprof_records)
+    wall, records, stages = import_dir(small, work / "small-import")
+    runs.append(stages)
+    measure = f"import vs msprof parser ({records:,} records)"
+    msprof = peers.msprof_parse(small, args.msprof_src, work / "msprof")
+    if isinstance(msprof, str):
+        return [Row(measure, rate(records / wall), msprof)], None
+    return [Row(measure, f"{rate(records / wall)} ({wall:.1f} s, {sum(stages.cpu_s.values()):.1f} CPU s)",
+                f"msprof {rate(records / msprof.wall_s)} ({msprof.wall_s:.1f} s, {msprof.cpu_s:.1f} CPU s, "
+                f"{msprof.peak_mb:.0f} MB)", f"{msprof.wall_s / wall:.1f}×", "faster",
+                "met" if wall < msprof.wall_s else "missed")], records / msprof.wall_s
+
+
+def import_rows(args: argparse.Namespace, work: Path, runs: list[Stages], msprof_rate: float | None,
+                with_perfetto: bool) -> list[Row]:
+    """The large import, and Perfetto loading the timeline it wrote."""
+    large = simulate(work / "large-board", args.large)
+    wall, records, stages = import_dir(large, work / "large-import")
+    runs.append(stages)
+    cpu = sum(stages.cpu_s.values())
+    rows = [Row(f"end to end, import ({records / 1e6:.2f} M records)",
+                f"{rate(records / wall)}; CPU-bound {rate(capacity(records, stages))} ({cpu:.0f} CPU s)",
+                f"msprof {rate(msprof_rate)} (row above)" if msprof_rate else "",
+                f"{records / wall / msprof_rate:.0f}×" if msprof_rate else "", f"≥ {rate(E2E_TARGET)}",
+                miss(records / wall, E2E_TARGET))]
+    if not with_perfetto:
+        return rows
+    print("perfetto …", flush=True)
+    trace = peers.merged_timeline(work / "large-import", work / "merged_timeline.json")
+    found = peers.perfetto_group_by(trace, work)
+    if isinstance(found, str):
+        return [*rows, Row("import vs Perfetto load + GROUP BY", f"{wall:.1f} s", found)]
+    verdict = "met" if wall < found.total_s else f"missed ({wall / found.total_s:.1f}× its time)"
+    return [*rows, Row(f"import vs Perfetto load + GROUP BY ({found.slices / 1e6:.2f} M slices, "
+                       f"{found.trace_mb:.0f} MB JSON)", f"{wall:.1f} s ({cpu:.0f} CPU s)",
+                       f"Perfetto {found.total_s:.1f} s (load {found.load_s:.1f} s; {found.cpu_s:.0f} CPU s, "
+                       f"{found.peak_mb:.0f} MB)", f"{found.total_s / wall:.2f}×", "faster than Perfetto", verdict)]
+
+
+def live_rows(args: argparse.Namespace, work: Path, runs: list[Stages]) -> list[Row]:
+    live = live_run(work, "live-max", args.live_records, 0, probes=False)
+    runs.append(live.stats)
+    sustained = live.records / (live.pipeline_end - live.first_write)
+    written = live.records / max(live.last_write - live.first_write, 1e-9)
+    return [Row(f"end to end, live ({live.records / 1e6:.2f} M records, board at max)",
+                f"{rate(sustained)}; CPU-bound {rate(capacity(live.records, live.stats))}",
+                f"board wrote {rate(written)}", f"{sustained / written:.2f}×", f"≥ {rate(E2E_TARGET)}",
+                miss(sustained, E2E_TARGET))]
+
+
+def lag_rows(args: argparse.Namespace, work: Path, runs: list[Stages]) -> list[Row]:
+    rows = []
+    for write_rate in (int(r) for r in args.lag_rates.split(",") if r):
+        print(f"lag at {write_rate:,} records/s …", flush=True)
+        live = live_run(work, f"lag-{write_rate // 1000}k", int(write_rate * args.lag_seconds), write_rate)
+        runs.append(live.stats)
+        p50, p99, tasks = lag_ms(live.bursts, probe_samples(live.out, "probe_stats"))
+        d50, d99, _ = lag_ms(live.bursts, probe_samples(live.out, "probe_decoded"))
+        at_target = write_rate == LAG_TARGET_RATE
+        rows.append(Row(f"live lag p50 / p99 at {rate(write_rate)} ({tasks:,} tasks)", f"{p50:.0f} / {p99:.0f} ms",
+                        f"decoded {d50:.0f} / {d99:.0f} ms", "", f"p99 ≤ {LAG_TARGET_MS} ms" if at_target else "",
+                        miss(p99, LAG_TARGET_MS, higher_is_better=False) if at_target else ""))
+    return rows
+
+
+def rss_row(runs: list[Stages]) -> Row:
+    worst = max((mb, stage, run.label) for run in runs for stage, mb in run.rss_mb.items())
+    verdict = "met" if worst[0] < RSS_TARGET_MB else miss(worst[0], RSS_TARGET_MB, higher_is_better=False)
+    return Row("peak RSS, largest stage", f"{worst[0]:.0f} MB ({worst[1]}, {worst[2]})", "", "",
+               f"< {RSS_TARGET_MB} MB", verdict)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    skip = set(filter(None, args.skip.split(",")))
+    work = args.work.resolve() if args.work else Path(tempfile.mkdtemp(prefix="pipeline_bench_"))
+    work.mkdir(parents=True, exist_ok=True)
+    rows: list[Row] = []
+    runs: list[Stages] = []
+    started = time.monotonic()
+    try:
+        if "decode" not in skip:
+            print("decode …", flush=True)
+            rows += decode_rows(args.decode_records, 3)
+        msprof_rate = None
+        if "msprof" not in skip:
+            print("msprof …", flush=True)
+            found, msprof_rate = msprof_rows(args, work, runs)
+            rows += found
+        if "import" not in skip:
+            print("large import …", flush=True)
+            rows += import_rows(args, work, runs, msprof_rate, "perfetto" not in skip)
+        if "live" not in skip:
+            print("live at max …", flush=True)
+            rows += live_rows(args, work, runs)
+        if "lag" not in skip:
+            rows += lag_rows(args, work, runs)
+        if runs:
+            rows.append(rss_row(runs))
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    text = (f"pipeline benchmark, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, "
+            f"load average {os.getloadavg()[0]:.1f}, {time.monotonic() - started:.0f} s\n\n{table(rows)}\n\n"
+            f"{stage_table(runs)}\n")
+    print("\n" + text)
+    if args.markdown:
+        args.markdown.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

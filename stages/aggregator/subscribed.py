@@ -1,0 +1,28 @@
+"""Operator records of the subscription source (stages/subscription) into op_statistic.
+
+They carry their own durations and names, so they join nothing: each is one statistic entry of its device,
+op type and core type. Symbol ids are the sending stage's, learnt from each batch's ``meta["symbols"]``.
+"""
+
+from __future__ import annotations
+
+from pipeline.stage import Batch
+from stages.aggregator.stats import StatsBook
+from stages.schema import SymbolTable
+from stages.subscription import records
+
+
+class SubscribedOps:
+    def __init__(self) -> None:
+        self.symbols: dict[str, SymbolTable] = {}
+        self.count = 0
+
+    def add(self, batch: Batch, stats: StatsBook) -> None:
+        table = self.symbols.setdefault(str(batch.meta.get("source", "")), SymbolTable())
+        table.learn(batch.meta.get("symbols") or [])
+        arr = records.from_batch(batch)
+        for device, op_type, core, duration in zip(arr["device_id"].tolist(), arr["op_type"].tolist(),
+                                                   arr["core_type"].tolist(), arr["duration_ns"].tolist(),
+                                                   strict=True):
+            stats.add_op(device, table[op_type], table[core], duration)
+        self.count += len(arr)
