@@ -251,6 +251,16 @@ def _cmd_top(args: argparse.Namespace) -> int:
                    secret_key=args.secret_key, server_key=args.server_key)
 
 
+def _cmd_collect(args: argparse.Namespace) -> int:
+    from pipeline.board_ssh import collect_over_ssh
+    from pipeline.launch import ProfilerSwitches
+
+    switches = ProfilerSwitches(output="profiling", aic_metrics=args.aic_metrics)
+    return collect_over_ssh(Path(args.ssh).expanduser(), args.app, Path(args.output).expanduser().resolve(),
+                            [Path(p).expanduser() for p in args.copy], switches,
+                            Path(args.config) if args.config else None)
+
+
 def _cmd_keys(args: argparse.Namespace) -> int:
     from pipeline.security import generate_keys
 
@@ -324,6 +334,17 @@ def build_parser() -> argparse.ArgumentParser:
                           "as shell export lines, instead of the summary line")
     _add_switch_flags(acl, with_switch=True)
     acl.set_defaults(func=_cmd_acl_json)
+
+    collect = sub.add_parser("collect", help="profile an application on a board over SSH: copy, run, stream back")
+    collect.add_argument("--ssh", required=True, metavar="BOARD_INI",
+                         help="the board's [ssh_config] ini (seed 000: ip, username, port; key, workdir, python)")
+    collect.add_argument("--output", default="./out/board-ssh", help="the run's output folder")
+    collect.add_argument("--copy", action="append", default=[], metavar="PATH",
+                         help="a file or folder to put beside the application on the board (repeatable)")
+    collect.add_argument("--config", help="the workstation's pipeline config (default: the built-in board-ssh.yaml)")
+    collect.add_argument("--aic-metrics", choices=AIC_METRICS, default="ArithmeticUtilization",
+                         help="acl.json aic_metrics")
+    collect.set_defaults(func=_cmd_collect)
 
     stage = sub.add_parser("stage", help="run one stage alone (e.g. the collector on the board)")
     stage.add_argument("stage_id")
@@ -460,10 +481,14 @@ def main(argv: list[str] | None = None) -> int:
         split = argv.index("--")
         argv, app = argv[:split], argv[split + 1:]
     args = build_parser().parse_args(argv)
+    if args.command == "collect" and not app:
+        print("error: collect: nothing to run after '--' (e.g. pipeline collect --ssh board.ini -- ./main)",
+              file=sys.stderr)
+        return 2
     if app is not None:
-        if args.command != "run":
-            print(f"error: only `pipeline run` takes an application after '--' (not `pipeline {args.command}`)",
-                  file=sys.stderr)
+        if args.command not in ("run", "collect"):
+            print(f"error: only `pipeline run` and `pipeline collect` take an application after '--' "
+                  f"(not `pipeline {args.command}`)", file=sys.stderr)
             return 2
         if not app:
             print("error: run: nothing to launch after '--' (e.g. pipeline run CONFIG -- python infer.py)",

@@ -84,7 +84,7 @@ class Supervisor:
     def _participants(self) -> set[str]:
         """Stages that save checkpoints and restart together: all but sources with no outputs (a board)."""
         return {sid for sid, spec in self.config.enabled_stages().items()
-                if spec.cls.role != "source" or spec.cls.outputs}
+                if (spec.cls.role != "source" or spec.cls.outputs) and not getattr(spec.cls, "remote", False)}
 
     def _recovery_off(self) -> str | None:
         """Why a crash ends this run instead of restarting stages from a checkpoint (None: it does not)."""
@@ -236,7 +236,8 @@ class Supervisor:
         config_path = self._effective_config()
         order = {"sink": 0, "transform": 1, "source": 2}  # consumers bind before producers connect
         stages = sorted((spec for sid, spec in self.config.enabled_stages().items()
-                         if (only is None or sid in only) and sid not in self.external),
+                         if (only is None or sid in only) and sid not in self.external
+                         and not getattr(spec.cls, "remote", False)),  # a board agent starts on its board
                         key=lambda spec: order.get(spec.cls.role, 1))
         for spec in stages:
             command = [sys.executable, "-m", "pipeline", "stage", spec.stage_id, "--config", str(config_path),

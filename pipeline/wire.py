@@ -15,11 +15,11 @@ from typing import Any, TypeGuard
 import msgpack
 
 from pipeline.stage import Batch
+from pipeline_board import wire as shared  # the header layout, also used by the board agent (no numpy there)
+from pipeline_board.wire import KIND_BARRIER, KIND_DATA, KIND_EOS, VERSION
 
-VERSION = 1
-KIND_DATA = 0
-KIND_EOS = 1
-KIND_BARRIER = 2
+__all__ = ["KIND_BARRIER", "KIND_DATA", "KIND_EOS", "VERSION", "Message", "WireError", "decode", "encode_barrier",
+           "encode_batch", "encode_eos"]
 MAX_HEADER_BYTES = 1 << 20
 
 
@@ -59,21 +59,15 @@ class Message:
 
 
 def encode_batch(producer: str, seq: int, batch: Batch) -> list[bytes]:
-    header = msgpack.packb([VERSION, KIND_DATA, producer, batch.port, seq, batch.kind, batch.count, batch.meta],
-                           use_bin_type=True)
-    return [header, batch.body]
+    return shared.data(producer, batch.port, seq, batch.kind, batch.count, batch.meta, batch.body)
 
 
 def encode_eos(producer: str, port: str, seq: int, batches: int, records: int) -> list[bytes]:
-    header = msgpack.packb([VERSION, KIND_EOS, producer, port, seq, "eos", records, {"batches": batches}],
-                           use_bin_type=True)
-    return [header, b""]
+    return shared.eos(producer, port, seq, batches, records)
 
 
 def encode_barrier(producer: str, port: str, seq: int, epoch: int, final: bool) -> list[bytes]:
-    header = msgpack.packb([VERSION, KIND_BARRIER, producer, port, seq, "barrier", epoch, {"final": final}],
-                           use_bin_type=True)
-    return [header, b""]
+    return shared.barrier(producer, port, seq, epoch, final)
 
 
 def decode(frames: list[bytes]) -> Message:
@@ -86,7 +80,7 @@ def decode(frames: list[bytes]) -> Message:
         header = msgpack.unpackb(header_bytes, raw=False)
     except Exception as exc:
         raise WireError("header is not msgpack", exc) from None
-    if not isinstance(header, list) or len(header) != 8:
+    if not isinstance(header, list) or len(header) != shared.HEADER_FIELDS:
         raise WireError("header is not an 8-field array", header)
     version, kind, producer, port, seq, record_kind, count, meta = header
     if version != VERSION:

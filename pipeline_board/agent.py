@@ -1,0 +1,553 @@
+"""The board-side collector: follows a PROF directory as ``stages.collector`` does and pushes the same
+messages over tcp (CURVE) to the workstation's decoder.
+
+    python -m pipeline_board.agent PROF_OR_OUTPUT_DIR --connect tcp://WORKSTATION:5701 \
+        --secret-key board.key_secret --server-key workstation.key
+
+Standard library, pyzmq and msgpack only; Python 3.7 syntax. It sends as stage ``collect`` (``--as``) on port
+``out``, ends with an end-of-stream message carrying its totals, and prints one summary line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import os
+import re
+import signal
+import stat
+import sys
+import time
+from typing import Any, Dict, Iterator, Tuple
+
+import zmq
+import zmq.auth
+
+from pipeline_board import framing, wire
+from pipeline_board.kinds import StreamKind, device_stream_kind, host_stream_kind, split_slice_name
+
+CONTROL_PREFIXES = ("info.json", "sample.json", "start_info", "end_info", "host_start.log", "dev_start.log")
+MAX_CONTROL_BYTES = 1 << 20
+MAX_DEVICE_ID = 0xFFFF
+_DEVICE_FOLDER = re.compile(r"device_(\d{1,5})", re.ASCII)
+SEND_POLL_MS = 200
+STOP_GRACE_S = 5.0  # once asked to stop, how long a send may wait for a workstation that takes nothing
+Chunk = Tuple[str, int, Dict[str, Any], bytes]  # (record kind, count, meta, body)
+
+
+class AgentError(Exception):
+    """Bad input or setup: printed as one line, exit status 2."""
+
+
+class Stream:
+    __slots__ = ("base", "kind", "device", "folder", "slice_index", "offset", "buffer", "origin", "sep", "file_id",
+                 "abandoned", "last_index")
+
+    def __init__(self, base: str, kind: StreamKind, device: int | None, folder: str, sep: str,
+                 last_index: int) -> None:
+        self.base, self.kind, self.device, self.folder, self.sep = base, kind, device, folder, sep
+        self.slice_index = 0
+        self.offset = 0
+        self.buffer = b""
+        self.origin = (0, 0)  # (slice, offset) of buffer[0]
+        self.file_id: tuple[int, int] | None = None
+        self.abandoned = False
+        self.last_index = last_index
+
+    def path(self, index: int | None = None) -> str:
+        return os.path.join(self.folder, f"{self.base}{self.sep}{self.slice_index if index is None else index}")
+
+
+class Follower:
+    """The collector's reading rules (see ``stages/collector.py``), yielding chunks instead of stage batches."""
+
+    def __init__(self, path: str, follow: bool = True, poll_ms: int = 20, wait_s: float = 60.0,
+                 chunk_records: int = 1024, chunk_bytes: int = 1 << 20, quantum: int = 256 << 10,
+                 end_marker: str | None = None) -> None:
+        self.base = os.path.abspath(os.path.expanduser(path))
+        self.follow, self.poll_s, self.wait_s = follow, poll_ms / 1000.0, wait_s
+        self.chunk_records, self.chunk_bytes, self.quantum = chunk_records, chunk_bytes, quantum
+        self.end_marker = end_marker
+        self.started = time.time()
+        self.root = ""
+        self.stop = False
+        self.control_sent: dict[str, int] = {}
+        self.streams: dict[str, Stream] = {}
+        self.platforms: dict[int, int] = {}
+        self.rejected: dict[str, int] = {}
+        self.seen: set[str] = set()  # files and families refused or reported, each counted once
+        self.bytes_read = 0
+        self.collected = 0
+
+    def reject(self, reason: str, count: int = 1) -> None:
+        self.rejected[reason] = self.rejected.get(reason, 0) + count
+
+    def _once(self, key: str, reason: str) -> None:
+        if key not in self.seen:
+            self.seen.add(key)
+            self.reject(reason)
+
+    # -- the directory ------------------------------------------------------------------------
+    def _app_ended(self) -> bool:
+        return self.end_marker is not None and os.path.exists(self.end_marker)
+
+    def _find_root(self) -> Iterator[None]:
+        deadline = time.monotonic() + (self.wait_s if self.follow else 0)
+        old = _finished_children(self.base, self.started) if self.follow else set()
+        while True:
+            ended = self._app_ended()
+            if self.end_marker is not None:
+                old |= _children_before(self.base, self.started - 1.0)
+            root = _prof_root(self.base, old)
+            if root is not None:
+                self.root = root
+                return
+            if ended:
+                raise AgentError(f"the application ended without writing a PROF_… directory in {self.base}")
+            if self.stop or (time.monotonic() >= deadline and self.end_marker is None):
+                raise AgentError("{} {}".format(self.base, "does not exist" if not os.path.exists(self.base)
+                                            else "holds no PROF_… directory"))
+            yield None
+            time.sleep(self.poll_s)
+
+    def chunks(self) -> Iterator[Chunk | None]:
+        """Chunks to send; None now and then while waiting."""
+        if not self.root:
+            for _ in self._find_root():
+                yield None
+        while True:
+            finished = self._app_ended() or _is_finished(self.root)
+            before = self.bytes_read
+            for chunk in self._pass(final=False):
+                yield chunk
+            if self.stop:
+                return
+            if self.bytes_read > before:
+                yield None
+                continue
+            if finished or not self.follow:
+                for chunk in self._pass(final=True):
+                    yield chunk
+                return
+            yield None
+            time.sleep(self.poll_s)
+
+    def _pass(self, final: bool) -> Iterator[Chunk]:
+        for chunk in self._control_files():
+            yield chunk
+        for path in _listdir(self.root):
+            name = os.path.basename(path)
+            if (name == "host" or _device_id(name) is not None) and os.path.islink(path):
+                self._symlink(path)
+        for folder, _ in _folders(self.root):
+            if os.path.islink(os.path.join(folder, "data")):
+                self._symlink(os.path.join(folder, "data"))
+        self._discover()
+        for state in list(self.streams.values()):
+            for chunk in self._read(state, final):
+                yield chunk
+
+    def _symlink(self, path: str) -> None:
+        self._once(path, "symlink in the PROF directory not followed")
+
+    def _control_files(self) -> Iterator[Chunk]:
+        for folder, name in _folders(self.root):
+            for path in _listdir(folder):
+                base = os.path.basename(path)
+                if not base.startswith(CONTROL_PREFIXES) or base.endswith(".done"):
+                    continue
+                if os.path.islink(path):
+                    self._symlink(path)
+                    continue
+                rel = f"{name}/{base}"
+                try:
+                    size = os.stat(path).st_size
+                    if not os.path.isfile(path) or size == 0 or self.control_sent.get(rel) == size:
+                        continue
+                    if size > MAX_CONTROL_BYTES:
+                        self._once(path, f"control file larger than {MAX_CONTROL_BYTES >> 20} MiB not read")
+                        continue
+                    with open(path, encoding="utf-8", errors="replace") as handle:
+                        text = handle.read()
+                except OSError:
+                    continue
+                if not _control_complete(path, text):
+                    continue
+                self.control_sent[rel] = size
+                if base.startswith("info.json") and name.startswith("device_"):
+                    self._learn_platform(name, text)
+                yield "control", 0, {"path": rel, "text": text}, b""
+
+    def _learn_platform(self, folder: str, text: str) -> None:
+        device = _device_id(folder)
+        if device is None:
+            return
+        try:
+            info = json.loads(text)
+            platform = int(info.get("platform_version", 1)) if isinstance(info, dict) else 1
+        except (ValueError, TypeError, OverflowError):
+            platform = 1
+        self.platforms[device] = platform
+
+    def _discover(self) -> None:
+        for folder, name in _folders(self.root):
+            data = os.path.join(folder, "data")
+            if os.path.islink(data) or not os.path.isdir(data):
+                continue
+            for path in _listdir(data):
+                parsed = split_slice_name(os.path.basename(path))
+                if parsed is None:
+                    continue
+                if os.path.islink(path):
+                    self._symlink(path)
+                    continue
+                base, index, sep = parsed
+                key = f"{name}/data/{base}"
+                if key in self.streams:
+                    self.streams[key].last_index = max(self.streams[key].last_index, index)
+                    continue
+                kind: StreamKind | None
+                device: int | None = None
+                if name == "host":
+                    kind = host_stream_kind(base)
+                else:
+                    dev = _device_id(name)
+                    if dev not in self.platforms:
+                        continue
+                    found = device_stream_kind(base, self.platforms[dev])
+                    kind, device = found if found and found[1] <= MAX_DEVICE_ID else (None, None)
+                if kind is None:
+                    self._once("family:" + key, f"file family not decoded by this release: {key}")
+                    continue
+                self.streams[key] = Stream(base, kind, device, data, sep, index)
+
+    def _read(self, state: Stream, final: bool) -> Iterator[Chunk]:
+        budget = self.quantum
+        while budget > 0:
+            path = state.path()
+            has_next = _has_next(state)
+            if state.abandoned:
+                if not has_next:
+                    break
+                _next_slice(state)
+                continue
+            try:
+                handle = open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb")
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    self._symlink(path)
+                    for chunk in self._abandon(state, "became a symlink"):
+                        yield chunk
+                    continue
+                if has_next:
+                    for chunk in self._abandon(state, "is missing (deleted, or never written)"):
+                        yield chunk
+                    continue
+                break
+            with handle:
+                info = os.fstat(handle.fileno())
+                problem = _slice_problem(state, info)
+                if problem:
+                    for chunk in self._abandon(state, problem):
+                        yield chunk
+                    continue
+                state.file_id = (info.st_dev, info.st_ino)
+                if info.st_size > state.offset:
+                    handle.seek(state.offset)
+                    data = handle.read(min(info.st_size - state.offset, budget))
+                    if not state.buffer:
+                        state.origin = (state.slice_index, state.offset)
+                    state.buffer += data
+                    state.offset += len(data)
+                    budget -= len(data)
+                    self.bytes_read += len(data)
+                closed = _has_next(state) or _done_size(path) == state.offset
+                at_end = state.offset >= os.fstat(handle.fileno()).st_size
+            for chunk in self._emit(state, final and at_end or
+                                    (closed and at_end and state.kind.whole_records_per_slice)):
+                yield chunk
+            if closed and at_end and _has_next(state):
+                _next_slice(state)
+                continue
+            if at_end:
+                break
+        if final:
+            for chunk in self._emit(state, True):
+                yield chunk
+
+    def _abandon(self, state: Stream, problem: str) -> Iterator[Chunk]:
+        self.reject(f"{state.kind.name}: a slice {problem}; the rest of it is not read")
+        state.abandoned = True
+        return self._emit(state, True)
+
+    def _emit(self, state: Stream, final: bool) -> Iterator[Chunk]:
+        while state.buffer:
+            framed = framing.frame(state.kind, state.buffer, final)
+            for run in framed.garbage:
+                self.reject(f"{state.kind.name}: bytes that are not a whole record (bad magic, unknown tag or "
+                            "truncated)", len(run))
+            origin_slice, origin_offset = state.origin
+            state.buffer = state.buffer[framed.consumed:]
+            state.origin = (state.slice_index, state.offset - len(state.buffer))
+            if framed.count:
+                self.collected += framed.count
+                yield from self._cut(state, framed, origin_slice, origin_offset)
+            if not framed.consumed:
+                return
+
+    def _cut(self, state: Stream, framed: framing.Framed, slice_index: int, offset: int) -> Iterator[Chunk]:
+        meta = {"stream": state.base, "kind": state.kind.name, "device": state.device,
+                "file": os.path.relpath(state.path(slice_index), self.root), "offset": offset}
+        if state.kind.framing in ("text", "nul_text"):
+            yield "raw", framed.count, meta, framed.records
+            return
+        if state.kind.framing == "tlv":
+            yield "raw", framed.count, dict(meta, size=0), framed.records
+            return
+        size = state.kind.record_size
+        per_chunk = max(1, min(self.chunk_records, self.chunk_bytes // size))
+        for first in range(0, framed.count, per_chunk):
+            n = min(per_chunk, framed.count - first)
+            yield "raw", n, dict(meta, size=size, first=first), framed.records[first * size:(first + n) * size]
+
+
+def _is_finished(prof: str) -> bool:
+    folders = _folders(prof)
+    return bool(folders) and all(os.path.exists(os.path.join(
+        folder, "end_info" if name == "host" else "end_info." + name[len("device_"):])) for folder, name in folders)
+
+
+def _prof_children(base: str) -> list[str]:
+    if not os.path.isdir(base) or os.path.isdir(os.path.join(base, "host")):
+        return []
+    return [p for p in _listdir(base) if os.path.isdir(p) and os.path.basename(p).startswith(("PROF_", "JOB"))]
+
+
+def _finished_children(base: str, before: float) -> set[str]:
+    return {p for p in _prof_children(base) if _is_finished(p) and max(
+        (os.stat(os.path.join(folder, f)).st_mtime for folder, _ in _folders(p) for f in os.listdir(folder)
+         if f.startswith("end_info")), default=0.0) < before}
+
+
+def _children_before(base: str, before: float) -> set[str]:
+    return {p for p in _prof_children(base) if os.stat(p).st_mtime < before}
+
+
+def _prof_root(base: str, skip: set[str]) -> str | None:
+    if not os.path.isdir(base):
+        return None
+    if _is_prof_dir(base):
+        return base
+    for candidate in reversed([p for p in _prof_children(base) if p not in skip]):
+        if _is_prof_dir(candidate):
+            return candidate
+    return None
+
+
+def _is_prof_dir(path: str) -> bool:
+    if os.path.isdir(os.path.join(path, "host")):
+        return True
+    if any(os.path.basename(p).startswith("device_") and os.path.isdir(p) for p in _listdir(path)):
+        return True
+    return os.path.isdir(os.path.join(path, "data")) and (os.path.basename(path).startswith("JOB")
+                                                          or _job_device(path) is not None)
+
+
+def _job_device(path: str) -> int | None:
+    for child in _listdir(path):
+        name = os.path.basename(child)
+        if name.startswith("info.json."):
+            device = _device_id("device_" + name[len("info.json."):])
+            if device is not None:
+                return device
+    return None
+
+
+def _device_id(folder: str) -> int | None:
+    match = _DEVICE_FOLDER.fullmatch(folder)
+    if match is None or int(match.group(1)) > MAX_DEVICE_ID:
+        return None
+    return int(match.group(1))
+
+
+def _listdir(folder: str) -> list[str]:
+    try:
+        return [os.path.join(folder, name) for name in sorted(os.listdir(folder))]
+    except OSError:
+        return []
+
+
+def _folders(root: str) -> list[tuple[str, str]]:
+    folders = [(p, os.path.basename(p)) for p in _listdir(root) if os.path.isdir(p) and not os.path.islink(p)
+               and (os.path.basename(p) == "host" or _device_id(os.path.basename(p)) is not None)]
+    if folders or not os.path.isdir(os.path.join(root, "data")):
+        return folders
+    device = _job_device(root)
+    return [] if device is None else [(root, f"device_{device}")]
+
+
+def _has_next(state: Stream) -> bool:
+    return os.path.exists(state.path(state.slice_index + 1)) or state.last_index > state.slice_index
+
+
+def _next_slice(state: Stream) -> None:
+    state.slice_index += 1
+    state.offset = 0
+    state.file_id = None
+    state.abandoned = False
+
+
+def _slice_problem(state: Stream, info: os.stat_result) -> str | None:
+    if not stat.S_ISREG(info.st_mode):
+        return "is not a regular file"
+    if state.file_id is not None and state.file_id != (info.st_dev, info.st_ino):
+        return "was replaced while being read (another file under its name)"
+    if info.st_size < state.offset:
+        return "shrank while being read"
+    return None
+
+
+def _done_size(path: str) -> int | None:
+    try:
+        with open(path + ".done") as handle:
+            for line in handle.read().splitlines():
+                if line.startswith("filesize:"):
+                    return int(line.split(":", 1)[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _control_complete(path: str, text: str) -> bool:
+    done = _done_size(path)
+    if done is not None:
+        return done == len(text.encode("utf-8", errors="replace"))
+    if os.path.basename(path).startswith(("info.json", "sample.json", "start_info", "end_info")):
+        try:
+            json.loads(text)
+        except ValueError:
+            return False
+        return True
+    return text.endswith("\n")
+
+
+# -- sending ------------------------------------------------------------------------------------
+class Sender:
+    """A PUSH socket to the decoder's endpoint: CURVE client on tcp, messages numbered per port."""
+
+    def __init__(self, endpoint: str, producer: str, secret_key: str | None, server_key: str | None) -> None:
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.PUSH)
+        if secret_key:
+            public, secret = _certificate(secret_key, need_secret=True)
+            self.sock.curve_publickey, self.sock.curve_secretkey = public, secret
+            if not server_key:
+                raise AgentError("--server-key is needed with --secret-key (the workstation's public .key)")
+            self.sock.curve_serverkey = _certificate(server_key)[0]
+        elif endpoint.startswith("tcp://"):
+            raise AgentError("tcp without CURVE keys: pass --secret-key and --server-key (or --insecure)")
+        self.sock.setsockopt(zmq.SNDHWM, 256)
+        self.sock.setsockopt(zmq.IMMEDIATE, 1)
+        self.sock.setsockopt(zmq.SNDTIMEO, SEND_POLL_MS)
+        self.sock.setsockopt(zmq.LINGER, 30000)
+        self.sock.connect(endpoint)
+        self.producer = producer
+        self.seq = 0
+        self.batches = 0
+        self.records = 0
+        self.stopping_since: float | None = None  # when a stop was asked for
+
+    def _send(self, frames: list[bytes]) -> None:
+        while True:
+            try:
+                self.sock.send_multipart(frames, copy=False)
+                return
+            except zmq.Again:
+                if self.stopping_since is not None and time.monotonic() - self.stopping_since > STOP_GRACE_S:
+                    raise AgentError("stopped while the workstation was not taking data") from None
+
+    def send(self, chunk: Chunk) -> None:
+        kind, count, meta, body = chunk
+        self._send(wire.data(self.producer, "out", self.seq, kind, count, meta, body))
+        self.seq += 1
+        self.batches += 1
+        self.records += count
+
+    def close(self, eos: bool) -> None:
+        if eos:
+            self._send(wire.eos(self.producer, "out", self.seq, self.batches, self.records))
+        self.sock.close(None if eos else 0)  # an aborted stream is not waited for
+        self.ctx.term()
+
+
+def _certificate(path: str, need_secret: bool = False) -> tuple[bytes, bytes | None]:
+    if not os.path.isfile(path):
+        raise AgentError(f"{path} does not exist (make a pair with `pipeline keys generate`)")
+    try:
+        public, secret = zmq.auth.load_certificate(path)
+    except (ValueError, OSError) as exc:
+        raise AgentError(f"{path} is not a zmq certificate ({exc})") from None
+    if need_secret and secret is None:
+        raise AgentError(f"{path} holds no secret key: point --secret-key at the .key_secret file")
+    return public, secret
+
+
+def run(args: argparse.Namespace) -> int:
+    follower = Follower(args.path, follow=not args.once, poll_ms=args.poll_ms, wait_s=args.wait_s,
+                        chunk_records=args.chunk_records, end_marker=args.end_marker)
+    sender = Sender(args.connect, args.producer, None if args.insecure else args.secret_key,
+                    None if args.insecure else args.server_key)
+
+    def stop(signum: int, frame: Any) -> None:
+        follower.stop = True  # what was read is sent, then the end of stream
+        if sender.stopping_since is None:
+            sender.stopping_since = time.monotonic()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, stop)  # the ssh session went away
+    started = time.monotonic()
+    finished = False
+    try:
+        for chunk in follower.chunks():
+            if chunk is not None:
+                sender.send(chunk)
+        finished = True
+    finally:
+        sender.close(eos=finished)
+    rejected = ", ".join(f"{reason}: {count}" for reason, count in sorted(follower.rejected.items())) or "none"
+    print(f"agent: {sender.records} records in {sender.batches} messages from {follower.root} in "
+          f"{time.monotonic() - started:.1f} s; rejected: {rejected}", file=sys.stderr)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m pipeline_board.agent",
+                                description="Follow a PROF directory on the board and push it to the pipeline.")
+    p.add_argument("path", help="PROF_… directory, or the profiling output folder where one appears")
+    p.add_argument("--connect", required=True, help="the decoder's endpoint, tcp://WORKSTATION:PORT")
+    p.add_argument("--secret-key", help="this board's NAME.key_secret (CURVE)")
+    p.add_argument("--server-key", help="the workstation's public NAME.key (CURVE)")
+    p.add_argument("--insecure", action="store_true", help="tcp without CURVE (a network you trust)")
+    p.add_argument("--as", dest="producer", default="collect", help="stage id the decoder takes as input")
+    p.add_argument("--once", action="store_true", help="read what is there and end (do not follow)")
+    p.add_argument("--end-marker", help="a file whose appearance ends the job (the application exited)")
+    p.add_argument("--wait-s", type=float, default=60.0, help="how long to wait for the directory")
+    p.add_argument("--poll-ms", type=int, default=100, help="how often to look for new bytes (the board's CPU)")
+    p.add_argument("--chunk-records", type=int, default=1024, help="records per message (the run's batch)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return run(args)
+    except AgentError as exc:
+        print(f"agent: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

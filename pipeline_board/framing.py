@@ -1,0 +1,162 @@
+"""Cutting a raw byte stream into whole records: ``stages.framing`` without numpy, for the board agent.
+
+Same contract and results (a test compares the two on random buffers): whole records at the front of the
+buffer, the runs of garbage skipped, and the bytes consumed; an incomplete record at the end waits.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from pipeline_board.kinds import MINI_TLV_TAG_SIZES, StreamKind
+
+MAX_LINE_BYTES = 1 << 20
+
+
+class Framed:
+    __slots__ = ("records", "count", "consumed", "garbage")
+
+    def __init__(self, records: bytes = b"", count: int = 0, consumed: int = 0,
+                 garbage: list[bytes] | None = None) -> None:
+        self.records = records
+        self.count = count
+        self.consumed = consumed
+        self.garbage = garbage if garbage is not None else []
+
+
+def frame(kind: StreamKind, buf: bytes, final: bool) -> Framed:
+    """Whole records at the front of ``buf``; with ``final`` the tail is garbage too."""
+    if kind.framing == "text":
+        return _frame_text(buf, final)
+    if kind.framing == "tlv":
+        return _frame_tlv(buf, final)
+    if kind.framing == "nul_text":
+        return _frame_nul_text(kind, buf, final)
+    return _frame_fixed(kind, buf, final)
+
+
+def _frame_text(buf: bytes, final: bool) -> Framed:
+    end = len(buf) if final else buf.rfind(b"\n") + 1
+    lines = [line for line in buf[:end].split(b"\n") if line.strip()]
+    framed = Framed(b"\n".join(lines), len(lines), end)
+    if len(buf) - end > MAX_LINE_BYTES:
+        framed.garbage.append(buf[end:])
+        framed.consumed = len(buf)
+    return framed
+
+
+def _close(out: Framed, pieces: list[bytes], buf: bytes, pos: int, final: bool) -> Framed:
+    if final and pos < len(buf):
+        out.garbage.append(buf[pos:])
+        pos = len(buf)
+    out.records = b"".join(pieces)
+    out.consumed = pos
+    return out
+
+
+def _good_run(kind: StreamKind, buf: bytes, start: int, n: int) -> int:
+    """How many of the n records from ``start`` have their magic, before the first that has not.
+
+    Each magic byte is compared for all records at once: a stride slice holds that byte of every record.
+    """
+    size, good = kind.record_size, n
+    for i, byte in enumerate(kind.magic):
+        column = buf[start + kind.magic_offset + i:start + n * size:size]
+        good = min(good, n - len(column.lstrip(bytes((byte,)))))
+    return good
+
+
+def _frame_fixed(kind: StreamKind, buf: bytes, final: bool) -> Framed:
+    size = kind.record_size
+    out = Framed()
+    pieces: list[bytes] = []
+    pos = 0
+    while True:
+        n = (len(buf) - pos) // size
+        if n == 0:
+            break
+        good = _good_run(kind, buf, pos, n) if kind.magic else n
+        if good:
+            pieces.append(buf[pos:pos + good * size])
+            out.count += good
+            pos += good * size
+        if good == n:
+            break
+        resync = _next_magic(kind, buf, pos + 1)
+        if resync is None:
+            keep_from = max(pos + 1, len(buf) - size + 1)
+            out.garbage.append(buf[pos:keep_from])
+            pos = keep_from
+            break
+        out.garbage.append(buf[pos:resync])
+        pos = resync
+    return _close(out, pieces, buf, pos, final)
+
+
+def _next_magic(kind: StreamKind, buf: bytes, start: int) -> int | None:
+    found = buf.find(kind.magic, start + kind.magic_offset)
+    while found != -1:
+        candidate = found - kind.magic_offset
+        if candidate >= start:
+            return candidate
+        found = buf.find(kind.magic, found + 1)
+    return None
+
+
+# Every valid 4-byte TLV header (mode 0 or 1, a known tag, that tag's size) → the record's size.
+_TLV_SIZES = {struct.pack("<BBH", mode, tag, size): size for mode in (0, 1) for tag, size in MINI_TLV_TAG_SIZES.items()}
+
+
+def _frame_tlv(buf: bytes, final: bool) -> Framed:
+    """One dict lookup per record; runs of whole records are cut out in one slice each."""
+    out = Framed()
+    pieces: list[bytes] = []
+    pos = run_from = 0
+    end = len(buf)
+    garbage_from: int | None = None
+    while end - pos >= 4:
+        size = _TLV_SIZES.get(buf[pos:pos + 4])
+        if size is None:  # not a record start: skip a byte and look again
+            if garbage_from is None:
+                if pos > run_from:
+                    pieces.append(buf[run_from:pos])
+                garbage_from = pos
+            pos += 1
+            continue
+        if end - pos < size:
+            break  # more bytes are needed
+        if garbage_from is not None:
+            out.garbage.append(buf[garbage_from:pos])
+            garbage_from = None
+            run_from = pos
+        out.count += 1
+        pos += size
+    if garbage_from is not None:  # a run of garbage reaching the end of what we have
+        out.garbage.append(buf[garbage_from:pos])
+    elif pos > run_from:
+        pieces.append(buf[run_from:pos])
+    return _close(out, pieces, buf, pos, final)
+
+
+def _frame_nul_text(kind: StreamKind, buf: bytes, final: bool) -> Framed:
+    if buf.startswith(kind.magic):
+        return _frame_fixed(kind, buf, final)
+    if not final and kind.magic.startswith(buf):
+        return Framed()
+    lines: list[bytes] = []
+    pos = 0
+    while pos < len(buf) and not buf.startswith(kind.magic, pos):
+        magic_at = buf.find(kind.magic, pos)
+        limit = magic_at if magic_at != -1 else len(buf)
+        end = buf.find(b"\0", pos, limit)
+        if end == -1:
+            if magic_at == -1 and not final:
+                if len(buf) - pos > MAX_LINE_BYTES:
+                    return Framed(b"\0".join(lines), len(lines), len(buf), [buf[pos:]])
+                break
+            end = limit
+        line = buf[pos:end].strip(b"\n\r ")
+        if line:
+            lines.append(line)
+        pos = end + 1 if end < limit else end
+    return Framed(b"\0".join(lines), len(lines), pos)
