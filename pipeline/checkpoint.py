@@ -54,11 +54,15 @@ def write_atomic(path: Path, data: bytes) -> None:
     """Temp file, fsync, rename: a reader sees the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temp, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temp, path)
+    try:
+        with open(temp, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)  # a disk that refused it keeps no half file
+        raise
 
 
 @dataclass
@@ -146,9 +150,19 @@ class _StateUnpickler(pickle.Unpickler):
 _SHARED = ("ctx", "config")
 
 
+def _anchors(stage: Any) -> dict[str, Any]:
+    """What a state names instead of copying: the stage, its ctx and config, and the ctx's output guard (whose
+    callbacks reach the runner of the process that holds it)."""
+    named = {"stage": stage, **{name: getattr(stage, name) for name in _SHARED if hasattr(stage, name)}}
+    guard = getattr(getattr(stage, "ctx", None), "output_guard", None)
+    if guard is not None:
+        named["output_guard"] = guard
+    return named
+
+
 def pickle_state(stage: Any, skip: Iterable[str] = ()) -> bytes:
     """Every attribute of ``stage`` except its ctx, config and ``skip``."""
-    anchors = {id(stage): "stage", **{id(getattr(stage, name)): name for name in _SHARED if hasattr(stage, name)}}
+    anchors = {id(obj): name for name, obj in _anchors(stage).items()}
     state = {k: v for k, v in vars(stage).items() if k not in _SHARED and k not in set(skip)}
     buffer = io.BytesIO()
     _StatePickler(buffer, anchors).dump(state)
@@ -156,8 +170,7 @@ def pickle_state(stage: Any, skip: Iterable[str] = ()) -> bytes:
 
 
 def restore_state(stage: Any, blob: bytes) -> None:
-    anchors = {"stage": stage, **{name: getattr(stage, name) for name in _SHARED if hasattr(stage, name)}}
-    state = _StateUnpickler(io.BytesIO(blob), anchors).load()
+    state = _StateUnpickler(io.BytesIO(blob), _anchors(stage)).load()
     vars(stage).update(state)
 
 

@@ -51,6 +51,9 @@ class RunSettings(BaseModel):
     metrics_port: int | None = Field(None, ge=1, le=65535)  # Prometheus text endpoint of the run (pipeline.metrics)
     metrics_host: str = "127.0.0.1"
     insecure_tcp: bool = False  # allow tcp endpoints without CURVE (anyone who reaches the port can feed or read)
+    write_retry_s: float = Field(2.0, gt=0, le=600)  # a write the disk refused (full, read-only) is retried this often
+    heartbeat_timeout_s: float = Field(30.0, gt=0)  # a stage silent this long is shown as stuck
+    kill_stuck: bool = False  # kill a stuck stage (then handled as a crash) instead of only reporting it
     checkpoint_s: float = Field(2.0, ge=0)  # seconds between checkpoint epochs (crash recovery); 0 = off
     max_restarts: int = Field(3, ge=0)  # restarts after crashes, per stage and run, before the run fails
 
@@ -211,8 +214,9 @@ def _check_graph(config: PipelineConfig, where: str) -> None:
         for producer, port in spec.inputs:
             if producer not in config.stages:
                 raise _located(at, f"unknown stage '{producer}'", f"stages: {', '.join(config.stages)}")
-            if not config.stages[producer].enabled:
-                raise _located(at, f"input '{producer}' is disabled")
+            if not config.stages[producer].enabled and not (spec.endpoint or "").startswith("tcp://"):
+                raise _located(at, f"input '{producer}' is disabled",
+                               "enable it, or give this stage a tcp endpoint to receive it from another host")
             ports = config.stages[producer].cls.outputs
             if port not in ports:
                 raise _located(at, f"stage '{producer}' has no output '{port}'",
@@ -230,7 +234,8 @@ def _check_acyclic(stages: dict[str, StageSpec], where: str) -> None:
             raise _located(f"{where}: stages", f"cycle in inputs: {' -> '.join(trail + [sid])}")
         state[sid] = 1
         for producer, _ in stages[sid].inputs:
-            visit(producer, trail + [sid])
+            if producer in stages:  # a disabled producer runs elsewhere: not part of this graph
+                visit(producer, trail + [sid])
         state[sid] = 2
 
     for sid in stages:

@@ -42,6 +42,11 @@ class ViewCollector:
             "rss": GaugeMetricFamily(f"{PREFIX}_stage_rss_bytes", "resident memory of the stage process",
                                      labels=labels),
             "up": GaugeMetricFamily(f"{PREFIX}_stage_running", "1 while the stage process runs", labels=labels),
+            "paused": GaugeMetricFamily(f"{PREFIX}_stage_paused",
+                                        "1 while the stage's output disk refuses writes (full, read-only)",
+                                        labels=labels),
+            "stuck": GaugeMetricFamily(f"{PREFIX}_stage_stuck", "1 while the stage sends no heartbeat",
+                                       labels=labels),
         }
         lag = GaugeMetricFamily(f"{PREFIX}_stage_lag_seconds",
                                 "now minus the newest record time the stage has joined", labels=labels)
@@ -55,7 +60,11 @@ class ViewCollector:
             families["rate_out"].add_metric(key, float(stage.get("rate_out", 0.0)))
             families["queued"].add_metric(key, float(self._queued(sid, stages)))
             families["rss"].add_metric(key, float(stage.get("rss_mb", 0.0)) * 1024 * 1024)
-            families["up"].add_metric(key, 1.0 if stage.get("status") == "running" else 0.0)
+            status = str(stage.get("status", ""))
+            ended = status == "done" or status.startswith(("failed", "killed"))
+            families["up"].add_metric(key, 0.0 if ended else 1.0)  # also while waiting, paused or stuck
+            families["paused"].add_metric(key, 1.0 if status.startswith("paused") else 0.0)
+            families["stuck"].add_metric(key, 1.0 if status.startswith("stuck") else 0.0)
             progress = stage.get("progress") or {}
             if "lag_s" in progress:
                 lag.add_metric(key, float(progress["lag_s"]))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+MIN_WAIT_SHOWN_S = 1.0  # shorter backpressure is normal flow control, not worth a line
+
 
 def run_problems(finals: dict[str, dict[str, Any] | None], exit_codes: dict[str, int | None],
                  interrupted: bool) -> list[str]:
@@ -60,9 +62,11 @@ def render_report(report: dict[str, Any]) -> str:
     header = (f"  {'stage':<12} {'type':<11} {'in':>11} {'out':>11} {'rejected':>9} {'wall s':>7} {'throughput':>12}"
               f" {'peak MB':>8}")
     lines.append(header)
+    stalls = report.get("stalls", {})
     for sid, final in report["stages"].items():
         if final is None:
             lines.append(f"  {sid:<12} {'?':<11} {'(no report: crashed or killed)':>40}")
+            lines.extend(_stall_lines(stalls.get(sid, [])))
             continue
         out = sum(final["out"].values()) or final.get("accounting", {}).get("records_written", 0)
         rejected = sum(final["rejected"].values())
@@ -75,9 +79,33 @@ def render_report(report: dict[str, Any]) -> str:
         for row in final.get("reconcile", []):
             mark = "ok" if row["ok"] else "MISMATCH"
             lines.append(f"      from {row['from']}: sent {row['sent']:,} received {row['received']:,} {mark}")
+        lines.extend(fault_lines(final))
+        lines.extend(_stall_lines(stalls.get(sid, [])))
     status = "all counts reconcile" if not report["problems"] else f"{len(report['problems'])} problem(s)"
     lines.append(f"  {status}")
     return "\n".join(lines)
+
+
+def fault_lines(final: dict[str, Any]) -> list[str]:
+    """What held a stage up: output pauses, waits for a slow consumer, peers that came and went."""
+    lines = []
+    for pause in final.get("pauses", []):
+        free = f" ({pause['free']} free)" if pause.get("free") is not None else ""
+        lines.append(f"      paused {pause['seconds']:.1f} s: {pause['reason']}: {pause['path']}{free}, "
+                     f"{pause['retries']} retries, then resumed")
+    for consumer, seconds in sorted(final.get("waited_s", {}).items()):
+        if seconds >= MIN_WAIT_SHOWN_S:
+            lines.append(f"      waited {seconds:.1f} s for '{consumer}' to read (backpressure)")
+    for peers in final.get("peers", []):
+        if peers["disconnects"]:
+            lines.append(f"      {peers['peer']} on {peers['endpoint']}: {peers['disconnects']} disconnect(s), "
+                         f"{peers['connects']} connect(s)")
+    return lines
+
+
+def _stall_lines(stalls: list[dict[str, Any]]) -> list[str]:
+    return [f"      stuck at {stall['at_s']:.1f} s: no heartbeat for {stall['for_s']:.1f} s"
+            f"{', then responding again' if stall['ended'] else ''}" for stall in stalls]
 
 
 def outputs_line(out_dir: Path) -> str:

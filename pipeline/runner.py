@@ -22,6 +22,7 @@ from pipeline import checkpoint, transport, wire
 from pipeline.config import PipelineConfig, StageSpec
 from pipeline.errors import UserError
 from pipeline.logs import configure_logging
+from pipeline.peers import PeerWatch
 from pipeline.security import stop_authenticators
 from pipeline.stage import Batch, Sink, Source, StageContext, Transform
 
@@ -93,6 +94,10 @@ class StageRunner:
                                 batch_bytes=config.run.batch.max_bytes,
                                 state_dir=checkpoint.checkpoint_dir(out_dir) if self.checkpointing else None)
         self.ctx.report_view = self._report_view
+        self.ctx.clock = self.stage_clock
+        guard = self.ctx.output_guard  # a full or read-only disk pauses this stage's writes
+        guard.retry_s, guard.log = config.run.write_retry_s, self.log
+        guard.on_wait, guard.on_state = self._keep_alive, lambda state: self._metrics(force=True)
         self.stage = self.spec.cls(self.spec.config, self.ctx)
         self.stop_requested = False
         self.abort = False
@@ -109,6 +114,13 @@ class StageRunner:
         self._last_metrics = 0.0
         self.heartbeat: Path | None = None
         self._last_log = time.monotonic()
+        self.waiting_for: tuple[str, float] | None = None  # a consumer this stage's send waits for, since
+        self.waited_s: dict[str, float] = {}  # per consumer: seconds sends waited (backpressure)
+        self.waited_total = 0.0
+        self.input_peers: PeerWatch | None = None  # tcp input: who is connected
+        self.output_peers: dict[str, PeerWatch] = {}  # tcp outputs, per consumer: shown and reported
+        self.output_watches: list[PeerWatch] = []  # every output socket: the end waits for its consumer to leave
+        self.eos_sent = False
         self.resume_epoch = resume  # None: a first start; 0: a restart with no complete epoch; n: restore n
         self.epoch = 0  # the newest epoch this stage saved (a source: emitted)
         self.finished = False  # a transform's finish() ran (at the final barrier, or at end of stream)
@@ -120,6 +132,7 @@ class StageRunner:
                                 "largest_bytes": 0}
         self._saving: dict[int, dict[str, Any]] = {}  # child pid → its acknowledgement
         self._restored = False  # the stage took back a checkpoint's state (a sink then reopens instead of open())
+        self._reaping = False
 
     # -- plumbing -------------------------------------------------------------------------
     def _report_view(self, view: dict[str, Any]) -> None:
@@ -130,41 +143,67 @@ class StageRunner:
             sockets = []
             for consumer in self.config.consumers(self.stage_id, port):
                 endpoint = transport.input_endpoint(self.config, consumer)
-                sockets.append((consumer, transport.make_push(self.zctx, endpoint, curve=self.curve)))
+                sockets.append((consumer, self._connect_output(consumer, endpoint)))
             self.outputs[port] = sockets
 
-    def _send_frames(self, sock: zmq.Socket[bytes], frames: list[bytes]) -> None:
-        while True:
-            try:
-                sock.send_multipart(frames, copy=len(frames[1]) < 65536)
-                return
-            except zmq.Again:
-                if self._supervisor_gone():
-                    self.abort = True
-                if self.abort:
-                    raise UserError(f"stage '{self.stage_id}': aborted while a consumer was not reading") from None
+    def _connect_output(self, consumer: str, endpoint: str) -> zmq.Socket[bytes]:
+        """A PUSH to ``consumer``, watched from before it connects (no connection goes unseen)."""
+
+        def watch(sock: zmq.Socket[bytes]) -> None:
+            peers = PeerWatch(sock, endpoint, f"consumer '{consumer}'")
+            self.output_watches.append(peers)
+            if endpoint.startswith("tcp://"):
+                self.output_peers.setdefault(consumer, peers)
+
+        return transport.make_push(self.zctx, endpoint, curve=self.curve, before=watch)
+
+    def _send_frames(self, sock: zmq.Socket[bytes], frames: list[bytes], consumer: str) -> None:
+        blocked_since: float | None = None
+        try:
+            while True:
+                try:
+                    sock.send_multipart(frames, copy=len(frames[1]) < 65536)
+                    return
+                except zmq.Again:  # the consumer is not reading (slow, paused, or not connected)
+                    if blocked_since is None:
+                        blocked_since = time.monotonic()
+                        self.waiting_for = (consumer, blocked_since)
+                    self._metrics()  # heartbeat while blocked: waiting is not being stuck
+                    if self._supervisor_gone():
+                        self.abort = True
+                    if self.abort:
+                        raise UserError(f"stage '{self.stage_id}': aborted while a consumer was not reading") from None
+        finally:
+            if blocked_since is not None:
+                waited = time.monotonic() - blocked_since
+                self.waited_s[consumer] = self.waited_s.get(consumer, 0.0) + waited
+                self.waited_total += waited
+                self.waiting_for = None
 
     def send(self, batch: Batch) -> None:
+        self._metrics()  # a long run of sends (a transform's finish) keeps the heartbeat going
         self.out_batches[batch.port] += 1
         self.out_records[batch.port] += batch.count
         for consumer, sock in self.outputs.get(batch.port, []):
             seq = self.out_seq[(batch.port, consumer)]
             self.out_seq[(batch.port, consumer)] = seq + 1
-            self._send_frames(sock, wire.encode_batch(self.stage_id, seq, batch))
+            self._send_frames(sock, wire.encode_batch(self.stage_id, seq, batch), consumer)
 
     def send_barrier(self, epoch: int, final: bool) -> None:
         for port, sockets in self.outputs.items():
             for consumer, sock in sockets:
                 seq = self.out_seq[(port, consumer)]
                 self.out_seq[(port, consumer)] = seq + 1
-                self._send_frames(sock, wire.encode_barrier(self.stage_id, port, seq, epoch, final))
+                self._send_frames(sock, wire.encode_barrier(self.stage_id, port, seq, epoch, final), consumer)
 
     def send_eos(self) -> None:
+        self._watch_peers()
+        self.eos_sent = True  # consumers may go now
         for port, sockets in self.outputs.items():
             for consumer, sock in sockets:
                 seq = self.out_seq[(port, consumer)]
                 frames = wire.encode_eos(self.stage_id, port, seq, self.out_batches[port], self.out_records[port])
-                self._send_frames(sock, frames)
+                self._send_frames(sock, frames, consumer)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.stop_requested:
@@ -183,6 +222,59 @@ class StageRunner:
     def _supervisor_gone(self) -> bool:
         return self.parent is not None and os.getppid() != self.parent
 
+    def stage_clock(self) -> float:
+        """time.monotonic() less the time spent waiting for consumers (a pause downstream)."""
+        now = time.monotonic()
+        waiting = now - self.waiting_for[1] if self.waiting_for is not None else 0.0
+        return now - self.waited_total - waiting
+
+    def _keep_alive(self) -> None:
+        """Called while a write waits for the disk and during long work at close."""
+        self._metrics()
+        if self.abort:
+            raise UserError(f"stage '{self.stage_id}' aborted while writing its outputs")
+
+    def state(self) -> str | None:
+        """What holds this stage up, for `pipeline top` (None: running freely)."""
+        paused = self.ctx.output_guard.state()
+        if paused is not None:
+            return paused
+        if self.waiting_for is not None:
+            consumer, since = self.waiting_for
+            peers = self.output_peers.get(consumer)
+            gone = peers.waiting_state(1) if peers is not None else None
+            return gone or f"waiting for '{consumer}' to read ({time.monotonic() - since:.0f} s)"
+        if self.input_peers is not None:
+            return self.input_peers.waiting_state(sum(t.eos_batches is None for t in self.inputs.values()))
+        return None
+
+    def _watch_peers(self) -> None:
+        watches = [(watch, 0 if self.eos_sent else 1) for watch in self.output_watches]
+        if self.input_peers is not None:
+            watches.append((self.input_peers, sum(t.eos_batches is None for t in self.inputs.values())))
+        for watch, expected in watches:
+            for change in watch.poll(expected):
+                log = self.log.warning if change == "disconnected" else self.log.info
+                log(f"peer {change}", peer=watch.role, endpoint=watch.endpoint, connected=watch.connected)
+
+    def _close_peer_watches(self) -> None:
+        for watch in [*self.output_watches, *([self.input_peers] if self.input_peers else [])]:
+            watch.close()
+
+    def _wait_for_consumers(self) -> None:
+        """After the end of stream: stay connected until every consumer has closed its input.
+
+        ZeroMQ drops what a consumer has not read yet when the producer's connection goes away while that
+        consumer is behind (its receive queue full: a slow or paused sink): the tail of the stream and its
+        end-of-stream were lost and the consumer waited for ever. A consumer closes its input only after it
+        received every end-of-stream, so once all have left, everything sent has arrived.
+        """
+        while not self.abort and not self._supervisor_gone():
+            self._watch_peers()
+            if all(watch.idle() for watch in self.output_watches):
+                return
+            time.sleep(0.05)
+
     def _metrics(self, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self._last_metrics < METRICS_INTERVAL_S:
@@ -197,10 +289,11 @@ class StageRunner:
             self.abort = True
             if isinstance(self.stage, Source):
                 self.stage.stop()
+        self._watch_peers()
         received = sum(t.records for t in self.inputs.values())
         self.control.send({"type": "metrics", "t": time.time(), "in": received,
                            "out": dict(self.out_records), "rejected": sum(self.ctx.rejected.values()),
-                           "progress": self.stage.progress(), "rss_mb": _rss_mb(),
+                           "progress": self.stage.progress(), "rss_mb": _rss_mb(), "state": self.state(),
                            "awaiting_end": self._awaiting_end()})
         if now - self._last_log >= LOG_INTERVAL_S:
             self._last_log = now
@@ -280,7 +373,12 @@ class StageRunner:
         return all(t.eos_batches is not None for t in self.inputs.values())
 
     def _run_consumer(self) -> None:
-        pull = transport.make_pull(self.zctx, transport.input_endpoint(self.config, self.stage_id), curve=self.curve)
+        endpoint = transport.input_endpoint(self.config, self.stage_id)
+        def watch(sock: zmq.Socket[bytes]) -> None:
+            self.input_peers = PeerWatch(sock, endpoint, "producers")
+
+        pull = transport.make_pull(self.zctx, endpoint, curve=self.curve,
+                                   before=watch if endpoint.startswith("tcp://") else None)
         poller = zmq.Poller()
         poller.register(pull, zmq.POLLIN)
         flush_s = self.config.run.batch.flush_ms / 1000
@@ -308,6 +406,7 @@ class StageRunner:
                         elif transform is not None:
                             for out in transform.process(batch):
                                 self.send(out)
+                        self._metrics()  # heartbeat between messages of a backlog
             now = time.monotonic()
             if now >= next_tick:
                 next_tick = now + flush_s
@@ -323,12 +422,17 @@ class StageRunner:
             self.send_eos()
         if sink is not None:
             sink.flush()
+            self._metrics(force=True)
             sink.close()
+        if self.input_peers is not None:
+            self._watch_peers()
+            self.input_peers.close()
         pull.close(linger=0)
 
     def _finish_transform(self) -> None:
         if isinstance(self.stage, Transform) and not self.finished:
             self.finished = True
+            self._metrics(force=True)  # the silence of a long finish counts from here
             for out in self.stage.finish():
                 self.send(out)
 
@@ -360,7 +464,7 @@ class StageRunner:
             self.send_barrier(epoch, final)
             return
         self.send_barrier(epoch, final)  # downstream aligns while this stage writes
-        checkpoint.write_atomic(checkpoint.stage_file(self.config.output_dir, epoch, self.stage_id), saved)
+        self._write_checkpoint(epoch, saved)
         self._count_stall(started)
         self._count_saved(len(saved))
         self._acknowledge(ack)
@@ -376,20 +480,39 @@ class StageRunner:
             code = 1
             try:
                 gc.disable()
+                guard = self.ctx.output_guard  # no sockets here: a full disk only waits, while the stage lives
+
+                def parent_alive() -> None:
+                    if os.getppid() != parent:
+                        raise OSError(f"stage '{self.stage_id}' is gone")
+
+                guard.on_wait, guard.on_state = parent_alive, None
                 saved = self._saved_state(epoch, final)
                 # a stage killed meanwhile has been restarted from an older epoch: its files are not ours to write
                 if os.getppid() == parent:
-                    checkpoint.write_atomic(checkpoint.stage_file(self.config.output_dir, epoch, self.stage_id),
-                                            saved)
+                    self._write_checkpoint(epoch, saved)
                     code = 0
             finally:
                 os._exit(code)
         self._saving[pid] = ack
         self._count_stall(started)
 
+    def _write_checkpoint(self, epoch: int, saved: bytes) -> None:
+        """The epoch's file; a full or read-only disk pauses the stage here, as it does a sink's writes."""
+        path = checkpoint.stage_file(self.config.output_dir, epoch, self.stage_id)
+        self.ctx.output_guard.attempt(path, lambda: checkpoint.write_atomic(path, saved))
+
     def _reap_saves(self, wait_s: float | None = 0.0) -> None:
         """Acknowledge the checkpoints children have written; ``wait_s`` None waits for all, else at most so long."""
-        deadline = None if wait_s is None else time.monotonic() + wait_s
+        if self._reaping:
+            return  # a heartbeat sent from the wait below
+        self._reaping = True
+        try:
+            self._reap(None if wait_s is None else time.monotonic() + wait_s)
+        finally:
+            self._reaping = False
+
+    def _reap(self, deadline: float | None) -> None:
         while self._saving:
             for pid in list(self._saving):
                 done, status, usage = os.wait4(pid, os.WNOHANG)
@@ -405,6 +528,7 @@ class StageRunner:
                 self._acknowledge(ack)
             if not self._saving or (deadline is not None and time.monotonic() >= deadline):
                 return
+            self._metrics()  # a child paused by a full disk: waiting for it is not being stuck
             time.sleep(0.01)
 
     def _checkpoint_failed(self, epoch: int, why: str, trace: str) -> None:
@@ -520,7 +644,10 @@ class StageRunner:
                 "wall_s": time.monotonic() - self.started,
                 "in": sum(t.records for t in self.inputs.values()), "out": dict(self.out_records),
                 "rejected": dict(rejected), "reconcile": reconcile, "accounting": self.stage.accounting(),
-                "peak_rss_mb": usage.ru_maxrss / 1024, "cpu_s": round(usage.ru_utime + usage.ru_stime, 3)}
+                "peak_rss_mb": usage.ru_maxrss / 1024, "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+                "pauses": self.ctx.output_guard.summary(),
+                "waited_s": {consumer: round(seconds, 3) for consumer, seconds in self.waited_s.items()},
+                "peers": [w.summary() for w in [*self.output_peers.values(), *filter(None, [self.input_peers])]]}
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -549,17 +676,19 @@ class StageRunner:
         if not self.abort:
             self._reap_saves(wait_s=SAVE_WAIT_S)  # the last checkpoints' acknowledgements go before the report
         self._metrics(force=True)
+        self._watch_peers()
         final = self.report(error)
         self.control.send(final, must_arrive=True)
         self.log.info("stage finished", ok=final["ok"], records_in=final["in"], records_out=final["out"],
                       rejected=final["rejected"], problems=final["problems"])
-        # Everything queued, end-of-stream included, is delivered however far behind the consumer is: a bounded
-        # linger would drop it and leave the consumer waiting for ever. An abort drops it on purpose; a dead
-        # consumer is the supervisor's to handle (it stops the run).
-        linger = 0 if self.abort else -1
+        if self.eos_sent:
+            self._wait_for_consumers()
+        self._close_peer_watches()
+        # After the wait every consumer has read all it was sent, end-of-stream included: nothing is left to deliver.
+        # Without an end of stream (a failure, an abort) what is queued is dropped: the consumers are stopped too.
         for sockets in self.outputs.values():
             for _, sock in sockets:
-                sock.close(linger=linger)
+                sock.close(linger=0)
         if self.control.sock is not None:
             self.control.sock.close(linger=5000)
         stop_authenticators()

@@ -18,6 +18,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from pipeline.output_guard import OutputGuard
+
 
 class StageConfig(BaseModel):
     """Base of every stage's config model: the keys common to all stages live in the YAML
@@ -42,6 +44,10 @@ class Batch:
     port: str = "out"
 
 
+def _monotonic() -> float:
+    return time.monotonic()  # looked up on each call (tests may replace it)
+
+
 @dataclass
 class StageContext:
     """What a stage knows about the run it is part of."""
@@ -56,16 +62,26 @@ class StageContext:
     export_stamp: str | None = None  # the {timestamp} of output file names, one per run
     batch_records: int = 1024  # run.batch: records per message ...
     batch_bytes: int = 1 << 20  # ... and bytes per message, unless a stage sets its own
+    output_guard: OutputGuard = field(default_factory=OutputGuard)  # writes pause on a full disk
+    # Seconds for timeouts between records (the aggregator's hold_s): the runner's clock leaves out
+    # the time this stage waited for a consumer, so a paused sink does not make joins give up.
+    clock: Callable[[], float] = _monotonic
     state_dir: Path | None = None  # where a stage may keep files of its own for crash recovery (None: off)
 
     def reject(self, reason: str, count: int = 1, data: bytes = b"") -> None:
         """Count records that could not be used, and keep their bytes aside for inspection."""
         self.rejected[reason] += count
         if data and self.aside_dir is not None:
-            self.aside_dir.mkdir(parents=True, exist_ok=True)
+            folder = self.aside_dir
             safe = "".join(c if c.isalnum() else "_" for c in reason)[:60]
-            with open(self.aside_dir / f"{self.stage_id}.{safe}.bin", "ab") as aside:
-                aside.write(data)
+            path = folder / f"{self.stage_id}.{safe}.bin"
+
+            def keep_aside() -> None:
+                folder.mkdir(parents=True, exist_ok=True)
+                with open(path, "ab") as aside:
+                    self.output_guard.append(aside.fileno(), data, path)
+
+            self.output_guard.attempt(path, keep_aside)
 
     def resolve(self, path: str | Path) -> Path:
         """Relative paths in stage configs are relative to the run's output folder."""
@@ -99,9 +115,9 @@ class Stage:
     _clock_shift = 0.0
 
     def clock(self) -> float:
-        """Monotonic seconds that stand still while the stage is down: join timeouts and waits measured with it
-        are not cut short by the time a restart took."""
-        return time.monotonic() + self._clock_shift
+        """The context's clock (which leaves out waits for a consumer), standing still while the stage is down:
+        join timeouts and waits measured with it are cut short neither by a paused sink nor by a restart."""
+        return self.ctx.clock() + self._clock_shift
 
     def snapshot(self) -> bytes:
         """The stage's state at a checkpoint barrier (nothing arrives meanwhile). The default pickles every
@@ -117,7 +133,8 @@ class Stage:
         from pipeline.checkpoint import restore_state
 
         restore_state(self, state)
-        self._clock_shift = getattr(self, "_saved_clock", time.monotonic()) - time.monotonic()
+        now = self.ctx.clock()
+        self._clock_shift = getattr(self, "_saved_clock", now) - now
 
 
 class Source(Stage):

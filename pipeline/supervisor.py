@@ -23,6 +23,7 @@ import zmq
 from pipeline import checkpoint, transport
 from pipeline.config import PipelineConfig
 from pipeline.errors import UserError
+from pipeline.health import StageHealth
 from pipeline.launch import Application, combined_exit_code
 from pipeline.metrics import ViewCollector, serve_metrics
 from pipeline.report import outputs_line, render_report, root_causes, run_problems
@@ -44,6 +45,7 @@ class StageProcess:
     rate_in: float = 0.0
     rate_out: float = 0.0
     last_sample: tuple[float, int, int] | None = None
+    health: StageHealth = field(default_factory=lambda: StageHealth(time.monotonic()))
 
 
 class Supervisor:
@@ -76,6 +78,7 @@ class Supervisor:
         self.external: list[str] = []  # sources that write for the run and are not checkpointed (the simulator)
         self.saved_counts: dict[int, dict[str, tuple[int, int]]] = {}  # epoch → stage → (in, out) when saved
         self.checkpointed: dict[str, tuple[int, int]] = {}  # the same at the newest complete epoch
+        self.complete_unrecorded = False  # the newest complete epoch could not be written (full disk): warned once
 
     # -- crash recovery -------------------------------------------------------------------
     def _participants(self) -> set[str]:
@@ -151,8 +154,16 @@ class Supervisor:
             self.checkpointed = self.saved_counts.get(epoch, {})
             self.saved_counts = {n: counts for n, counts in self.saved_counts.items() if n > epoch}
             out_dir = self.config.output_dir
-            checkpoint.write_complete(out_dir, checkpoint.CompleteEpoch(epoch, self.run_id, self.stamp,
-                                                                        self._graph(), time.time()))
+            try:
+                checkpoint.write_complete(out_dir, checkpoint.CompleteEpoch(epoch, self.run_id, self.stamp,
+                                                                            self._graph(), time.time()))
+            except OSError as exc:  # a full or read-only output disk: the epoch before stays the one on disk
+                if not self.complete_unrecorded:
+                    print(f"warning: checkpoint epoch {epoch} is not recorded on disk ({exc.strerror}); a restart "
+                          "still uses it, a resumed run an older one", file=sys.stderr, flush=True)
+                self.complete_unrecorded = True
+                return
+            self.complete_unrecorded = False
             checkpoint.prune_before(out_dir, epoch)
 
     def _crashed(self, proc: StageProcess, control: zmq.Socket[bytes]) -> bool:
@@ -290,6 +301,9 @@ class Supervisor:
         if sender is not None and sender != proc.popen.pid:
             return  # from a process this supervisor has since replaced
         kind = message.get("type")
+        for line in proc.health.heard(time.monotonic(), message.get("state") if kind == "metrics" else None,
+                                      kind == "metrics"):
+            print(f"stage '{proc.stage_id}' {line}", file=sys.stderr, flush=True)
         if kind == "metrics":
             proc.metrics = message
             now, received, sent = message["t"], message["in"], sum(message["out"].values())
@@ -321,7 +335,7 @@ class Supervisor:
                            "status": self._status(proc), "restarts": self.restarts[sid]}
             if sid in self.checkpointed:  # what a crash would not replay
                 stages[sid]["checkpointed"] = dict(zip(("in", "out"), self.checkpointed[sid], strict=True))
-        view = {"run": self.config.run.name, "run_id": self.run_id, "state": self.state,
+        view = {"run": self.config.run.name, "run_id": self.run_id, "state": self._shown_state(stages),
                 "elapsed_s": time.monotonic() - self.started, "stages": stages, "stats": self.view,
                 "checkpoint": {"epoch": self.epochs.complete, "recovery": self.recovery_off or "on",
                                "restarts": sum(self.restarts.values())}}
@@ -329,14 +343,43 @@ class Supervisor:
             view["app"] = {"pid": self.app.pid, "exit_status": self.app_status}
         return view
 
+    def _shown_state(self, stages: dict[str, dict[str, Any]]) -> str:
+        """The run's state, and what holds it up while it runs (a paused output, a stuck stage)."""
+        if self.state != "running":
+            return self.state
+        statuses = [stage["status"] for stage in stages.values()]
+        if any(status.startswith("paused") for status in statuses):
+            return "paused"
+        if any(status.startswith("stuck") for status in statuses):
+            return "running, a stage is stuck"
+        return "running"
+
     @staticmethod
     def _status(proc: StageProcess) -> str:
         code = proc.popen.poll()
         if code is None:
-            return "running"
+            return proc.health.status(time.monotonic())
         if proc.final is not None and proc.final.get("ok"):
             return "done"
+        if proc.health.killed:
+            return f"killed (no heartbeat for {proc.health.killed_after_s:.0f} s)"
         return f"failed (exit {code})"
+
+    def _check_heartbeats(self, now: float) -> None:
+        """Stages that said nothing for run.heartbeat_timeout_s are stuck; killed if run.kill_stuck."""
+        timeout = self.config.run.heartbeat_timeout_s
+        for proc in self.procs.values():
+            if proc.popen.poll() is not None or proc.final is not None:
+                continue
+            line = proc.health.check(now, timeout)
+            if line is None:
+                continue
+            print(f"stage '{proc.stage_id}' {line}", file=sys.stderr, flush=True)
+            if self.config.run.kill_stuck:
+                proc.health.kill(now)
+                print(f"stage '{proc.stage_id}' killed: no heartbeat for {timeout:g} s (run.kill_stuck)",
+                      file=sys.stderr, flush=True)
+                proc.popen.kill()
 
     def _curve_paths(self) -> dict[str, str | None] | None:
         """Key file paths (never their contents) for `pipeline top` on a tcp top endpoint."""
@@ -418,6 +461,7 @@ class Supervisor:
             if display is None and now - last_progress >= self.config.run.progress_s:
                 last_progress = now
                 print(progress_line(self.snapshot()), flush=True)
+            self._check_heartbeats(now)
             running = [p for p in self.procs.values() if p.popen.poll() is None]
             app_running = self._app_running()
             if not running and not app_running:
@@ -496,13 +540,19 @@ class Supervisor:
     def _finish(self) -> int:
         finals = {sid: self.procs[sid].final for sid in self._in_config_order()}
         exit_codes = {sid: self.procs[sid].popen.returncode for sid in self._in_config_order()}
-        problems = run_problems(finals, exit_codes, interrupted=self.interrupts > 0)
+        timeout = self.config.run.heartbeat_timeout_s
+        killed = [f"stage '{sid}' was killed: no heartbeat for {timeout:g} s (run.kill_stuck)"
+                  for sid in self._in_config_order() if self.procs[sid].health.killed]
+        problems = killed + run_problems(finals, exit_codes, interrupted=self.interrupts > 0)
         problems += [f"drain timeout: {line}" for line in self.drain_timed_out]
         if self.state == "running":
             self.state = "completed" if not problems else "failed"
+        now = time.monotonic()
         report = {"run_id": self.run_id, "config": str(self.config.path), "state": self.state,
-                  "wall_s": time.monotonic() - self.started, "stages": finals, "exit_codes": exit_codes,
-                  "problems": problems, "recovery": self._recovery_report()}
+                  "wall_s": now - self.started, "stages": finals, "exit_codes": exit_codes,
+                  "problems": problems, "recovery": self._recovery_report(),
+                  "stalls": {sid: self.procs[sid].health.stalls(now, self.started) for sid in self._in_config_order()
+                             if self.procs[sid].health.stuck_episodes}}
         if self.app is not None:
             report["app"] = self.app.summary()
         out_dir = self.config.output_dir

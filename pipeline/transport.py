@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import zmq
@@ -17,6 +18,7 @@ IPC_PATH_LIMIT = 107
 LINGER_MS = 30_000
 SEND_POLL_MS = 200
 MAX_MESSAGE_BYTES = 256 << 20  # a peer sending a larger frame is disconnected by ZeroMQ, before it is read
+TCP_HEARTBEAT_MS, TCP_HEARTBEAT_TIMEOUT_MS = 2_000, 10_000  # a silent tcp peer (cable cut) counts as gone
 
 
 def socket_root() -> Path:
@@ -77,11 +79,16 @@ def secure_connect(sock: zmq.Socket[bytes], endpoint: str, curve: CurveKeys | No
 
 
 def make_pull(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = 256,
-              curve: CurveKeys | None = None) -> zmq.Socket[bytes]:
+              curve: CurveKeys | None = None,
+              before: Callable[[zmq.Socket[bytes]], object] | None = None) -> zmq.Socket[bytes]:
+    """A bound PULL; ``before`` sees the socket just before it binds (a monitor then misses no peer)."""
     sock = ctx.socket(zmq.PULL)
     sock.setsockopt(zmq.RCVHWM, hwm)
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+    _tcp_heartbeat(sock, endpoint)
     secure_bind(ctx, sock, endpoint, curve)
+    if before is not None:
+        before(sock)
     try:
         sock.bind(bind_endpoint(endpoint))
     except zmq.ZMQError as exc:
@@ -92,12 +99,25 @@ def make_pull(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = 256
 
 
 def make_push(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = 256,
-              curve: CurveKeys | None = None) -> zmq.Socket[bytes]:
+              curve: CurveKeys | None = None,
+              before: Callable[[zmq.Socket[bytes]], object] | None = None) -> zmq.Socket[bytes]:
+    """A connected PUSH; ``before`` sees the socket just before it connects (a monitor then misses no peer)."""
     sock = ctx.socket(zmq.PUSH)
     secure_connect(sock, endpoint, curve)
     sock.setsockopt(zmq.SNDHWM, hwm)
     sock.setsockopt(zmq.IMMEDIATE, 1)  # queue nothing for a peer that is not there yet
     sock.setsockopt(zmq.SNDTIMEO, SEND_POLL_MS)
     sock.setsockopt(zmq.LINGER, LINGER_MS)
+    _tcp_heartbeat(sock, endpoint)
+    if before is not None:
+        before(sock)
     sock.connect(endpoint)
     return sock
+
+
+def _tcp_heartbeat(sock: zmq.Socket[bytes], endpoint: str) -> None:
+    """ZMTP heartbeats: a peer that stops answering (host down, network cut) is disconnected and
+    ZeroMQ reconnects when it is back, instead of waiting on a dead connection."""
+    if endpoint.startswith("tcp://"):
+        sock.setsockopt(zmq.HEARTBEAT_IVL, TCP_HEARTBEAT_MS)
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, TCP_HEARTBEAT_TIMEOUT_MS)

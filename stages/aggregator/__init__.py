@@ -193,7 +193,7 @@ class AggregatorStage(Transform):
     # -- intake ---------------------------------------------------------------------------
     def process(self, batch: Batch) -> Iterable[Batch]:
         self.records_in += batch.count
-        now = self.clock()
+        now = self.clock()  # stands still while the pipeline is held up or down: a pause expires no join
         kind = batch.kind
         if kind == "device_info":
             facts = batch.meta["facts"]

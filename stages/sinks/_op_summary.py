@@ -9,6 +9,9 @@ memory: ``chunk_rows`` rows at a time), the wait time is recomputed over the sor
 every output file is replaced atomically (temp file + ``os.replace``); more than ``max_rows``
 rows become ``op_summary_slice_{k}_{ts}``, k from 0, as msprof names them. Crash recovery works as
 for the other tables (:mod:`._table`: checkpoint, resume, a commit of the sorted files).
+
+Writes go through the stage's :class:`~pipeline.output_guard.OutputGuard`, as in :mod:`._table`: a
+full or read-only disk pauses them, and the sort at close starts over once it takes writes again.
 """
 
 from __future__ import annotations
@@ -20,23 +23,27 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
+from pipeline.output_guard import OutputGuard
 from stages.sinks._format import NA, us, us_to_ns
 from stages.sinks._jsonarray import JsonArrayFile
 from stages.sinks._table import (
     MERGE_FAN_IN,
+    TICK_ROWS,
     AtomicText,
     Commit,
     commit_of,
+    create_with_header,
     csv_cell,
     cut_back,
     live_end,
     merge_runs,
     remove,
+    remove_temporaries,
     remove_unlisted,
     slice_name,
-    write_all,
     write_atomic,
     write_run,
+    write_sorted_files,
 )
 
 BASE_HEADER = [
@@ -148,8 +155,9 @@ class OpSummaryWriter:
     """Appends op_summary rows live and rewrites them sorted at :meth:`finish`."""
 
     def __init__(self, directory: Path, timestamp: str, fmt: str, header: list[str], max_rows: int,
-                 chunk_rows: int) -> None:
+                 chunk_rows: int, guard: OutputGuard | None = None) -> None:
         self.directory = directory
+        self.guard = guard or OutputGuard()
         self.timestamp = timestamp
         self.codec: CsvCodec | JsonCodec = CsvCodec(header) if fmt == "csv" else JsonCodec(header)
         self.max_rows = max_rows
@@ -163,7 +171,7 @@ class OpSummaryWriter:
         self._runs_made = 0
         self._in_order = True  # rows arrived sorted (by the key finish() sorts them by)
         self._last_key: SortKey | None = None
-        directory.mkdir(parents=True, exist_ok=True)
+        self.guard.attempt(directory, lambda: directory.mkdir(parents=True, exist_ok=True))
 
     @property
     def header(self) -> list[str]:
@@ -192,7 +200,7 @@ class OpSummaryWriter:
             if self._json is not None:
                 self._json.append(part)
             else:
-                write_all(self._fd, ("\n".join(part) + "\n").encode())
+                self.guard.append(self._fd, ("\n".join(part) + "\n").encode(), self.files[-1])
             self._rows_in_file += len(part)
             self.rows += len(part)
 
@@ -203,14 +211,15 @@ class OpSummaryWriter:
             return  # JSON objects are completed at finish()
         pad = ",N/A" * len(names)
         self._close_current()
+        header = self.codec.header_text()
         for path in self.files:
-            padded = (f"{line}{pad}\n" for line in self.codec.read(path))
-            write_atomic(path, chain([self.codec.header_text()], padded))
-        self._fd = os.open(self.files[-1], os.O_WRONLY | os.O_APPEND)
+            write_atomic(path, lambda path=path: chain(  # type: ignore[misc]
+                [header], (f"{line}{pad}\n" for line in self.codec.read(path))), self.guard)
+        self._fd = self.guard.attempt(self.files[-1], lambda: os.open(self.files[-1], os.O_WRONLY | os.O_APPEND))
 
     def finish(self) -> list[Path]:
         """Sort, recompute wait times, replace the live files; returns the final files."""
-        self.sorted_commit().apply()
+        self.guard.attempt(self.directory, self.sorted_commit().apply)  # applied again after a pause
         return self.files
 
     def sorted_commit(self) -> Commit:
@@ -220,37 +229,44 @@ class OpSummaryWriter:
             return Commit()
         if self._in_order and len(self.files) == 1 and isinstance(self.codec, CsvCodec):
             return Commit()  # already sorted, its wait times those of the sorted order: final as it is
-        runs, tail = self._sorted_runs()
+        written = self.guard.attempt(self.directory, self._sort_files,
+                                     lambda: remove_temporaries(self.directory, "op_summary", self.timestamp, "run"))
+        commit = commit_of(written, self.files)
+        self.files = [path for _, path in written]
+        return commit
+
+    def _sort_files(self) -> list[tuple[Path, Path]]:
+        """The live files are re-read every time, so a sort the disk interrupted starts over from them."""
+        runs: list[Path] = []
         try:
+            runs, tail = self._sorted_runs(runs)
             while len(runs) > MERGE_FAN_IN:
                 groups = [runs[i : i + MERGE_FAN_IN] for i in range(0, len(runs), MERGE_FAN_IN)]
                 runs = [self._write_run(merge_runs(group, KEY_FIELDS)) for group in groups]
                 for group in groups:
                     remove(group)
             merged = merge_runs(runs, KEY_FIELDS) if runs else iter(tail)
-            written = self._write_sorted(merged)
+            return self._write_sorted(merged)
         finally:
-            remove(runs)
-        commit = commit_of(written, self.files)
-        self.files = [path for _, path in written]
-        return commit
+            remove(runs)  # also the runs of an attempt that failed half-way
 
     # -- crash recovery ---------------------------------------------------------------------
 
     def checkpoint(self) -> dict[str, Any]:
         """The writer's state and where the current file ends."""
-        state = {key: value for key, value in vars(self).items() if key not in ("_fd", "_json")}
+        state = {key: value for key, value in vars(self).items() if key not in ("_fd", "_json", "guard")}
         return {"state": state, "end": live_end(self._fd, self._json)}
 
     @classmethod
-    def resume(cls, saved: dict[str, Any]) -> OpSummaryWriter:
+    def resume(cls, saved: dict[str, Any], guard: OutputGuard | None = None) -> OpSummaryWriter:
         """The writer at its checkpoint: files begun later removed, the current one cut back to its end then."""
         writer = cls.__new__(cls)
         vars(writer).update(saved["state"])
+        writer.guard = guard or OutputGuard()
         remove_unlisted(writer.directory.glob(f"op_summary_*{writer.timestamp}.{writer.codec.suffix}"), writer.files)
         header = writer.codec.header_text() if isinstance(writer.codec, CsvCodec) else None
         writer._fd, writer._json = cut_back(writer.files, saved["end"], header, writer._rows_in_file,
-                                            writer.max_rows)
+                                            writer.max_rows, writer.guard)
         return writer
 
     # -- internals --------------------------------------------------------------------------
@@ -258,13 +274,12 @@ class OpSummaryWriter:
     def _next_file(self) -> None:
         self._close_current()
         path = self.name(len(self.files), sliced=bool(self.files))
+        if isinstance(self.codec, CsvCodec):
+            self._fd = create_with_header(self.guard, path, self.codec.header_text().encode())
+        else:
+            self._json = JsonArrayFile(path, self.guard)
         self.files.append(path)
         self._rows_in_file = 0
-        if isinstance(self.codec, CsvCodec):
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-            write_all(self._fd, self.codec.header_text().encode())
-        else:
-            self._json = JsonArrayFile(path)
 
     def _close_current(self) -> None:
         if self._fd >= 0:
@@ -274,13 +289,14 @@ class OpSummaryWriter:
             self._json.close()
             self._json = None
 
-    def _sorted_runs(self) -> tuple[list[Path], list[Row]]:
-        """Sorted chunks as run files; a single chunk stays in memory (the tail)."""
-        runs: list[Path] = []
+    def _sorted_runs(self, runs: list[Path]) -> tuple[list[Path], list[Row]]:
+        """Sorted chunks as run files (added to ``runs``); a single chunk stays in memory (the tail)."""
         chunk: list[Row] = []
         for path in self.files:
-            for line in self.codec.read(path):
+            for count, line in enumerate(self.codec.read(path)):
                 chunk.append((*self.codec.key(line), line))
+                if count % TICK_ROWS == 0:
+                    self.guard.tick()
                 if len(chunk) >= self.chunk_rows:
                     chunk.sort()
                     runs.append(self._write_run(chunk))
@@ -297,15 +313,18 @@ class OpSummaryWriter:
 
     def _write_sorted(self, rows: Iterator[Row]) -> list[tuple[Path, Path]]:
         """Stream sorted rows into temp files, ``max_rows`` per file: (temp, final name) of each."""
+        return write_sorted_files(lambda done: self._write_sorted_rows(rows, done))
+
+    def _write_sorted_rows(self, rows: Iterator[Row], done: list[AtomicText]) -> None:
         sliced = self.rows > self.max_rows
         is_csv = isinstance(self.codec, CsvCodec)
-        final: list[tuple[Path, Path]] = []
         out: AtomicText | None = None
         previous: tuple[int, int, int] | None = None  # device, start, duration
         count = 0
         for device, start, _stream, _task, dur, line in rows:
             if out is None:
-                out = AtomicText(self.name(len(final), sliced))
+                out = AtomicText(self.name(len(done), sliced))
+                done.append(out)
                 out.write(self.codec.header_text() if isinstance(self.codec, CsvCodec) else "[\n")
                 count = 0
             same_device = previous is not None and previous[0] == device
@@ -314,12 +333,13 @@ class OpSummaryWriter:
             text = self.codec.with_wait(line, us(wait))
             out.write(f"{text}\n" if is_csv else f"{',' if count else ''}{text}\n")
             count += 1
+            if count % TICK_ROWS == 0:
+                self.guard.tick()
             if count >= self.max_rows:
-                final.append(out.close("" if is_csv else "]"))
+                out.complete("" if is_csv else "]")
                 out = None
         if out is not None:
-            final.append(out.close("" if is_csv else "]"))
-        return final
+            out.complete("" if is_csv else "]")
 
 
 def _int(text: str) -> int:

@@ -9,6 +9,11 @@ atomically.
 
 The helpers below (cell quoting, atomic files, run files) are shared with op_summary's writer.
 
+Every write goes through the sink's :class:`~pipeline.output_guard.OutputGuard`: on a full or
+read-only disk a live append is cut back and retried, a spilled run is written again, and the sort at
+close starts over (its temp files removed; the live files are replaced only once every sorted file is
+complete), so a pause never leaves a row twice, half a row, or a row lost.
+
 Crash recovery: :meth:`SortedTable.checkpoint` records where the live files end, :meth:`SortedTable.resume`
 cuts them back there (:func:`cut_back`). The sorted files are all written under temp names before any
 replaces a live file (a :class:`Commit`), so a sink that records the commit first can finish it after a
@@ -21,16 +26,18 @@ import heapq
 import json
 import os
 import re
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 from typing import Any
 
+from pipeline.output_guard import OutputGuard, check_fault_cue, write_all
 from stages.sinks._format import NA
 from stages.sinks._jsonarray import JsonArrayFile
 
 MERGE_FAN_IN = 64
+TICK_ROWS = 8192  # rows between two heartbeats while sorting at close
 SPECIAL = re.compile(r'[,"\t\n\r]')
 _BLANKS = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
 
@@ -54,22 +61,41 @@ def slice_name(directory: Path, module: str, timestamp: str, suffix: str, index:
     return directory / f"{module}_slice_{index}_{timestamp}.{suffix}"
 
 
-def write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+def write_atomic(path: Path, parts: Iterable[str] | Callable[[], Iterable[str]],
+                 guard: OutputGuard | None = None) -> None:
+    """Write to a temp file next to ``path`` and rename over it: readers never see half a file. A full
+    disk pauses here until it takes the file; ``parts`` may be a callable, called again for each attempt."""
+    if callable(parts):
+        make = parts
+    else:
+        fixed = list(parts)
+        make = lambda: fixed  # noqa: E731
+    (guard or OutputGuard()).replace(path, make)
 
 
-def write_atomic(path: Path, parts: Iterable[str]) -> None:
-    """Write to a temp file next to ``path`` and rename over it: readers never see half a file."""
-    temp = path.with_name(f".{path.name}.tmp")
-    with open(temp, "w", encoding="utf-8", newline="\n") as out:
-        out.writelines(parts)
-    os.replace(temp, path)
+def create_with_header(guard: OutputGuard, path: Path, header: bytes) -> int:
+    """A new live file holding ``header``; its descriptor (append mode). Until the disk takes the
+    header there is no file rather than half a header."""
+    fd = -1
+
+    def create() -> int:
+        nonlocal fd
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        write_all(fd, header, path)
+        return fd
+
+    def discard() -> None:
+        nonlocal fd
+        if fd >= 0:
+            os.close(fd)
+            fd = -1
+        path.unlink(missing_ok=True)
+
+    return guard.attempt(path, create, discard)
 
 
 class AtomicText:
-    """A text file written under a temp name and renamed into place when complete."""
+    """A text file written under a temp name; :meth:`commit` renames it into place once complete."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -77,15 +103,15 @@ class AtomicText:
         self._out = open(self.temp, "w", encoding="utf-8", newline="\n")
         self.write = self._out.write
 
-    def commit(self, ending: str) -> Path:
-        os.replace(*self.close(ending))
-        return self.path
-
-    def close(self, ending: str) -> tuple[Path, Path]:
+    def complete(self, ending: str) -> tuple[Path, Path]:
         """Complete the temp file and leave it there: (temp, final name), for a :class:`Commit`."""
         self._out.write(ending)
+        check_fault_cue(self.temp)
         self._out.close()
         return self.temp, self.path
+
+    def close(self) -> None:
+        self._out.close()
 
 
 @dataclass
@@ -120,23 +146,25 @@ def remove_unlisted(found: Iterable[Path], keep: Collection[Path]) -> None:
 
 
 def cut_back(files: list[Path], end: int | tuple[int, int] | None, header: str | None, rows_in_file: int,
-             max_rows: int) -> tuple[int, JsonArrayFile | None]:
+             max_rows: int, guard: OutputGuard) -> tuple[int, JsonArrayFile | None]:
     """A live table's files as they were at a checkpoint, the current one reopened: (fd, JSON file).
 
     ``header`` is the CSV header line then (None: JSON arrays, cut to ``end`` = (size, count) and closed
     again). A CSV file is truncated to ``end``; when columns were added since (every file rewritten with
-    ``N/A`` cells appended), each file is cut back to its rows then and those cells dropped."""
+    ``N/A`` cells appended), each file is cut back to its rows then and those cells dropped. A disk that
+    refuses it pauses here."""
     if end is None or not files:
         return -1, None
     current = files[-1]
     if header is None:
         assert isinstance(end, tuple)
-        return -1, JsonArrayFile.reopen(current, *end)
+        size, count = end
+        return -1, JsonArrayFile.reopen(current, size, count, guard)
     with open(current, encoding="utf-8", newline="\n") as live:
         on_disk = live.readline()
     if on_disk == header:
         assert isinstance(end, int)
-        os.truncate(current, end)
+        guard.attempt(current, lambda: os.truncate(current, end))
     else:
         pad = ",N/A" * (on_disk.count(",") - header.count(","))
         for index, path in enumerate(files):
@@ -146,8 +174,8 @@ def cut_back(files: list[Path], end: int | tuple[int, int] | None, header: str |
                 if len(lines) == keep:
                     break
                 lines.append((line[: -len(pad)] if pad and line.endswith(pad) else line) + "\n")
-            write_atomic(path, chain([header], lines))
-    return os.open(current, os.O_WRONLY | os.O_APPEND), None
+            write_atomic(path, chain([header], lines), guard)
+    return guard.attempt(current, lambda: os.open(current, os.O_WRONLY | os.O_APPEND)), None
 
 
 def live_end(fd: int, json_file: JsonArrayFile | None) -> int | tuple[int, int] | None:
@@ -157,11 +185,34 @@ def live_end(fd: int, json_file: JsonArrayFile | None) -> int | tuple[int, int] 
     return os.fstat(fd).st_size if fd >= 0 else None
 
 
+def write_sorted_files(write: Callable[[list[AtomicText]], None]) -> list[tuple[Path, Path]]:
+    """Run ``write`` (which opens, fills and completes AtomicTexts into the list it gets): (temp, final name)
+    of each, for a :class:`Commit`. A failed write closes them and leaves the live files as they were."""
+    done: list[AtomicText] = []
+    try:
+        write(done)
+    except BaseException:
+        for text in done:
+            try:
+                text.close()  # the flush of a full disk fails again; the file is closed anyway
+            except OSError:
+                pass
+        raise
+    return [(text.temp, text.path) for text in done]
+
+
+def remove_temporaries(directory: Path, module: str, timestamp: str, runs: str) -> None:
+    """What an interrupted sort left: unfinished sorted files, and its run files (``runs``: their suffix)."""
+    for pattern in (f".{module}*_{timestamp}*.tmp", f".{module}_{timestamp}.{runs}*"):
+        remove(directory.glob(pattern))
+
+
 def write_run(path: Path, rows: Iterable[RunRow]) -> Path:
     """A run file: one row per line, the integer key fields then the line, TAB-separated."""
     with open(path, "w", encoding="utf-8", newline="\n") as run:
         for *key, line in rows:
             run.write("\t".join(map(str, key)) + f"\t{line}\n")
+        check_fault_cue(path)
     return path
 
 
@@ -190,8 +241,10 @@ class SortedTable:
     """
 
     def __init__(self, directory: Path, module: str, timestamp: str, fmt: str, header: list[str], *,
-                 key_fields: int, max_rows: int, chunk_rows: int, tab_columns: Collection[str] = ()) -> None:
+                 key_fields: int, max_rows: int, chunk_rows: int, tab_columns: Collection[str] = (),
+                 guard: OutputGuard | None = None) -> None:
         self.directory = directory
+        self.guard = guard or OutputGuard()
         self.module = module
         self.timestamp = timestamp
         self.csv = fmt == "csv"
@@ -209,7 +262,7 @@ class SortedTable:
         self._rows_in_file = 0
         self._fd = -1
         self._json: JsonArrayFile | None = None
-        directory.mkdir(parents=True, exist_ok=True)
+        self.guard.attempt(directory, lambda: directory.mkdir(parents=True, exist_ok=True))
 
     def append(self, rows: Iterable[tuple[tuple[int, ...], list[str]]]) -> None:
         """Rows as (sort key, cells)."""
@@ -233,38 +286,27 @@ class SortedTable:
             return  # JSON objects are completed at finish()
         pad = ",N/A" * len(names)
         self._close_current()
+        header = self._header_text()
         for path in self.files:
-            padded = (f"{line}{pad}\n" for line in _csv_lines(path))
-            write_atomic(path, chain([self._header_text()], padded))
-        self._fd = os.open(self.files[-1], os.O_WRONLY | os.O_APPEND)
+            write_atomic(path, lambda path=path: chain(  # type: ignore[misc]
+                [header], (f"{line}{pad}\n" for line in _csv_lines(path))), self.guard)
+        self._fd = self.guard.attempt(self.files[-1], lambda: os.open(self.files[-1], os.O_WRONLY | os.O_APPEND))
 
     def finish(self) -> list[Path]:
         """Sort, replace the live files with the final ones; returns them."""
-        self.sorted_commit().apply()
+        self.guard.attempt(self.directory, self.sorted_commit().apply)  # applied again after a pause
         return self.files
 
     def sorted_commit(self) -> Commit:
         """Sort into temp files; applying the commit replaces the live files and removes the spilled runs
-        (kept until then: a restart from a checkpoint needs them)."""
+        (kept until then: a restart from a checkpoint needs them). A full disk pauses the sort, which then
+        starts over from the same runs."""
         self._close_current()
         if not self.rows:
             return Commit()
-        fields = self.key_fields + 1  # the key, then the row's width
-        spilled, made = list(self._runs), []
-        try:
-            if spilled:
-                runs = spilled + ([write_run(self._run_path(), sorted(self._chunk))] if self._chunk else [])
-                made += runs[len(spilled):]
-                while len(runs) > MERGE_FAN_IN:
-                    groups = [runs[i : i + MERGE_FAN_IN] for i in range(0, len(runs), MERGE_FAN_IN)]
-                    runs = [write_run(self._run_path(), merge_runs(group, fields)) for group in groups]
-                    made += runs
-                ordered: Iterable[RunRow] = merge_runs(runs, fields)
-            else:
-                ordered = sorted(self._chunk)
-            written = self._write_sorted(ordered)
-        finally:
-            remove(made)
+        spilled = list(self._runs)
+        written = self.guard.attempt(self.directory, self._sort_files,
+                                     lambda: remove_temporaries(self.directory, self.module, self.timestamp, "merge"))
         commit = commit_of(written, self.files, spilled)
         self.files = [path for _, path in written]
         self._runs, self._chunk = [], []
@@ -274,18 +316,19 @@ class SortedTable:
 
     def checkpoint(self) -> dict[str, Any]:
         """The table's state (rows not yet spilled, the runs spilled) and where the current file ends."""
-        state = {key: value for key, value in vars(self).items() if key not in ("_fd", "_json")}
+        state = {key: value for key, value in vars(self).items() if key not in ("_fd", "_json", "guard")}
         return {"state": state, "end": live_end(self._fd, self._json)}
 
     @classmethod
-    def resume(cls, saved: dict[str, Any]) -> SortedTable:
+    def resume(cls, saved: dict[str, Any], guard: OutputGuard | None = None) -> SortedTable:
         """The table at its checkpoint: files and runs begun later removed, the current file cut back."""
         table = cls.__new__(cls)
         vars(table).update(saved["state"])
+        table.guard = guard or OutputGuard()
         remove_unlisted(table.directory.glob(f"{table.module}_*{table.timestamp}.{table.suffix}"), table.files)
         remove_unlisted(table.directory.glob(f".{table.module}_{table.timestamp}.run*"), table._runs)
         table._fd, table._json = cut_back(table.files, saved["end"], table._header_text() if table.csv else None,
-                                          table._rows_in_file, table.max_rows)
+                                          table._rows_in_file, table.max_rows, table.guard)
         return table
 
     # -- internals --------------------------------------------------------------------------
@@ -305,6 +348,23 @@ class SortedTable:
     def _name(self, index: int, sliced: bool) -> Path:
         return slice_name(self.directory, self.module, self.timestamp, self.suffix, index, sliced)
 
+    def _sort_files(self) -> list[tuple[Path, Path]]:
+        """The sorted files under temp names. The spilled runs stay (a restart needs them, and a sort the disk
+        refused starts over from them); merges of runs are temporary, each level removed once merged again."""
+        fields = self.key_fields + 1  # the key, then the row's width
+        if not self._runs:
+            return self._write_sorted(sorted(self._chunk))
+        runs = [*self._runs, *([write_run(self._run_path("merge"), sorted(self._chunk))] if self._chunk else [])]
+        try:
+            while len(runs) > MERGE_FAN_IN:
+                groups = [runs[i : i + MERGE_FAN_IN] for i in range(0, len(runs), MERGE_FAN_IN)]
+                merged = [write_run(self._run_path("merge"), merge_runs(group, fields)) for group in groups]
+                remove(run for run in runs if run not in self._runs)
+                runs = merged
+            return self._write_sorted(merge_runs(runs, fields))
+        finally:
+            remove(run for run in runs if run not in self._runs)
+
     def _write_live(self, lines: list[str]) -> None:
         while lines:
             if self._fd < 0 and self._json is None or self._rows_in_file >= self.max_rows:
@@ -314,20 +374,19 @@ class SortedTable:
             if self._json is not None:
                 self._json.append(part)
             else:
-                write_all(self._fd, ("\n".join(part) + "\n").encode())
+                self.guard.append(self._fd, ("\n".join(part) + "\n").encode(), self.files[-1])
             self._rows_in_file += len(part)
             self.rows += len(part)
 
     def _next_file(self) -> None:
         self._close_current()
         path = self._name(len(self.files), sliced=bool(self.files))
+        if self.csv:
+            self._fd = create_with_header(self.guard, path, self._header_text().encode())
+        else:
+            self._json = JsonArrayFile(path, self.guard)
         self.files.append(path)
         self._rows_in_file = 0
-        if self.csv:
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-            write_all(self._fd, self._header_text().encode())
-        else:
-            self._json = JsonArrayFile(path)
 
     def _close_current(self) -> None:
         if self._fd >= 0:
@@ -337,12 +396,14 @@ class SortedTable:
             self._json.close()
             self._json = None
 
-    def _run_path(self) -> Path:
-        return self.directory / f".{self.module}_{self.timestamp}.run{len(self._runs)}_{os.urandom(4).hex()}"
+    def _run_path(self, kind: str = "run") -> Path:
+        """A spilled chunk (``run``, kept until the sort succeeds) or a merge of runs (``merge``, one sort's)."""
+        return self.directory / f".{self.module}_{self.timestamp}.{kind}{len(self._runs)}_{os.urandom(4).hex()}"
 
     def _spill(self) -> None:
         self._chunk.sort()
-        self._runs.append(write_run(self._run_path(), self._chunk))
+        path, chunk = self._run_path(), self._chunk
+        self._runs.append(self.guard.attempt(path, lambda: write_run(path, chunk), lambda: remove([path])))
         self._chunk = []
 
     def _complete(self, width: int, line: str) -> str:
@@ -354,26 +415,30 @@ class SortedTable:
         return json.dumps({name: row.get(name, NA) for name in self.header}, ensure_ascii=False)
 
     def _write_sorted(self, rows: Iterable[RunRow]) -> list[tuple[Path, Path]]:
+        return write_sorted_files(lambda done: self._write_sorted_rows(rows, done))
+
+    def _write_sorted_rows(self, rows: Iterable[RunRow], done: list[AtomicText]) -> None:
         sliced = self.rows > self.max_rows
         width = len(self.header)
-        final: list[tuple[Path, Path]] = []
         out: AtomicText | None = None
         count = 0
         for *_key, row_width, line in rows:
             if out is None:
-                out = AtomicText(self._name(len(final), sliced))
+                out = AtomicText(self._name(len(done), sliced))
+                done.append(out)
                 out.write(self._header_text() if self.csv else "[\n")
                 count = 0
             if row_width != width:
                 line = self._complete(row_width, line)
             out.write(f"{line}\n" if self.csv else f"{',' if count else ''}{line}\n")
             count += 1
+            if count % TICK_ROWS == 0:
+                self.guard.tick()
             if count >= self.max_rows:
-                final.append(out.close("" if self.csv else "]"))
+                out.complete("" if self.csv else "]")
                 out = None
         if out is not None:
-            final.append(out.close("" if self.csv else "]"))
-        return final
+            out.complete("" if self.csv else "]")
 
 
 def _csv_lines(path: Path) -> Iterator[str]:

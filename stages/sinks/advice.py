@@ -69,7 +69,7 @@ class AdviceSink(Sink):
 
     def open(self) -> None:
         self.base = self.ctx.resolve(self.config.path)
-        self.base.parent.mkdir(parents=True, exist_ok=True)
+        self.ctx.output_guard.attempt(self.base.parent, lambda: self.base.parent.mkdir(parents=True, exist_ok=True))
 
     def write_batch(self, batch: Batch) -> None:
         learn_symbols(self.symbols, batch)
@@ -124,6 +124,7 @@ class AdviceSink(Sink):
 
     def _write(self, found: list[Advice]) -> None:
         document = {"run_id": self.ctx.run_id, "final": self.final, "advice": [item.to_json() for item in found]}
-        write_atomic(Path(f"{self.base}.json"), [json.dumps(document, indent=2, ensure_ascii=False) + "\n"])
-        write_atomic(Path(f"{self.base}.txt"), [advice_text(found)])
+        guard = self.ctx.output_guard  # a full disk pauses the stage until it takes the files
+        write_atomic(Path(f"{self.base}.json"), [json.dumps(document, indent=2, ensure_ascii=False) + "\n"], guard)
+        write_atomic(Path(f"{self.base}.txt"), [advice_text(found)], guard)
         self.counts["advice_writes"] += 1

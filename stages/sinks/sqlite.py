@@ -17,6 +17,10 @@ control files; until end_info is written the end (and, without start_info, the s
 latest (earliest) record time received. Besides msprof's tables it keeps two of ours with the
 live statistics, replaced on every snapshot: ``OP_STATISTIC`` and ``API_STATISTIC`` (columns as
 in the CSV files, times in µs, plain text).
+
+A transaction that the disk refuses (full, read-only) is rolled back, the sink's ids and caches
+with it, and tried again until it commits (:mod:`pipeline.output_guard`): a pause never leaves
+half a batch, nor an id that points at a string that was never stored.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 from pydantic import Field
 
 from pipeline.checkpoint import pickle_state, restore_state
+from pipeline.output_guard import check_fault_cue
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
 from stages.schema import SymbolTable, unpack_rows
 from stages.sinks import _msprof_db as msdb
@@ -113,8 +118,23 @@ class SqliteSink(Sink):
     def open(self) -> None:
         timestamp = export_timestamp(self.config.timestamp or self.ctx.export_stamp)
         self.path = self.ctx.resolve(self.config.path.replace("{timestamp}", timestamp))
+        self.ctx.output_guard.attempt(self.path, self._create_database, self._discard)
+
+    def _files(self) -> tuple[Path, Path, Path]:
+        return self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")
+
+    def _discard(self) -> None:
+        """A database whose creation failed: gone, so that the next attempt starts clean."""
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        self._created = set()
+        for path in self._files():
+            path.unlink(missing_ok=True)
+
+    def _create_database(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        for stale in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
+        for stale in self._files():
             stale.unlink(missing_ok=True)
         conn = sqlite3.connect(self.path)
         conn.execute("PRAGMA journal_mode=WAL")
@@ -130,6 +150,7 @@ class SqliteSink(Sink):
             conn.executemany(msdb.META_DATA.insert_sql(), list(zip(names, values, strict=True)))
             for name, members in msdb.ENUMS.items():
                 conn.executemany(msdb.TABLES[name].insert_sql(), sorted(members.items()))
+            check_fault_cue(self.path)
 
     def write_batch(self, batch: Batch) -> None:
         learn_symbols(self.symbols, batch)
@@ -144,25 +165,36 @@ class SqliteSink(Sink):
             self.open()
         assert self.conn is not None
         conn = self.conn
-        task_id, span, session, created = self._next_task_id, self._record_span, self._session_row, set(self._created)
-        aicore_freq = copy.deepcopy(self._aicore_freq)
-        try:
-            with conn:  # one transaction per batch: commit, or roll back and forget new ids
-                conn.execute("BEGIN")  # a new table commits with its first rows (no empty table is ever seen)
-                handler(conn, unpack_rows(batch), batch.meta)
-                self._write_session_time(conn)
-                if self._new_strings:
-                    conn.executemany(msdb.STRING_IDS.insert_sql(), self._new_strings)
-        except BaseException:
-            for _, text in self._new_strings:
-                del self._string_ids[text]
-            self._symbol_ids.clear()
-            self._next_task_id, self._record_span, self._session_row = task_id, span, session
-            self._created = created  # the rolled-back transaction's CREATEs are undone too
-            self._aicore_freq = aicore_freq
-            raise
-        finally:
-            self._new_strings = []
+        rows = unpack_rows(batch)
+
+        def transaction() -> None:
+            task_id, span, session, created = self._next_task_id, self._record_span, self._session_row, set(
+                self._created)
+            aicore_freq = copy.deepcopy(self._aicore_freq)
+            orphan_id, api_max_id = self._orphan_connection_id, self._api_max_connection_id
+            counts = dict(self.counts)
+            try:
+                with conn:  # one transaction per batch: commit, or roll back and forget new ids
+                    conn.execute("BEGIN")  # a new table commits with its first rows (no empty table is ever seen)
+                    handler(conn, rows, batch.meta)
+                    self._write_session_time(conn)
+                    if self._new_strings:
+                        conn.executemany(msdb.STRING_IDS.insert_sql(), self._new_strings)
+                    check_fault_cue(self.path)  # testing: fail where a full disk fails, before the commit
+            except BaseException:
+                for _, text in self._new_strings:
+                    del self._string_ids[text]
+                self._symbol_ids.clear()
+                self._pmu_names.clear()  # it may hold ids of the strings just forgotten
+                self._next_task_id, self._record_span, self._session_row = task_id, span, session
+                self._created = created  # the rolled-back transaction's CREATEs are undone too
+                self._aicore_freq = aicore_freq
+                self._orphan_connection_id, self._api_max_connection_id, self.counts = orphan_id, api_max_id, counts
+                raise
+            finally:
+                self._new_strings = []
+
+        self.ctx.output_guard.attempt(self.path, transaction)
 
     def close(self) -> None:
         if self.conn is None:
@@ -203,30 +235,42 @@ class SqliteSink(Sink):
         restore_state(self, saved["state"])
         if not saved["open"]:
             return  # not opened yet: open() will start it
-        conn = sqlite3.connect(self.path)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        with conn:
-            conn.execute("BEGIN")
-            tables: set[str] = saved["tables"]
-            for later in sorted(_tables(conn) - tables):
-                conn.execute(f"DROP TABLE {later}")
-            for name, end in saved["ends"].items():
-                conn.execute(f"DELETE FROM {name} WHERE rowid > ?", (end,))
-            for name in APPENDED_BY_TASK_ID:
-                if name in tables:
-                    conn.execute(f"DELETE FROM {name} WHERE globalTaskId >= ?", (self._next_task_id,))
-            conn.execute("DELETE FROM STRING_IDS WHERE id >= ?", (len(self._string_ids),))
-            if "CANN_API" in tables:
-                conn.execute("DELETE FROM CANN_API WHERE connectionId > ? AND connectionId <= ? OR connectionId > ?",
-                             (self._api_max_connection_id, ORPHAN_CONNECTION_IDS, self._orphan_connection_id))
-            for name, kept in saved["rows"].items():
-                conn.execute(f"DELETE FROM {name}")
-                if kept:
-                    columns = ", ".join(("rowid", *msdb.TABLES[name].column_names))
-                    conn.executemany(f"INSERT INTO {name} ({columns}) VALUES ({', '.join('?' * len(kept[0]))})",
-                                     kept)
-        self.conn = conn
+        tables: set[str] = saved["tables"]
+
+        def cut_back() -> sqlite3.Connection:
+            conn = sqlite3.connect(self.path)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                with conn:
+                    conn.execute("BEGIN")
+                    self._cut_back(conn, tables, saved)
+                    check_fault_cue(self.path)  # testing: fail where a full disk fails, before the commit
+            except BaseException:
+                conn.close()
+                raise
+            return conn
+
+        self.conn = self.ctx.output_guard.attempt(self.path, cut_back)  # a full disk waits here too
+
+    def _cut_back(self, conn: sqlite3.Connection, tables: set[str], saved: dict[str, Any]) -> None:
+        for later in sorted(_tables(conn) - tables):
+            conn.execute(f"DROP TABLE {later}")
+        for name, end in saved["ends"].items():
+            conn.execute(f"DELETE FROM {name} WHERE rowid > ?", (end,))
+        for name in APPENDED_BY_TASK_ID:
+            if name in tables:
+                conn.execute(f"DELETE FROM {name} WHERE globalTaskId >= ?", (self._next_task_id,))
+        conn.execute("DELETE FROM STRING_IDS WHERE id >= ?", (len(self._string_ids),))
+        if "CANN_API" in tables:
+            conn.execute("DELETE FROM CANN_API WHERE connectionId > ? AND connectionId <= ? OR connectionId > ?",
+                         (self._api_max_connection_id, ORPHAN_CONNECTION_IDS, self._orphan_connection_id))
+        for name, kept in saved["rows"].items():
+            conn.execute(f"DELETE FROM {name}")
+            if kept:
+                columns = ", ".join(("rowid", *msdb.TABLES[name].column_names))
+                conn.executemany(f"INSERT INTO {name} ({columns}) VALUES ({', '.join('?' * len(kept[0]))})",
+                                 kept)
 
     # -- tables and string ids ----------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from pydantic import Field
 
 from pipeline.checkpoint import pickle_state, restore_state
 from pipeline.checkpoint import write_atomic as write_checkpoint_file
+from pipeline.output_guard import OutputGuard
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
 from stages.schema import CONTEXT_ID_NONE, SymbolTable, unpack_rows
 from stages.sinks._format import (
@@ -93,13 +94,14 @@ def api_statistic_rows(symbols: SymbolTable, rows: list[list[Any]]) -> list[list
     return cells
 
 
-def write_table(path: Path, header: list[str], rows: list[list[str]], fmt: str) -> None:
+def write_table(path: Path, header: list[str], rows: list[list[str]], fmt: str, guard: OutputGuard) -> None:
+    """Replace ``path`` with the rows (temp file + rename); a full disk pauses here until it takes them."""
     if fmt == "csv":
         lines = (",".join(csv_cell(cell) for cell in row) + "\n" for row in rows)
-        write_atomic(path, [",".join(header) + "\n", *lines])
+        write_atomic(path, [",".join(header) + "\n", *lines], guard)
     else:
         objects = ",\n".join(json.dumps(dict(zip(header, row, strict=True)), ensure_ascii=False) for row in rows)
-        write_atomic(path, ["[\n", objects, "\n]"])
+        write_atomic(path, ["[\n", objects, "\n]"], guard)
 
 
 class SummarySink(Sink):
@@ -135,7 +137,7 @@ class SummarySink(Sink):
     def open(self) -> None:
         self.timestamp = export_timestamp(self.config.timestamp or self.ctx.export_stamp)
         self.directory = self.ctx.resolve(self.config.directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.ctx.output_guard.attempt(self.directory, lambda: self.directory.mkdir(parents=True, exist_ok=True))
 
     def write_batch(self, batch: Batch) -> None:
         if self._closed is not None:
@@ -166,9 +168,11 @@ class SummarySink(Sink):
         for table in self.tables.values():
             commit += table.sorted_commit()
         commit_file = self._commit_file()
+        guard = self.ctx.output_guard
         if commit_file is not None:  # recorded first: a restart finishes this commit, never re-sorts
-            write_checkpoint_file(commit_file, pickle.dumps({"commit": commit, "accounting": self.accounting()}))
-        commit.apply()
+            record = pickle.dumps({"commit": commit, "accounting": self.accounting()})
+            guard.attempt(commit_file, lambda: write_checkpoint_file(commit_file, record))
+        guard.attempt(self.directory, commit.apply)  # a read-only disk: done again after
 
     def accounting(self) -> dict[str, int]:
         if self._closed is not None:
@@ -190,20 +194,21 @@ class SummarySink(Sink):
         and hold everything), the commit finished and every replayed batch ignored."""
         saved = pickle.loads(state)
         restore_state(self, saved["state"])
-        self.directory.mkdir(parents=True, exist_ok=True)
+        guard = self.ctx.output_guard
+        guard.attempt(self.directory, lambda: self.directory.mkdir(parents=True, exist_ok=True))
         commit_file = self._commit_file()
         if commit_file is not None and commit_file.is_file():
             record = pickle.loads(commit_file.read_bytes())
-            record["commit"].apply()
+            guard.attempt(self.directory, record["commit"].apply)
             self._closed = record["accounting"]
             return
         suffix = self.config.format
         if saved["writer"] is not None:
-            self.op_summary = OpSummaryWriter.resume(saved["writer"])
+            self.op_summary = OpSummaryWriter.resume(saved["writer"], guard)
         else:
             for later in self.directory.glob(f"op_summary_*{self.timestamp}.{suffix}"):
                 later.unlink()  # begun after the checkpoint
-        self.tables = {module: SortedTable.resume(table) for module, table in saved["tables"].items()}
+        self.tables = {module: SortedTable.resume(table, guard) for module, table in saved["tables"].items()}
         for module in set(TABLES) - set(self.tables):
             for later in [*self.directory.glob(f"{module}_*{self.timestamp}.{suffix}"),
                           *self.directory.glob(f".{module}_{self.timestamp}.run*")]:
@@ -224,7 +229,7 @@ class SummarySink(Sink):
             table = self.tables[spec.module] = SortedTable(
                 self.directory, spec.module, self.timestamp, self.config.format, list(spec.header),
                 key_fields=spec.key_fields, max_rows=self.config.max_rows, chunk_rows=self.config.sort_chunk_rows,
-                tab_columns=spec.time_points)
+                tab_columns=spec.time_points, guard=self.ctx.output_guard)
         missing = max(len(cells) for _, cells in keyed) - len(table.header)
         if missing > 0 and spec.growth:  # more all-reduce pairs than earlier iterations had
             repeats = -(-missing // len(spec.growth))
@@ -264,7 +269,8 @@ class SummarySink(Sink):
             self._pmu_columns = list(pmu_columns)
             header = op_summary_header(self.config.block_header, pmu_columns)
             self.op_summary = OpSummaryWriter(self.directory, self.timestamp, self.config.format, header,
-                                              self.config.max_rows, self.config.sort_chunk_rows)
+                                              self.config.max_rows, self.config.sort_chunk_rows,
+                                              self.ctx.output_guard)
         return self.op_summary
 
     def _pmu_cells(self, values: list[float | None], columns: list[str]) -> list[str]:
@@ -293,6 +299,6 @@ class SummarySink(Sink):
         headers = {"op_statistic": OP_STATISTIC_HEADER, "api_statistic": API_STATISTIC_HEADER}
         for kind, rows in self._pending.items():
             path = self.directory / f"{kind}_{self.timestamp}.{self.config.format}"
-            write_table(path, headers[kind], rows, self.config.format)
+            write_table(path, headers[kind], rows, self.config.format, self.ctx.output_guard)
             self.counts[f"{kind}_writes"] += 1
         self._pending.clear()

@@ -147,7 +147,7 @@ class WindowsSink(Sink):
     def open(self) -> None:
         self.timestamp = export_timestamp(self.config.timestamp or self.ctx.export_stamp)
         self.directory = self.ctx.resolve(self.config.directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.ctx.output_guard.attempt(self.directory, lambda: self.directory.mkdir(parents=True, exist_ok=True))
 
     def write_batch(self, batch: Batch) -> None:
         learn_symbols(self.symbols, batch)
@@ -257,22 +257,23 @@ class WindowsSink(Sink):
         if changed or force:
             status = {"control": str(self.control_path), "timestamp": self.timestamp,
                       "windows": [book.status() for book in self.books.values()]}
-            write_atomic(self.directory / STATUS_FILE, [json.dumps(status, indent=2) + "\n"])
+            write_atomic(self.directory / STATUS_FILE, [json.dumps(status, indent=2) + "\n"], self.ctx.output_guard)
 
     def _write_window(self, book: WindowBook) -> None:
         folder = self.directory / book.name
-        folder.mkdir(parents=True, exist_ok=True)
+        self.ctx.output_guard.attempt(folder, lambda: folder.mkdir(parents=True, exist_ok=True))
         self._table(folder, "op_statistic", op_statistic_rows(self.symbols, book.ops.op_rows()))
         if book.window.schedule is None:
             self._table(folder, "api_statistic", api_statistic_rows(self.symbols, book.apis.api_rows()))
             return
         for cycle in sorted(book.dirty_cycles):
             cycle_folder = folder / f"cycle_{cycle}"
-            cycle_folder.mkdir(exist_ok=True)
+            self.ctx.output_guard.attempt(cycle_folder, lambda: cycle_folder.mkdir(exist_ok=True))  # noqa: B023
             self._table(cycle_folder, "op_statistic", op_statistic_rows(self.symbols, book.cycles[cycle].op_rows()))
         book.dirty_cycles.clear()
 
     def _table(self, folder: Path, kind: str, rows: list[list[str]]) -> None:
         header = OP_STATISTIC_HEADER if kind == "op_statistic" else API_STATISTIC_HEADER
-        write_table(folder / f"{kind}_{self.timestamp}.{self.config.format}", header, rows, self.config.format)
+        write_table(folder / f"{kind}_{self.timestamp}.{self.config.format}", header, rows, self.config.format,
+                    self.ctx.output_guard)
         self.counts["files_written"] += 1

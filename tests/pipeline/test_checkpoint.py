@@ -140,3 +140,38 @@ def test_stage_clock_stands_still_while_the_stage_is_down(monkeypatch: pytest.Mo
     assert second.clock() == 100.0
     now[0] = 4_002.5
     assert second.clock() == 102.5
+
+
+def test_stage_clock_also_leaves_out_the_waits_its_context_clock_leaves_out(tmp_path: Path) -> None:
+    """The runner's stage clock (time waiting for a consumer left out) under the restart shift: a join timeout
+    sees neither a paused sink nor a restart."""
+    now = [100.0]
+    first = Stage({}, StageContext("t", "run", tmp_path, clock=lambda: now[0]))
+    blob = first.snapshot()
+    later = [7.0]  # the new process's context clock: a fresh runner, a different origin
+    second = Stage({}, StageContext("t", "run", tmp_path, clock=lambda: later[0]))
+    second.restore(blob)
+    assert second.clock() == 100.0
+    later[0] = 9.5
+    assert second.clock() == 102.5
+
+
+class _Guarded(Stage):
+    """Holds its context's output guard, as the summary tables and timeline files do."""
+
+    def __init__(self, config: Any, ctx: StageContext) -> None:
+        super().__init__(config, ctx)
+        self.writer = {"guard": ctx.output_guard, "rows": 3}
+
+
+def test_a_state_names_the_output_guard_instead_of_copying_it(tmp_path: Path) -> None:
+    """The guard's callbacks reach the runner (sockets: not picklable); the restored state uses the new
+    process's guard."""
+    first = _Guarded({}, StageContext("t", "run", tmp_path))
+    first.ctx.output_guard.on_wait = lambda: None  # a lambda does not pickle: the guard must not be copied
+    blob = first.snapshot()
+    second = _Guarded({}, StageContext("t", "run", tmp_path))
+    second.writer = {}
+    second.restore(blob)
+    assert second.writer["rows"] == 3
+    assert second.writer["guard"] is second.ctx.output_guard

@@ -10,6 +10,7 @@ import msgpack
 from rich.console import Console
 
 from pipeline.config import parse_config
+from pipeline.health import StageHealth
 from pipeline.supervisor import Supervisor
 from pipeline.views import render_view
 
@@ -24,7 +25,8 @@ def test_views_of_two_sinks_are_merged_and_rendered(tmp_path: Path) -> None:
                       "advice": {"type": "advice", "inputs": ["collect"]}}}
     supervisor = Supervisor(parse_config(raw, tmp_path / "c.yaml", env={}), live=False)
     try:
-        supervisor.procs = {sid: SimpleNamespace() for sid in ("top", "advice")}  # type: ignore[misc]
+        supervisor.procs = {sid: SimpleNamespace(stage_id=sid, health=StageHealth(0.0))  # type: ignore[misc]
+                            for sid in ("top", "advice")}
         finding = {"rule": "transdata", "severity": "warning", "title": "26.0 TransData tasks per model execution",
                    "detail": "", "suggestion": "please check and reduce the transData. More text.", "evidence": {}}
         supervisor._on_control(_view("advice", {"advice": [finding]}))

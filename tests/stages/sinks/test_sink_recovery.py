@@ -7,12 +7,14 @@ import os
 import sqlite3
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sink_batches import TIMESTAMP, Feed
 
+from pipeline.output_guard import FAULT_CUE_ENV, OutputGuard
 from pipeline.stage import Batch, Sink, StageContext
 from stages.sinks._table import Commit
 from stages.sinks.sqlite import SqliteSink
@@ -57,10 +59,10 @@ SINKS: dict[str, tuple[type[Sink], dict[str, Any]]] = {
 }
 
 
-def _sink(kind: str, folder: Path, state_dir: bool) -> Sink:
+def _sink(kind: str, folder: Path, state_dir: bool, guard: OutputGuard | None = None) -> Sink:
     cls, config = SINKS[kind]
     ctx = StageContext(stage_id=kind, run_id="test", output_dir=folder,
-                       state_dir=folder / "checkpoints" if state_dir else None)
+                       state_dir=folder / "checkpoints" if state_dir else None, output_guard=guard or OutputGuard())
     return cls(cls.Config(timestamp=TIMESTAMP, **config), ctx)
 
 
@@ -164,3 +166,63 @@ def test_summary_closed_before_the_crash_keeps_its_sorted_files(
     restarted.close()
     assert restarted.accounting()["op_summary_rows"] == 50
     assert _outputs(tmp_path) == undisturbed["summary"]
+
+
+class _FullOnce:
+    """An output guard whose disk is full until the first wait (the fault cue, removed when waited on)."""
+
+    def __init__(self, cue: Path) -> None:
+        self.cue = cue
+        self.waits = 0
+        self.guard = OutputGuard(retry_s=0.0)
+        self.guard.on_wait = self._waited
+        self.guard.log = mock.Mock()
+
+    def fill(self) -> None:
+        self.cue.touch()
+
+    def _waited(self) -> None:
+        if self.cue.exists():
+            self.waits += 1
+            self.cue.unlink()
+
+
+@pytest.mark.parametrize("kind", sorted(SINKS))
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_sink_restored_on_a_full_disk_waits_and_writes_each_batch_once(
+        kind: str, data: st.DataObject, tmp_path_factory: pytest.TempPathFactory,
+        undisturbed: dict[str, dict[str, Any]]) -> None:
+    """The checkpoint is taken right after a paused write went through; the restart's cut-back meets a full disk
+    too (a restored sink pauses like a running one), and so do some of the replayed writes."""
+    checkpoint_at = data.draw(st.integers(3, len(BATCHES) - 1), label="checkpoint after batch")  # files begun
+    crash_at = data.draw(st.integers(checkpoint_at, len(BATCHES) - 1), label="crash before batch")
+    full_at = data.draw(st.sets(st.integers(checkpoint_at, len(BATCHES) - 1), max_size=4), label="full before")
+    folder = tmp_path_factory.mktemp(kind)
+    disk = _FullOnce(folder.parent / f"{folder.name}.cue")
+    with mock.patch.dict(os.environ, {FAULT_CUE_ENV: str(disk.cue)}):
+        sink = _sink(kind, folder, state_dir=True, guard=disk.guard)
+        sink.open()
+        saved = b""
+        for index, batch in enumerate(BATCHES):
+            if index == checkpoint_at - 1:
+                disk.fill()  # this batch pauses; the checkpoint after it holds it once
+            if index == checkpoint_at:
+                saved = sink.snapshot()
+            if index == crash_at:
+                _die(sink)
+                disk.fill()
+                waits = disk.waits
+                sink = _sink(kind, folder, state_dir=True, guard=disk.guard)
+                sink.restore(saved)
+                if kind in ("sqlite", "timeline", "summary_json"):  # a transaction, a JSON ending to write back
+                    assert disk.waits == waits + 1
+                disk.cue.unlink(missing_ok=True)  # a restore with nothing to cut back writes nothing
+                for replayed in BATCHES[checkpoint_at:index]:
+                    sink.write_batch(replayed)
+            if index in full_at:
+                disk.fill()
+            sink.write_batch(batch)
+            disk.cue.unlink(missing_ok=True)  # a batch this sink ignores writes nothing
+        sink.close()
+    assert _outputs(folder) == undisturbed[kind]
