@@ -54,7 +54,7 @@ def main() -> None:
         board = Path(tmp) / "board"
         simulator = subprocess.Popen([sys.executable, "-m", "pipeline", "simulate", str(board), "--rate", args.rate,
                                       "--chip", args.chip, "--iterations", str(args.iterations), "--seed", "1"],
-                                     cwd=ROOT)
+                                     cwd=ROOT, stdout=subprocess.DEVNULL)
         ctx = zmq.Context()
         pull = ctx.socket(zmq.PULL)
         endpoint = f"ipc://{tmp}/agent.ipc"
