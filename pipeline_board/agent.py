@@ -44,11 +44,13 @@ class AgentError(Exception):
 
 class Stream:
     __slots__ = ("base", "kind", "device", "folder", "slice_index", "offset", "buffer", "origin", "sep", "file_id",
-                 "abandoned", "last_index")
+                 "abandoned", "last_index", "prefix", "rel_prefix")
 
     def __init__(self, base: str, kind: StreamKind, device: int | None, folder: str, sep: str,
-                 last_index: int) -> None:
+                 last_index: int, root: str) -> None:
         self.base, self.kind, self.device, self.folder, self.sep = base, kind, device, folder, sep
+        self.prefix = os.path.join(folder, base + sep)  # a slice's path is this and its index
+        self.rel_prefix = os.path.relpath(self.prefix, root)  # the same, from the PROF directory
         self.slice_index = 0
         self.offset = 0
         self.buffer = b""
@@ -58,7 +60,7 @@ class Stream:
         self.last_index = last_index
 
     def path(self, index: int | None = None) -> str:
-        return os.path.join(self.folder, f"{self.base}{self.sep}{self.slice_index if index is None else index}")
+        return f"{self.prefix}{self.slice_index if index is None else index}"
 
 
 class Follower:
@@ -238,7 +240,7 @@ class Follower:
             if kind is None:
                 self._once("family:" + key, f"file family not decoded by this release: {key}")
                 continue
-            self.streams[key] = Stream(base, kind, device, data, sep, index)
+            self.streams[key] = Stream(base, kind, device, data, sep, index, self.root)
 
     def _read(self, state: Stream, final: bool) -> Iterator[Chunk]:
         budget = self.quantum
@@ -318,7 +320,7 @@ class Follower:
 
     def _cut(self, state: Stream, framed: framing.Framed, slice_index: int, offset: int) -> Iterator[Chunk]:
         meta = {"stream": state.base, "kind": state.kind.name, "device": state.device,
-                "file": os.path.relpath(state.path(slice_index), self.root), "offset": offset}
+                "file": f"{state.rel_prefix}{slice_index}", "offset": offset}
         if state.kind.framing in ("text", "nul_text"):
             yield "raw", framed.count, meta, framed.records
             return
