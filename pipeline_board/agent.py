@@ -283,7 +283,7 @@ class Follower:
                     budget -= len(data)
                     self.bytes_read += len(data)
                 closed = _has_next(state) or _done_size(path) == state.offset
-                at_end = state.offset >= info.st_size
+                at_end = state.offset >= os.fstat(handle.fileno()).st_size  # after `closed`: not grown since
             for chunk in self._emit(state, final and at_end or
                                     (closed and at_end and state.kind.whole_records_per_slice)):
                 yield chunk
