@@ -33,6 +33,8 @@ MAX_DEVICE_ID = 0xFFFF
 _DEVICE_FOLDER = re.compile(r"device_(\d{1,5})", re.ASCII)
 SEND_POLL_MS = 200
 STOP_GRACE_S = 5.0  # once asked to stop, how long a send may wait for a workstation that takes nothing
+IDLE_POLLS_BEFORE_BACKOFF = 10  # passes that found nothing before the poll interval starts doubling
+MAX_IDLE_POLL_S = 1.0
 Chunk = Tuple[str, int, Dict[str, Any], bytes]  # (record kind, count, meta, body)
 
 
@@ -42,11 +44,13 @@ class AgentError(Exception):
 
 class Stream:
     __slots__ = ("base", "kind", "device", "folder", "slice_index", "offset", "buffer", "origin", "sep", "file_id",
-                 "abandoned", "last_index")
+                 "abandoned", "last_index", "prefix", "rel_prefix")
 
     def __init__(self, base: str, kind: StreamKind, device: int | None, folder: str, sep: str,
-                 last_index: int) -> None:
+                 last_index: int, root: str) -> None:
         self.base, self.kind, self.device, self.folder, self.sep = base, kind, device, folder, sep
+        self.prefix = os.path.join(folder, base + sep)  # a slice's path is this and its index
+        self.rel_prefix = os.path.relpath(self.prefix, root)  # the same, from the PROF directory
         self.slice_index = 0
         self.offset = 0
         self.buffer = b""
@@ -56,14 +60,14 @@ class Stream:
         self.last_index = last_index
 
     def path(self, index: int | None = None) -> str:
-        return os.path.join(self.folder, f"{self.base}{self.sep}{self.slice_index if index is None else index}")
+        return f"{self.prefix}{self.slice_index if index is None else index}"
 
 
 class Follower:
     """The collector's reading rules (see ``stages/collector.py``), yielding chunks instead of stage batches."""
 
     def __init__(self, path: str, follow: bool = True, poll_ms: int = 20, wait_s: float = 60.0,
-                 chunk_records: int = 1024, chunk_bytes: int = 1 << 20, quantum: int = 256 << 10,
+                 chunk_records: int = 1024, chunk_bytes: int = 1 << 20, quantum: int = 1 << 20,
                  end_marker: str | None = None) -> None:
         self.base = os.path.abspath(os.path.expanduser(path))
         self.follow, self.poll_s, self.wait_s = follow, poll_ms / 1000.0, wait_s
@@ -79,6 +83,9 @@ class Follower:
         self.seen: set[str] = set()  # files and families refused or reported, each counted once
         self.bytes_read = 0
         self.collected = 0
+        self.backlog = False  # a stream had more than a quantum to read in the last pass
+        self.idle_passes = 0
+        self._slice_names: dict[str, tuple[str, int, str] | None] = {}  # file name → split_slice_name
 
     def reject(self, reason: str, count: int = 1) -> None:
         self.rejected[reason] = self.rejected.get(reason, 0) + count
@@ -119,31 +126,46 @@ class Follower:
         while True:
             finished = self._app_ended() or _is_finished(self.root)
             before = self.bytes_read
+            self.backlog = False
             for chunk in self._pass(final=False):
                 yield chunk
             if self.stop:
                 return
-            if self.bytes_read > before:
-                yield None
+            got_bytes = self.bytes_read > before
+            if self.backlog or (got_bytes and (finished or not self.follow)):
+                yield None  # read on at once: more is waiting, or the job is over
                 continue
-            if finished or not self.follow:
+            if not got_bytes and (finished or not self.follow):
                 for chunk in self._pass(final=True):
                     yield chunk
                 return
             yield None
-            time.sleep(self.poll_s)
+            time.sleep(self._poll_interval(got_bytes))
+
+    def _poll_interval(self, got_bytes: bool) -> float:
+        """The poll interval while bytes come; doubling (up to a second) once the files stay quiet."""
+        self.idle_passes = 0 if got_bytes else self.idle_passes + 1
+        extra = self.idle_passes - IDLE_POLLS_BEFORE_BACKOFF
+        if extra <= 0:
+            return self.poll_s
+        return min(max(self.poll_s, MAX_IDLE_POLL_S), self.poll_s * 2.0 ** min(extra, 8))
 
     def _pass(self, final: bool) -> Iterator[Chunk]:
-        for chunk in self._control_files():
+        """One look at the directory (one scandir per folder) and a quantum of bytes read per stream."""
+        entries = _scan(self.root)
+        for entry in entries:
+            if (entry.name == "host" or _device_id(entry.name) is not None) and entry.is_symlink():
+                self._symlink(entry.path)
+        folders = _folders(self.root, entries)
+        listings = [(folder, name, _scan(folder)) for folder, name in folders]
+        for chunk in self._control_files(listings):
             yield chunk
-        for path in _listdir(self.root):
-            name = os.path.basename(path)
-            if (name == "host" or _device_id(name) is not None) and os.path.islink(path):
-                self._symlink(path)
-        for folder, _ in _folders(self.root):
-            if os.path.islink(os.path.join(folder, "data")):
-                self._symlink(os.path.join(folder, "data"))
-        self._discover()
+        for _, name, listing in listings:
+            data = next((entry for entry in listing if entry.name == "data"), None)
+            if data is not None and data.is_symlink():
+                self._symlink(data.path)
+            elif data is not None and data.is_dir():
+                self._discover(name, data.path)
         for state in list(self.streams.values()):
             for chunk in self._read(state, final):
                 yield chunk
@@ -151,19 +173,19 @@ class Follower:
     def _symlink(self, path: str) -> None:
         self._once(path, "symlink in the PROF directory not followed")
 
-    def _control_files(self) -> Iterator[Chunk]:
-        for folder, name in _folders(self.root):
-            for path in _listdir(folder):
-                base = os.path.basename(path)
+    def _control_files(self, listings: list[tuple[str, str, list[os.DirEntry[str]]]]) -> Iterator[Chunk]:
+        for _, name, listing in listings:
+            for entry in listing:
+                base, path = entry.name, entry.path
                 if not base.startswith(CONTROL_PREFIXES) or base.endswith(".done"):
                     continue
-                if os.path.islink(path):
+                if entry.is_symlink():
                     self._symlink(path)
                     continue
                 rel = f"{name}/{base}"
                 try:
-                    size = os.stat(path).st_size
-                    if not os.path.isfile(path) or size == 0 or self.control_sent.get(rel) == size:
+                    size = entry.stat().st_size
+                    if not entry.is_file() or size == 0 or self.control_sent.get(rel) == size:
                         continue
                     if size > MAX_CONTROL_BYTES:
                         self._once(path, f"control file larger than {MAX_CONTROL_BYTES >> 20} MiB not read")
@@ -190,37 +212,35 @@ class Follower:
             platform = 1
         self.platforms[device] = platform
 
-    def _discover(self) -> None:
-        for folder, name in _folders(self.root):
-            data = os.path.join(folder, "data")
-            if os.path.islink(data) or not os.path.isdir(data):
+    def _discover(self, name: str, data: str) -> None:
+        for entry in _scan(data):
+            if entry.name not in self._slice_names:
+                self._slice_names[entry.name] = split_slice_name(entry.name)
+            parsed = self._slice_names[entry.name]
+            if parsed is None:
                 continue
-            for path in _listdir(data):
-                parsed = split_slice_name(os.path.basename(path))
-                if parsed is None:
+            if entry.is_symlink():
+                self._symlink(entry.path)
+                continue
+            base, index, sep = parsed
+            key = f"{name}/data/{base}"
+            if key in self.streams:
+                self.streams[key].last_index = max(self.streams[key].last_index, index)
+                continue
+            kind: StreamKind | None
+            device: int | None = None
+            if name == "host":
+                kind = host_stream_kind(base)
+            else:
+                dev = _device_id(name)
+                if dev not in self.platforms:
                     continue
-                if os.path.islink(path):
-                    self._symlink(path)
-                    continue
-                base, index, sep = parsed
-                key = f"{name}/data/{base}"
-                if key in self.streams:
-                    self.streams[key].last_index = max(self.streams[key].last_index, index)
-                    continue
-                kind: StreamKind | None
-                device: int | None = None
-                if name == "host":
-                    kind = host_stream_kind(base)
-                else:
-                    dev = _device_id(name)
-                    if dev not in self.platforms:
-                        continue
-                    found = device_stream_kind(base, self.platforms[dev])
-                    kind, device = found if found and found[1] <= MAX_DEVICE_ID else (None, None)
-                if kind is None:
-                    self._once("family:" + key, f"file family not decoded by this release: {key}")
-                    continue
-                self.streams[key] = Stream(base, kind, device, data, sep, index)
+                found = device_stream_kind(base, self.platforms[dev])
+                kind, device = found if found and found[1] <= MAX_DEVICE_ID else (None, None)
+            if kind is None:
+                self._once("family:" + key, f"file family not decoded by this release: {key}")
+                continue
+            self.streams[key] = Stream(base, kind, device, data, sep, index, self.root)
 
     def _read(self, state: Stream, final: bool) -> Iterator[Chunk]:
         budget = self.quantum
@@ -263,7 +283,7 @@ class Follower:
                     budget -= len(data)
                     self.bytes_read += len(data)
                 closed = _has_next(state) or _done_size(path) == state.offset
-                at_end = state.offset >= os.fstat(handle.fileno()).st_size
+                at_end = state.offset >= os.fstat(handle.fileno()).st_size  # after `closed`: not grown since
             for chunk in self._emit(state, final and at_end or
                                     (closed and at_end and state.kind.whole_records_per_slice)):
                 yield chunk
@@ -272,6 +292,8 @@ class Follower:
                 continue
             if at_end:
                 break
+        if budget <= 0:
+            self.backlog = True
         if final:
             for chunk in self._emit(state, True):
                 yield chunk
@@ -298,7 +320,7 @@ class Follower:
 
     def _cut(self, state: Stream, framed: framing.Framed, slice_index: int, offset: int) -> Iterator[Chunk]:
         meta = {"stream": state.base, "kind": state.kind.name, "device": state.device,
-                "file": os.path.relpath(state.path(slice_index), self.root), "offset": offset}
+                "file": f"{state.rel_prefix}{slice_index}", "offset": offset}
         if state.kind.framing in ("text", "nul_text"):
             yield "raw", framed.count, meta, framed.records
             return
@@ -378,9 +400,19 @@ def _listdir(folder: str) -> list[str]:
         return []
 
 
-def _folders(root: str) -> list[tuple[str, str]]:
-    folders = [(p, os.path.basename(p)) for p in _listdir(root) if os.path.isdir(p) and not os.path.islink(p)
-               and (os.path.basename(p) == "host" or _device_id(os.path.basename(p)) is not None)]
+def _scan(folder: str) -> list[os.DirEntry[str]]:
+    """The folder's entries sorted by name (one scandir: their kinds come without a stat each)."""
+    try:
+        with os.scandir(folder) as found:
+            return sorted(found, key=lambda entry: entry.name)
+    except OSError:
+        return []
+
+
+def _folders(root: str, entries: list[os.DirEntry[str]] | None = None) -> list[tuple[str, str]]:
+    """(path, name) of the host and device_N folders of a PROF directory (``entries``: its listing)."""
+    folders = [(entry.path, entry.name) for entry in (_scan(root) if entries is None else entries)
+               if entry.is_dir(follow_symlinks=False) and (entry.name == "host" or _device_id(entry.name) is not None)]
     if folders or not os.path.isdir(os.path.join(root, "data")):
         return folders
     device = _job_device(root)
@@ -388,7 +420,7 @@ def _folders(root: str) -> list[tuple[str, str]]:
 
 
 def _has_next(state: Stream) -> bool:
-    return os.path.exists(state.path(state.slice_index + 1)) or state.last_index > state.slice_index
+    return state.last_index > state.slice_index or os.path.exists(state.path(state.slice_index + 1))
 
 
 def _next_slice(state: Stream) -> None:

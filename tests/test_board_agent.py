@@ -104,6 +104,29 @@ def test_agent_tlv_framing_equals_the_collectors(data: st.DataObject, final: boo
            (theirs.records, theirs.count, theirs.consumed, theirs.garbage)
 
 
+def _tlv_record(tag: int, mode: int) -> bytes:
+    size = board_kinds.MINI_TLV_TAG_SIZES.get(tag, 32)
+    return bytes([mode, tag, size & 0xFF, size >> 8]) + bytes((tag + i) & 0xFF for i in range(size - 4))
+
+
+_TLV_RUN = st.tuples(st.sampled_from([3, 4, 10, 7]), st.sampled_from([0, 1, 1, 2]), st.integers(1, 300))
+
+
+@settings(max_examples=80, deadline=None)
+@given(runs=st.lists(st.one_of(_TLV_RUN, st.binary(min_size=1, max_size=40)), max_size=8),
+       cut=st.integers(0, 200), final=st.booleans())
+def test_agent_tlv_framing_equals_the_collectors_on_long_runs_of_one_tag(
+        runs: list[tuple[int, int, int] | bytes], cut: int, final: bool) -> None:
+    """Long runs of one tag (the agent measures them column-wise), broken by other tags, bad modes, unknown tags,
+    garbage and a cut tail."""
+    buf = b"".join(run if isinstance(run, bytes) else _tlv_record(run[0], run[1]) * run[2] for run in runs)
+    buf = buf[:max(0, len(buf) - cut)]
+    theirs = framing.frame(files.MINI_TS_TRACK, buf, final)
+    ours = board_framing.frame(board_kinds.MINI_TS_TRACK, buf, final)
+    assert (ours.records, ours.count, ours.consumed, ours.garbage) == \
+           (theirs.records, theirs.count, theirs.consumed, theirs.garbage)
+
+
 @pytest.mark.parametrize("path", BOARD_FILES, ids=lambda p: p.name)
 def test_agent_is_python_37_syntax(path: Path) -> None:
     ast.parse(path.read_text(encoding="utf-8"), filename=str(path), feature_version=(3, 7))
