@@ -58,6 +58,15 @@ class Clock:
             return out
         return result
 
+    def to_local_ns_one(self, ticks: int) -> int:
+        """``to_local_ns`` of one tick count, in Python integers with the same 64-bit wrap-around."""
+        fast = self._multiply_add
+        if fast is None:
+            return int(self.to_local_ns(np.array([ticks], np.uint64))[0])
+        scale, shift, _ = fast
+        counts = ticks - 2**64 if ticks >= 2**63 else ticks
+        return (counts * int(scale) + int(shift) + 2**63) % 2**64 - 2**63
+
     def duration_ns(self, ticks: int) -> int:
         return ticks * 1_000_000 // self.freq_khz
 

@@ -34,6 +34,25 @@ _TAGS: dict[int, tuple[np.dtype, str, tuple[str, ...]]] = {
 }
 
 
+_FEW = 8  # up to this many records of a tag are decoded in Python
+_FLIP_NAMES = list(raw.TS_TASK_FLIP.fields or ())
+_TIMESTAMP, _STREAM = _FLIP_NAMES.index("timestamp"), _FLIP_NAMES.index("stream_id")  # in every tag's layout
+
+
+def _few_fields(tag: int) -> tuple[int, ...] | None:
+    """Where each decoded field after device, time and stream sits in the raw record (None: not this way)."""
+    layout, kind, fields = _TAGS[tag]
+    out = records.DTYPES[kind].names or ()
+    if tag == raw.TS_TAG_BLOCK_NUM or out[:3] != ("device_id", "ts_ns", "stream_id") or set(out[3:]) != set(fields):
+        return None
+    assert layout.names is not None and layout.names.index("timestamp") == _TIMESTAMP
+    assert layout.names.index("stream_id") == _STREAM
+    return tuple(layout.names.index(name) for name in out[3:])
+
+
+_FEW_FIELDS = {tag: picks for tag in _TAGS if (picks := _few_fields(tag)) is not None}
+
+
 def _block(layout: np.dtype, first: str) -> np.dtype:
     """A view of ``layout`` whose one field "ids" spans ``first`` and the 8-byte field after it."""
     assert layout.fields is not None
@@ -62,7 +81,7 @@ def decode_ts_track(body: bytes, device: int, clock: Clock, reject: Reject,
         tag = first[0] if n else raw.TS_TAG_STEP_TRACE
         if tag in _TAGS:
             return [_decode_tag(tag, body, device, clock, chip_v6)] if n else []
-    counts = {tag: tag_bytes.count(tag) for tag in _TAGS}
+    counts = _tag_counts(tag_bytes, first)
     picked: dict[int, bytes] = {}
     if sum(counts.values()) < n:  # unknown tags: rejected, the others picked by mask
         tags = np.frombuffer(tag_bytes, np.uint8)
@@ -76,8 +95,35 @@ def decode_ts_track(body: bytes, device: int, clock: Clock, reject: Reject,
             outputs.append(_decode_most(tag, body, tag_bytes, counts, device, clock, chip_v6))
         elif count:
             chosen = picked.get(tag) or _records_of(body, tag_bytes, tag)
-            outputs.append(_decode_tag(tag, chosen, device, clock, chip_v6))
+            few = count <= _FEW and tag in _FEW_FIELDS and not (chip_v6 and tag == raw.TS_TAG_STEP_TRACE)
+            outputs.append(_decode_few(tag, chosen, device, clock) if few
+                           else _decode_tag(tag, chosen, device, clock, chip_v6))
     return outputs
+
+
+def _tag_counts(tag_bytes: bytes, first: bytes) -> dict[int, int]:
+    """Records per known tag, in tag order. When the first record's tag is most of the chunk, only the
+    others are counted one by one (they are a few)."""
+    counts = dict.fromkeys(_TAGS, 0)
+    most = tag_bytes.count(first)
+    if first[0] not in _TAGS or most * 2 < len(tag_bytes):
+        return {tag: tag_bytes.count(tag) for tag in _TAGS}
+    counts[first[0]] = most
+    others = tag_bytes.translate(None, first)
+    for tag in set(others):
+        if tag in counts:
+            counts[tag] = others.count(tag)
+    return counts
+
+
+def _decode_few(tag: int, body: bytes, device: int, clock: Clock) -> tuple[str, np.ndarray]:
+    """A few records of a tag (a chunk's flips): Python values and one array, where the per-field numpy
+    calls of ``_decode_tag`` cost more than the records. The same values as ``_decode_tag``."""
+    layout, kind, _ = _TAGS[tag]
+    picks = _FEW_FIELDS[tag]
+    rows = [(device, clock.to_local_ns_one(row[_TIMESTAMP]), row[_STREAM] & 0x7FF, *(row[i] for i in picks))
+            for row in np.frombuffer(body, dtype=layout).tolist()]
+    return kind, np.array(rows, dtype=records.DTYPES[kind])
 
 
 def _decode_most(tag: int, body: bytes, tag_bytes: bytes, counts: dict[int, int], device: int, clock: Clock,
