@@ -45,14 +45,13 @@ def _name_corpus() -> list[str]:
 
 
 def test_agent_kinds_agree_with_the_collectors_for_every_name_and_platform() -> None:
+    """The collector takes the name rules from the agent: what must agree is each kind's framing, sizes, magic."""
     for base in _name_corpus():
         assert board_kinds.host_stream_kind(base) == _as_tuple(files.host_stream_kind(base)), base
         for platform in PLATFORMS:
             ours, theirs = board_kinds.device_stream_kind(base, platform), files.device_stream_kind(base, platform)
             assert (ours and (tuple(ours[0]), ours[1])) == (theirs and (_as_tuple(theirs[0]), theirs[1])), \
                 (base, platform)
-        for name in (f"{base}.slice_3", f"{base}.12", base):
-            assert board_kinds.split_slice_name(name) == legacy.split_slice_name(name), name
 
 
 def _as_tuple(kind: files.StreamKind | None) -> tuple[object, ...] | None:
