@@ -11,7 +11,6 @@ Standard library, pyzmq and msgpack only; Python 3.7 syntax. It sends as stage `
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import os
 import signal
@@ -30,9 +29,7 @@ from pipeline_board.slices import (
     MAX_DEVICE_ID,
     control_complete,
     device_id,
-    done_size,
-    next_slice,
-    slice_problem,
+    read_slices,
 )
 
 SEND_POLL_MS = 200
@@ -47,8 +44,8 @@ class AgentError(Exception):
 
 
 class Stream:
-    __slots__ = ("base", "kind", "device", "folder", "slice_index", "offset", "buffer", "origin", "sep", "file_id",
-                 "abandoned", "last_index", "prefix", "rel_prefix")
+    __slots__ = ("base", "kind", "device", "folder", "slice_index", "offset", "buffer", "buffer_origin", "sep",
+                 "file_id", "abandoned", "last_index", "prefix", "rel_prefix")
 
     def __init__(self, base: str, kind: StreamKind, device: int | None, folder: str, sep: str,
                  last_index: int, root: str) -> None:
@@ -58,12 +55,12 @@ class Stream:
         self.slice_index = 0
         self.offset = 0
         self.buffer = b""
-        self.origin = (0, 0)  # (slice, offset) of buffer[0]
+        self.buffer_origin = (0, 0)  # (slice, offset) of buffer[0]
         self.file_id: tuple[int, int] | None = None
         self.abandoned = False
         self.last_index = last_index
 
-    def path(self, index: int | None = None) -> str:
+    def slice_path(self, index: int | None = None) -> str:
         return f"{self.prefix}{self.slice_index if index is None else index}"
 
 
@@ -247,65 +244,18 @@ class Follower:
             self.streams[key] = Stream(base, kind, device, data, sep, index, self.root)
 
     def _read(self, state: Stream, final: bool) -> Iterator[Chunk]:
-        budget = self.quantum
-        while budget > 0:
-            path = state.path()
-            has_next = _has_next(state)
-            if state.abandoned:
-                if not has_next:
-                    break
-                next_slice(state)
-                continue
-            try:
-                handle = open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb")
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    self._symlink(path)
-                    for chunk in self._abandon(state, "became a symlink"):
-                        yield chunk
-                    continue
-                if has_next:
-                    for chunk in self._abandon(state, "is missing (deleted, or never written)"):
-                        yield chunk
-                    continue
-                break
-            with handle:
-                info = os.fstat(handle.fileno())
-                problem = slice_problem(state, info)
-                if problem:
-                    for chunk in self._abandon(state, problem):
-                        yield chunk
-                    continue
-                state.file_id = (info.st_dev, info.st_ino)
-                if info.st_size > state.offset:
-                    handle.seek(state.offset)
-                    data = handle.read(min(info.st_size - state.offset, budget))
-                    if not state.buffer:
-                        state.origin = (state.slice_index, state.offset)
-                    state.buffer += data
-                    state.offset += len(data)
-                    budget -= len(data)
-                    self.bytes_read += len(data)
-                closed = _has_next(state) or done_size(path) == state.offset
-                at_end = state.offset >= os.fstat(handle.fileno()).st_size  # after `closed`: not grown since
-            for chunk in self._emit(state, final and at_end or
-                                    (closed and at_end and state.kind.whole_records_per_slice)):
-                yield chunk
-            if closed and at_end and _has_next(state):
-                next_slice(state)
-                continue
-            if at_end:
-                break
-        if budget <= 0:
-            self.backlog = True
-        if final:
-            for chunk in self._emit(state, True):
-                yield chunk
-
-    def _abandon(self, state: Stream, problem: str) -> Iterator[Chunk]:
-        self.reject(f"{state.kind.name}: a slice {problem}; the rest of it is not read")
-        state.abandoned = True
-        return self._emit(state, True)
+        for step, value in read_slices(state, self.quantum, final):
+            if step == "read":
+                self.bytes_read += value
+            elif step == "symlink":
+                self._symlink(value)
+            elif step == "abandon":
+                self.reject(f"{state.kind.name}: a slice {value}; the rest of it is not read")
+                yield from self._emit(state, True)
+            elif step == "frame":
+                yield from self._emit(state, value)
+            else:
+                self.backlog = True
 
     def _emit(self, state: Stream, final: bool) -> Iterator[Chunk]:
         while state.buffer:
@@ -313,9 +263,9 @@ class Follower:
             for run in framed.garbage:
                 self.reject(f"{state.kind.name}: bytes that are not a whole record (bad magic, unknown tag or "
                             "truncated)", len(run))
-            origin_slice, origin_offset = state.origin
+            origin_slice, origin_offset = state.buffer_origin
             state.buffer = state.buffer[framed.consumed:]
-            state.origin = (state.slice_index, state.offset - len(state.buffer))
+            state.buffer_origin = (state.slice_index, state.offset - len(state.buffer))
             if framed.count:
                 self.collected += framed.count
                 yield from self._cut(state, framed, origin_slice, origin_offset)
@@ -416,10 +366,6 @@ def _folders(root: str, entries: list[os.DirEntry[str]] | None = None) -> list[t
         return folders
     device = _job_device(root)
     return [] if device is None else [(root, f"device_{device}")]
-
-
-def _has_next(state: Stream) -> bool:
-    return state.last_index > state.slice_index or os.path.exists(state.path(state.slice_index + 1))
 
 
 

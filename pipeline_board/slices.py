@@ -7,11 +7,12 @@ A stream ``state`` is duck-typed: anything with ``slice_index``, ``offset``, ``f
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import stat
-from typing import Any, Union
+from typing import Any, Iterator, Tuple, Union
 
 CONTROL_PREFIXES = ("info.json", "sample.json", "start_info", "end_info", "host_start.log", "dev_start.log")
 MAX_CONTROL_BYTES = 1 << 20  # control files are a few KiB: a bigger one is not read
@@ -71,3 +72,77 @@ def control_complete(path: PathLike, text: str) -> bool:
             return False
         return True
     return text.endswith("\n")
+
+
+def has_next(state: Any) -> bool:
+    """A later slice exists: the next one, or one after a gap (a slice deleted or never written)."""
+    return state.last_index > state.slice_index or os.path.exists(state.slice_path(state.slice_index + 1))
+
+
+Step = Tuple[str, Any]
+
+
+def read_slices(state: Any, budget: int, final: bool) -> Iterator[Step]:
+    """Read up to ``budget`` bytes of a stream into ``state.buffer``, going on to the next slice once one is
+    closed (a later slice exists, or its .done gives the size read) and wholly read.
+
+    ``state`` also has ``slice_path(index=None)``, ``last_index``, ``buffer``, ``buffer_origin`` and ``kind``.
+    What the caller does is said by the steps yielded: ``("read", n)`` bytes were added; ``("symlink", path)``
+    the slice became one; ``("abandon", problem)`` the current slice is not read further (``state.abandoned``
+    is set: frame the buffer to its end); ``("frame", final)`` frame the buffer; ``("spent", None)`` the budget
+    ran out with bytes maybe left.
+    """
+    while budget > 0:
+        path = state.slice_path()
+        more = has_next(state)
+        if state.abandoned:
+            if not more:
+                break
+            next_slice(state)
+            continue
+        try:
+            handle = open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb")
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # the slice was made a symlink after it was found
+                yield "symlink", path
+                state.abandoned = True
+                yield "abandon", "became a symlink"
+                continue
+            if more:  # gone, or never written, while later slices exist: go on with them
+                state.abandoned = True
+                yield "abandon", "is missing (deleted, or never written)"
+                continue
+            break
+        with handle:
+            info = os.fstat(handle.fileno())
+            problem = slice_problem(state, info)
+            if problem:
+                state.abandoned = True
+                yield "abandon", problem
+                continue
+            state.file_id = (info.st_dev, info.st_ino)
+            read = 0
+            if info.st_size > state.offset:
+                handle.seek(state.offset)
+                data = handle.read(min(info.st_size - state.offset, budget))
+                if not state.buffer:
+                    state.buffer_origin = (state.slice_index, state.offset)
+                state.buffer += data
+                read = len(data)
+                state.offset += read
+                budget -= read
+            closed = has_next(state) or done_size(path) == state.offset
+            at_end = state.offset >= os.fstat(handle.fileno()).st_size  # after `closed`: not grown since
+        if read:
+            yield "read", read
+        # Host slices hold whole records: a closed slice's leftover is garbage, not a split record.
+        yield "frame", final and at_end or (closed and at_end and state.kind.whole_records_per_slice)
+        if closed and at_end and has_next(state):
+            next_slice(state)
+            continue
+        if at_end:
+            break
+    if budget <= 0:
+        yield "spent", None
+    if final:
+        yield "frame", True

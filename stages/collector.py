@@ -15,7 +15,6 @@ tree are not followed, as msprof does not follow them; each is counted once in t
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import time
@@ -35,9 +34,7 @@ from pipeline_board.slices import (
     MAX_DEVICE_ID,
     control_complete,
     device_id,
-    done_size,
-    next_slice,
-    slice_problem,
+    read_slices,
 )
 from stages import framing
 from stages.formats.files import StreamKind, device_stream_kind, host_stream_kind
@@ -330,60 +327,21 @@ class CollectorStage(Source):
                 self.tree.streams[key] = StreamState(base, kind, device, data, sep=sep, last_index=index)
 
     def _read_stream(self, state: StreamState, final: bool, budget: int) -> Iterator[Batch]:
-        while budget > 0:
-            path = state.slice_path()
-            has_next = _has_next(state)
-            if state.abandoned:
-                if not has_next:
-                    break
-                next_slice(state)
-                continue
-            try:
-                handle = open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb")
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:  # the slice was made a symlink after it was found
-                    self._refuse_symlink(path)
-                    yield from self._abandon(state, "became a symlink")
-                    continue
-                if has_next:  # gone, or never written, while later slices exist: go on with them
-                    yield from self._abandon(state, "is missing (deleted, or never written)")
-                    continue
-                break
-            with handle:
-                info = os.fstat(handle.fileno())
-                problem = slice_problem(state, info)
-                if problem:
-                    yield from self._abandon(state, problem)
-                    continue
-                state.file_id = (info.st_dev, info.st_ino)
-                if info.st_size > state.offset:
-                    handle.seek(state.offset)
-                    data = handle.read(min(info.st_size - state.offset, budget))
-                    if not state.buffer:
-                        state.buffer_origin = (state.slice_index, state.offset)
-                    state.buffer += data
-                    state.offset += len(data)
-                    budget -= len(data)
-                    self.bytes_read += len(data)
-                slice_closed = _has_next(state) or done_size(path) == state.offset
-                at_end = state.offset >= os.fstat(handle.fileno()).st_size
-            # Host slices hold whole records: a closed slice's leftover is garbage, not a split record.
-            yield from self._emit(state, final=final and at_end or
-                                  (slice_closed and at_end and state.kind.whole_records_per_slice))
-            if slice_closed and at_end and _has_next(state):
-                next_slice(state)
-                continue
-            if at_end:
-                break
-        if final:
-            yield from self._emit(state, final=True)
+        for step, value in read_slices(state, budget, final):
+            if step == "read":
+                self.bytes_read += value
+            elif step == "symlink":
+                self._refuse_symlink(value)
+            elif step == "abandon":
+                yield from self._abandon(state, value)
+            elif step == "frame":
+                yield from self._emit(state, final=value)
 
     def _abandon(self, state: StreamState, problem: str) -> Iterator[Batch]:
-        """Stop reading the current slice (counted once); what was read of it is framed to the end."""
+        """The current slice is not read further (counted once); what was read of it is framed to the end."""
         reason = f"{state.kind.name}: a slice {problem}; the rest of it is not read"
         self.ctx.reject(reason, 1)
         log.warning(reason, stage=self.ctx.stage_id, path=str(state.slice_path()), offset=state.offset)
-        state.abandoned = True
         yield from self._emit(state, final=True)
 
     def _emit(self, state: StreamState, final: bool) -> Iterator[Batch]:
@@ -511,8 +469,3 @@ def _folders(root: Path) -> list[tuple[Path, str]]:
         return folders
     device = _job_device(root)  # a JOB folder is named once its info.json.N is there
     return [] if device is None else [(root, f"device_{device}")]
-
-
-def _has_next(state: StreamState) -> bool:
-    """A later slice exists: the next one, or one after a gap (a slice deleted or never written)."""
-    return state.slice_path(state.slice_index + 1).exists() or state.last_index > state.slice_index
