@@ -11,7 +11,6 @@ Standard library, pyzmq and msgpack only; Python 3.7 syntax. It sends as stage `
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -29,6 +28,7 @@ from pipeline_board.slices import (
     MAX_DEVICE_ID,
     control_complete,
     device_id,
+    platform_version,
     read_slices,
 )
 
@@ -204,14 +204,8 @@ class Follower:
 
     def _learn_platform(self, folder: str, text: str) -> None:
         device = device_id(folder)
-        if device is None:
-            return
-        try:
-            info = json.loads(text)
-            platform = int(info.get("platform_version", 1)) if isinstance(info, dict) else 1
-        except (ValueError, TypeError, OverflowError):
-            platform = 1
-        self.platforms[device] = platform
+        if device is not None:
+            self.platforms[device] = platform_version(text)
 
     def _discover(self, name: str, data: str) -> None:
         for entry in _scan(data):

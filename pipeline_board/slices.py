@@ -74,6 +74,15 @@ def control_complete(path: PathLike, text: str) -> bool:
     return text.endswith("\n")
 
 
+def platform_version(info_json: str) -> int:
+    """The chip (``platform_version``) a device's info.json names; 1 when it names none or does not parse."""
+    try:
+        info = json.loads(info_json)
+        return int(info.get("platform_version", 1)) if isinstance(info, dict) else 1
+    except (ValueError, TypeError, OverflowError):
+        return 1
+
+
 def has_next(state: Any) -> bool:
     """A later slice exists: the next one, or one after a gap (a slice deleted or never written)."""
     return state.last_index > state.slice_index or os.path.exists(state.slice_path(state.slice_index + 1))

@@ -15,7 +15,6 @@ tree are not followed, as msprof does not follow them; each is counted once in t
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -34,6 +33,7 @@ from pipeline_board.slices import (
     MAX_DEVICE_ID,
     control_complete,
     device_id,
+    platform_version,
     read_slices,
 )
 from stages import framing
@@ -283,14 +283,8 @@ class CollectorStage(Source):
     def _learn_platform(self, folder: str, text: str) -> None:
         assert self.tree is not None
         device = device_id(folder)
-        if device is None:
-            return
-        try:
-            info = json.loads(text)
-            platform = int(info.get("platform_version", 1)) if isinstance(info, dict) else 1
-        except (ValueError, TypeError, OverflowError):
-            platform = 1
-        self.tree.platforms[device] = platform
+        if device is not None:
+            self.tree.platforms[device] = platform_version(text)
 
     # -- data streams ---------------------------------------------------------------------
     def _discover_streams(self) -> None:
