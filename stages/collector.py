@@ -27,15 +27,7 @@ from pydantic import Field
 
 from pipeline.errors import UserError
 from pipeline.stage import Batch, Source, StageConfig
-from pipeline_board.slices import (
-    CONTROL_PREFIXES,
-    MAX_CONTROL_BYTES,
-    MAX_DEVICE_ID,
-    control_complete,
-    device_id,
-    platform_version,
-    read_slices,
-)
+from pipeline_board import slices  # the reading rules, shared with the board agent
 from stages import framing
 from stages.formats.files import StreamKind, device_stream_kind, host_stream_kind
 from stages.formats.legacy import SLICE_SEP, split_slice_name
@@ -227,7 +219,7 @@ class CollectorStage(Source):
         assert self.tree is not None
         for folder, name in _folders(self.tree.root):
             for path in _listdir(folder):
-                if not path.name.startswith(CONTROL_PREFIXES) or path.name.endswith(".done"):
+                if not path.name.startswith(slices.CONTROL_PREFIXES) or path.name.endswith(".done"):
                     continue
                 if path.is_symlink():
                     self._refuse_symlink(path)
@@ -237,13 +229,13 @@ class CollectorStage(Source):
                     size = path.stat().st_size
                     if not path.is_file() or size == 0 or self.tree.control_sent.get(rel) == size:
                         continue
-                    if size > MAX_CONTROL_BYTES:
-                        self._refuse(path, f"control file larger than {MAX_CONTROL_BYTES >> 20} MiB not read")
+                    if size > slices.MAX_CONTROL_BYTES:
+                        self._refuse(path, f"control file larger than {slices.MAX_CONTROL_BYTES >> 20} MiB not read")
                         continue
                     text = path.read_text(encoding="utf-8", errors="replace")
                 except OSError:  # gone between listing and reading: the next pass sees
                     continue
-                if not control_complete(path, text):
+                if not slices.control_complete(path, text):
                     continue  # being written: next pass
                 self.tree.control_sent[rel] = size
                 if path.name.startswith("info.json") and name.startswith("device_"):
@@ -274,7 +266,7 @@ class CollectorStage(Source):
         """host/, device_N/ and data/ folders that are symlinks: not followed, counted."""
         assert self.tree is not None
         for path in _listdir(self.tree.root):
-            if (path.name == "host" or device_id(path.name) is not None) and path.is_symlink():
+            if (path.name == "host" or slices.device_id(path.name) is not None) and path.is_symlink():
                 self._refuse_symlink(path)
         for folder, _ in _folders(self.tree.root):
             if (folder / "data").is_symlink():
@@ -282,9 +274,9 @@ class CollectorStage(Source):
 
     def _learn_platform(self, folder: str, text: str) -> None:
         assert self.tree is not None
-        device = device_id(folder)
+        device = slices.device_id(folder)
         if device is not None:
-            self.tree.platforms[device] = platform_version(text)
+            self.tree.platforms[device] = slices.platform_version(text)
 
     # -- data streams ---------------------------------------------------------------------
     def _discover_streams(self) -> None:
@@ -310,18 +302,18 @@ class CollectorStage(Source):
                 if is_host:
                     kind, device = host_stream_kind(base), None
                 else:
-                    dev = device_id(name)
+                    dev = slices.device_id(name)
                     if dev not in self.tree.platforms:
                         continue  # wait for info.json.N: the chip decides the framing
                     found = device_stream_kind(base, self.tree.platforms[dev])
-                    kind, device = found if found and found[1] <= MAX_DEVICE_ID else (None, None)
+                    kind, device = found if found and found[1] <= slices.MAX_DEVICE_ID else (None, None)
                 if kind is None:
                     self._report_unknown(key)  # a file family this release does not decode: said once
                     continue
                 self.tree.streams[key] = StreamState(base, kind, device, data, sep=sep, last_index=index)
 
     def _read_stream(self, state: StreamState, final: bool, budget: int) -> Iterator[Batch]:
-        for step, value in read_slices(state, budget, final):
+        for step, value in slices.read_slices(state, budget, final):
             if step == "read":
                 self.bytes_read += value
             elif step == "symlink":
@@ -439,7 +431,7 @@ def _job_device(path: Path) -> int | None:
     """Device id of a job folder, from its `info.json.N`."""
     for child in _listdir(path):
         if child.name.startswith("info.json."):
-            device = device_id("device_" + child.name.removeprefix("info.json."))
+            device = slices.device_id("device_" + child.name.removeprefix("info.json."))
             if device is not None:
                 return device
     return None
@@ -458,7 +450,7 @@ def _listdir(folder: Path) -> list[Path]:
 def _folders(root: Path) -> list[tuple[Path, str]]:
     """The folders holding control files and data/, each with the name it goes by: `host`, `device_N`."""
     folders = sorted((p, p.name) for p in _listdir(root) if p.is_dir() and not p.is_symlink()
-                     and (p.name == "host" or device_id(p.name) is not None))
+                     and (p.name == "host" or slices.device_id(p.name) is not None))
     if folders or not (root / "data").is_dir():
         return folders
     device = _job_device(root)  # a JOB folder is named once its info.json.N is there
