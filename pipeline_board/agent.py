@@ -24,10 +24,12 @@ from pipeline_board import framing, wire
 from pipeline_board.kinds import StreamKind, device_stream_kind, host_stream_kind, split_slice_name
 from pipeline_board.slices import (
     CONTROL_PREFIXES,
+    GARBAGE,
     MAX_CONTROL_BYTES,
     MAX_DEVICE_ID,
     control_complete,
     device_id,
+    frame_buffer,
     platform_version,
     read_slices,
 )
@@ -252,19 +254,12 @@ class Follower:
                 self.backlog = True
 
     def _emit(self, state: Stream, final: bool) -> Iterator[Chunk]:
-        while state.buffer:
-            framed = framing.frame(state.kind, state.buffer, final)
+        for framed, slice_index, offset in frame_buffer(state, final):
             for run in framed.garbage:
-                self.reject(f"{state.kind.name}: bytes that are not a whole record (bad magic, unknown tag or "
-                            "truncated)", len(run))
-            origin_slice, origin_offset = state.buffer_origin
-            state.buffer = state.buffer[framed.consumed:]
-            state.buffer_origin = (state.slice_index, state.offset - len(state.buffer))
+                self.reject(f"{state.kind.name}: {GARBAGE}", len(run))
             if framed.count:
                 self.collected += framed.count
-                yield from self._cut(state, framed, origin_slice, origin_offset)
-            if not framed.consumed:
-                return
+                yield from self._cut(state, framed, slice_index, offset)
 
     def _cut(self, state: Stream, framed: framing.Framed, slice_index: int, offset: int) -> Iterator[Chunk]:
         meta = {"stream": state.base, "kind": state.kind.name, "device": state.device,

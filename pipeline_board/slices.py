@@ -14,6 +14,8 @@ import re
 import stat
 from typing import Any, Iterator, Tuple, Union
 
+from pipeline_board import framing
+
 CONTROL_PREFIXES = ("info.json", "sample.json", "start_info", "end_info", "host_start.log", "dev_start.log")
 MAX_CONTROL_BYTES = 1 << 20  # control files are a few KiB: a bigger one is not read
 MAX_DEVICE_ID = 0xFFFF  # device ids travel as u16
@@ -155,3 +157,20 @@ def read_slices(state: Any, budget: int, final: bool) -> Iterator[Step]:
         yield "spent", None
     if final:
         yield "frame", True
+
+
+GARBAGE = "bytes that are not a whole record (bad magic, unknown tag or truncated)"
+
+
+def frame_buffer(state: Any, final: bool) -> Iterator[tuple[framing.Framed, int, int]]:
+    """Frame ``state.buffer`` until a call takes nothing more (one call frames one form of record only): each
+    result with the (slice, offset) its first byte was read from; the buffer and ``state.buffer_origin`` move
+    past what it consumed."""
+    while state.buffer:
+        framed = framing.frame(state.kind, state.buffer, final)
+        origin_slice, origin_offset = state.buffer_origin
+        state.buffer = state.buffer[framed.consumed:]
+        state.buffer_origin = (state.slice_index, state.offset - len(state.buffer))
+        yield framed, origin_slice, origin_offset
+        if not framed.consumed:
+            return

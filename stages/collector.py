@@ -332,21 +332,14 @@ class CollectorStage(Source):
 
     def _emit(self, state: StreamState, final: bool) -> Iterator[Batch]:
         """Frame the buffer until a call takes nothing more (one call frames one form of record only)."""
-        while state.buffer:
-            framed = framing.frame(state.kind, state.buffer, final)
+        for framed, slice_index, offset in slices.frame_buffer(state, final):
             for run in framed.garbage:
                 self.garbage_bytes += len(run)
-                self.ctx.reject(f"{state.kind.name}: bytes that are not a whole record (bad magic, unknown tag or "
-                                "truncated)", len(run), run)
-            origin_slice, origin_offset = state.buffer_origin
-            state.buffer = state.buffer[framed.consumed:]
-            state.buffer_origin = (state.slice_index, state.offset - len(state.buffer))
+                self.ctx.reject(f"{state.kind.name}: {slices.GARBAGE}", len(run), run)
             if framed.count:
                 state.records += framed.count
                 self.collected += framed.count
-                yield from self._chunks(state, framed, origin_slice, origin_offset)
-            if not framed.consumed:
-                return
+                yield from self._chunks(state, framed, slice_index, offset)
 
     def _chunks(self, state: StreamState, framed: framing.Framed, slice_index: int, offset: int) -> Iterator[Batch]:
         meta = {"stream": state.base, "kind": state.kind.name, "device": state.device,
