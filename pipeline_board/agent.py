@@ -11,12 +11,8 @@ Standard library, pyzmq and msgpack only; Python 3.7 syntax. It sends as stage `
 from __future__ import annotations
 
 import argparse
-import errno
-import json
 import os
-import re
 import signal
-import stat
 import sys
 import time
 from typing import Any, Dict, Iterator, Tuple
@@ -26,11 +22,18 @@ import zmq.auth
 
 from pipeline_board import framing, wire
 from pipeline_board.kinds import StreamKind, device_stream_kind, host_stream_kind, split_slice_name
+from pipeline_board.slices import (
+    CONTROL_PREFIXES,
+    GARBAGE,
+    MAX_CONTROL_BYTES,
+    MAX_DEVICE_ID,
+    control_complete,
+    device_id,
+    frame_buffer,
+    platform_version,
+    read_slices,
+)
 
-CONTROL_PREFIXES = ("info.json", "sample.json", "start_info", "end_info", "host_start.log", "dev_start.log")
-MAX_CONTROL_BYTES = 1 << 20
-MAX_DEVICE_ID = 0xFFFF
-_DEVICE_FOLDER = re.compile(r"device_(\d{1,5})", re.ASCII)
 SEND_POLL_MS = 200
 STOP_GRACE_S = 5.0  # once asked to stop, how long a send may wait for a workstation that takes nothing
 IDLE_POLLS_BEFORE_BACKOFF = 10  # passes that found nothing before the poll interval starts doubling
@@ -43,8 +46,8 @@ class AgentError(Exception):
 
 
 class Stream:
-    __slots__ = ("base", "kind", "device", "folder", "slice_index", "offset", "buffer", "origin", "sep", "file_id",
-                 "abandoned", "last_index", "prefix", "rel_prefix")
+    __slots__ = ("base", "kind", "device", "folder", "slice_index", "offset", "buffer", "buffer_origin", "sep",
+                 "file_id", "abandoned", "last_index", "prefix", "rel_prefix")
 
     def __init__(self, base: str, kind: StreamKind, device: int | None, folder: str, sep: str,
                  last_index: int, root: str) -> None:
@@ -54,12 +57,12 @@ class Stream:
         self.slice_index = 0
         self.offset = 0
         self.buffer = b""
-        self.origin = (0, 0)  # (slice, offset) of buffer[0]
+        self.buffer_origin = (0, 0)  # (slice, offset) of buffer[0]
         self.file_id: tuple[int, int] | None = None
         self.abandoned = False
         self.last_index = last_index
 
-    def path(self, index: int | None = None) -> str:
+    def slice_path(self, index: int | None = None) -> str:
         return f"{self.prefix}{self.slice_index if index is None else index}"
 
 
@@ -154,7 +157,7 @@ class Follower:
         """One look at the directory (one scandir per folder) and a quantum of bytes read per stream."""
         entries = _scan(self.root)
         for entry in entries:
-            if (entry.name == "host" or _device_id(entry.name) is not None) and entry.is_symlink():
+            if (entry.name == "host" or device_id(entry.name) is not None) and entry.is_symlink():
                 self._symlink(entry.path)
         folders = _folders(self.root, entries)
         listings = [(folder, name, _scan(folder)) for folder, name in folders]
@@ -194,7 +197,7 @@ class Follower:
                         text = handle.read()
                 except OSError:
                     continue
-                if not _control_complete(path, text):
+                if not control_complete(path, text):
                     continue
                 self.control_sent[rel] = size
                 if base.startswith("info.json") and name.startswith("device_"):
@@ -202,15 +205,9 @@ class Follower:
                 yield "control", 0, {"path": rel, "text": text}, b""
 
     def _learn_platform(self, folder: str, text: str) -> None:
-        device = _device_id(folder)
-        if device is None:
-            return
-        try:
-            info = json.loads(text)
-            platform = int(info.get("platform_version", 1)) if isinstance(info, dict) else 1
-        except (ValueError, TypeError, OverflowError):
-            platform = 1
-        self.platforms[device] = platform
+        device = device_id(folder)
+        if device is not None:
+            self.platforms[device] = platform_version(text)
 
     def _discover(self, name: str, data: str) -> None:
         for entry in _scan(data):
@@ -232,7 +229,7 @@ class Follower:
             if name == "host":
                 kind = host_stream_kind(base)
             else:
-                dev = _device_id(name)
+                dev = device_id(name)
                 if dev not in self.platforms:
                     continue
                 found = device_stream_kind(base, self.platforms[dev])
@@ -243,80 +240,26 @@ class Follower:
             self.streams[key] = Stream(base, kind, device, data, sep, index, self.root)
 
     def _read(self, state: Stream, final: bool) -> Iterator[Chunk]:
-        budget = self.quantum
-        while budget > 0:
-            path = state.path()
-            has_next = _has_next(state)
-            if state.abandoned:
-                if not has_next:
-                    break
-                _next_slice(state)
-                continue
-            try:
-                handle = open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb")
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    self._symlink(path)
-                    for chunk in self._abandon(state, "became a symlink"):
-                        yield chunk
-                    continue
-                if has_next:
-                    for chunk in self._abandon(state, "is missing (deleted, or never written)"):
-                        yield chunk
-                    continue
-                break
-            with handle:
-                info = os.fstat(handle.fileno())
-                problem = _slice_problem(state, info)
-                if problem:
-                    for chunk in self._abandon(state, problem):
-                        yield chunk
-                    continue
-                state.file_id = (info.st_dev, info.st_ino)
-                if info.st_size > state.offset:
-                    handle.seek(state.offset)
-                    data = handle.read(min(info.st_size - state.offset, budget))
-                    if not state.buffer:
-                        state.origin = (state.slice_index, state.offset)
-                    state.buffer += data
-                    state.offset += len(data)
-                    budget -= len(data)
-                    self.bytes_read += len(data)
-                closed = _has_next(state) or _done_size(path) == state.offset
-                at_end = state.offset >= os.fstat(handle.fileno()).st_size  # after `closed`: not grown since
-            for chunk in self._emit(state, final and at_end or
-                                    (closed and at_end and state.kind.whole_records_per_slice)):
-                yield chunk
-            if closed and at_end and _has_next(state):
-                _next_slice(state)
-                continue
-            if at_end:
-                break
-        if budget <= 0:
-            self.backlog = True
-        if final:
-            for chunk in self._emit(state, True):
-                yield chunk
-
-    def _abandon(self, state: Stream, problem: str) -> Iterator[Chunk]:
-        self.reject(f"{state.kind.name}: a slice {problem}; the rest of it is not read")
-        state.abandoned = True
-        return self._emit(state, True)
+        for step, value in read_slices(state, self.quantum, final):
+            if step == "read":
+                self.bytes_read += value
+            elif step == "symlink":
+                self._symlink(value)
+            elif step == "abandon":
+                self.reject(f"{state.kind.name}: a slice {value}; the rest of it is not read")
+                yield from self._emit(state, True)
+            elif step == "frame":
+                yield from self._emit(state, value)
+            else:
+                self.backlog = True
 
     def _emit(self, state: Stream, final: bool) -> Iterator[Chunk]:
-        while state.buffer:
-            framed = framing.frame(state.kind, state.buffer, final)
+        for framed, slice_index, offset in frame_buffer(state, final):
             for run in framed.garbage:
-                self.reject(f"{state.kind.name}: bytes that are not a whole record (bad magic, unknown tag or "
-                            "truncated)", len(run))
-            origin_slice, origin_offset = state.origin
-            state.buffer = state.buffer[framed.consumed:]
-            state.origin = (state.slice_index, state.offset - len(state.buffer))
+                self.reject(f"{state.kind.name}: {GARBAGE}", len(run))
             if framed.count:
                 self.collected += framed.count
-                yield from self._cut(state, framed, origin_slice, origin_offset)
-            if not framed.consumed:
-                return
+                yield from self._cut(state, framed, slice_index, offset)
 
     def _cut(self, state: Stream, framed: framing.Framed, slice_index: int, offset: int) -> Iterator[Chunk]:
         meta = {"stream": state.base, "kind": state.kind.name, "device": state.device,
@@ -380,17 +323,12 @@ def _job_device(path: str) -> int | None:
     for child in _listdir(path):
         name = os.path.basename(child)
         if name.startswith("info.json."):
-            device = _device_id("device_" + name[len("info.json."):])
+            device = device_id("device_" + name[len("info.json."):])
             if device is not None:
                 return device
     return None
 
 
-def _device_id(folder: str) -> int | None:
-    match = _DEVICE_FOLDER.fullmatch(folder)
-    if match is None or int(match.group(1)) > MAX_DEVICE_ID:
-        return None
-    return int(match.group(1))
 
 
 def _listdir(folder: str) -> list[str]:
@@ -412,56 +350,19 @@ def _scan(folder: str) -> list[os.DirEntry[str]]:
 def _folders(root: str, entries: list[os.DirEntry[str]] | None = None) -> list[tuple[str, str]]:
     """(path, name) of the host and device_N folders of a PROF directory (``entries``: its listing)."""
     folders = [(entry.path, entry.name) for entry in (_scan(root) if entries is None else entries)
-               if entry.is_dir(follow_symlinks=False) and (entry.name == "host" or _device_id(entry.name) is not None)]
+               if entry.is_dir(follow_symlinks=False) and (entry.name == "host" or device_id(entry.name) is not None)]
     if folders or not os.path.isdir(os.path.join(root, "data")):
         return folders
     device = _job_device(root)
     return [] if device is None else [(root, f"device_{device}")]
 
 
-def _has_next(state: Stream) -> bool:
-    return state.last_index > state.slice_index or os.path.exists(state.path(state.slice_index + 1))
 
 
-def _next_slice(state: Stream) -> None:
-    state.slice_index += 1
-    state.offset = 0
-    state.file_id = None
-    state.abandoned = False
 
 
-def _slice_problem(state: Stream, info: os.stat_result) -> str | None:
-    if not stat.S_ISREG(info.st_mode):
-        return "is not a regular file"
-    if state.file_id is not None and state.file_id != (info.st_dev, info.st_ino):
-        return "was replaced while being read (another file under its name)"
-    if info.st_size < state.offset:
-        return "shrank while being read"
-    return None
 
 
-def _done_size(path: str) -> int | None:
-    try:
-        with open(path + ".done") as handle:
-            for line in handle.read().splitlines():
-                if line.startswith("filesize:"):
-                    return int(line.split(":", 1)[1])
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def _control_complete(path: str, text: str) -> bool:
-    done = _done_size(path)
-    if done is not None:
-        return done == len(text.encode("utf-8", errors="replace"))
-    if os.path.basename(path).startswith(("info.json", "sample.json", "start_info", "end_info")):
-        try:
-            json.loads(text)
-        except ValueError:
-            return False
-        return True
-    return text.endswith("\n")
 
 
 # -- sending ------------------------------------------------------------------------------------

@@ -1,16 +1,35 @@
-"""Cutting a raw byte stream into whole records: ``stages.framing`` without numpy, for the board agent.
+"""Cutting a raw byte stream into whole records, resynchronising past garbage: the one framer of the board
+agent and of ``stages.collector`` (which imports it through ``stages.framing``). Stdlib only, Python 3.7.
 
-Same contract and results (a test compares the two on random buffers): whole records at the front of the
-buffer, the runs of garbage skipped, and the bytes consumed; an incomplete record at the end waits.
+A framer takes the bytes buffered for one stream and returns the whole records at its front, the bytes it had
+to skip (garbage: counted and kept aside, never fatal) and how many bytes it consumed; an incomplete record at
+the end stays for the next call. Magic bytes and TLV headers are compared column-wise with stride slices (C
+loops, no numpy: faster than the numpy version it replaced, see ``tests/framing_reference.py``).
 """
 
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING
 
-from pipeline_board.kinds import MINI_TLV_TAG_SIZES, StreamKind
+from pipeline_board.kinds import MINI_TLV_TAG_SIZES
 
-MAX_LINE_BYTES = 1 << 20
+if TYPE_CHECKING:  # typing.Protocol is not in Python 3.7
+    from typing import Protocol
+
+    class StreamKind(Protocol):
+        """What framing reads of a kind: ``pipeline_board.kinds.StreamKind`` or ``stages.formats.files``'."""
+
+        @property
+        def framing(self) -> str: ...
+        @property
+        def record_size(self) -> int: ...
+        @property
+        def magic(self) -> bytes: ...
+        @property
+        def magic_offset(self) -> int: ...
+
+MAX_LINE_BYTES = 1 << 20  # a text line longer than this is garbage: the collector never holds more for one
 
 
 class Framed:

@@ -15,11 +15,7 @@ tree are not followed, as msprof does not follow them; each is counted once in t
 
 from __future__ import annotations
 
-import errno
-import json
 import os
-import re
-import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,16 +27,13 @@ from pydantic import Field
 
 from pipeline.errors import UserError
 from pipeline.stage import Batch, Source, StageConfig
+from pipeline_board import slices  # the reading rules, shared with the board agent
 from stages import framing
 from stages.formats.files import StreamKind, device_stream_kind, host_stream_kind
 from stages.formats.legacy import SLICE_SEP, split_slice_name
 
 MIN_BUDGET_BYTES = 16 << 10  # the least a pass reads of a stream that has bytes left
 STALE_SLACK_S = 1.0  # file times lag the clock by a tick: a directory this much older than the run is not its job
-CONTROL_PREFIXES = ("info.json", "sample.json", "start_info", "end_info", "host_start.log", "dev_start.log")
-MAX_CONTROL_BYTES = 1 << 20  # control files are a few KiB: a bigger one is not read
-_DEVICE_FOLDER = re.compile(r"device_(\d{1,5})", re.ASCII)
-MAX_DEVICE_ID = 0xFFFF  # device ids travel as u16
 log = structlog.get_logger()
 
 
@@ -226,7 +219,7 @@ class CollectorStage(Source):
         assert self.tree is not None
         for folder, name in _folders(self.tree.root):
             for path in _listdir(folder):
-                if not path.name.startswith(CONTROL_PREFIXES) or path.name.endswith(".done"):
+                if not path.name.startswith(slices.CONTROL_PREFIXES) or path.name.endswith(".done"):
                     continue
                 if path.is_symlink():
                     self._refuse_symlink(path)
@@ -236,13 +229,13 @@ class CollectorStage(Source):
                     size = path.stat().st_size
                     if not path.is_file() or size == 0 or self.tree.control_sent.get(rel) == size:
                         continue
-                    if size > MAX_CONTROL_BYTES:
-                        self._refuse(path, f"control file larger than {MAX_CONTROL_BYTES >> 20} MiB not read")
+                    if size > slices.MAX_CONTROL_BYTES:
+                        self._refuse(path, f"control file larger than {slices.MAX_CONTROL_BYTES >> 20} MiB not read")
                         continue
                     text = path.read_text(encoding="utf-8", errors="replace")
                 except OSError:  # gone between listing and reading: the next pass sees
                     continue
-                if not _control_complete(path, text):
+                if not slices.control_complete(path, text):
                     continue  # being written: next pass
                 self.tree.control_sent[rel] = size
                 if path.name.startswith("info.json") and name.startswith("device_"):
@@ -273,7 +266,7 @@ class CollectorStage(Source):
         """host/, device_N/ and data/ folders that are symlinks: not followed, counted."""
         assert self.tree is not None
         for path in _listdir(self.tree.root):
-            if (path.name == "host" or _device_id(path.name) is not None) and path.is_symlink():
+            if (path.name == "host" or slices.device_id(path.name) is not None) and path.is_symlink():
                 self._refuse_symlink(path)
         for folder, _ in _folders(self.tree.root):
             if (folder / "data").is_symlink():
@@ -281,15 +274,9 @@ class CollectorStage(Source):
 
     def _learn_platform(self, folder: str, text: str) -> None:
         assert self.tree is not None
-        device = _device_id(folder)
-        if device is None:
-            return
-        try:
-            info = json.loads(text)
-            platform = int(info.get("platform_version", 1)) if isinstance(info, dict) else 1
-        except (ValueError, TypeError, OverflowError):
-            platform = 1
-        self.tree.platforms[device] = platform
+        device = slices.device_id(folder)
+        if device is not None:
+            self.tree.platforms[device] = slices.platform_version(text)
 
     # -- data streams ---------------------------------------------------------------------
     def _discover_streams(self) -> None:
@@ -315,90 +302,44 @@ class CollectorStage(Source):
                 if is_host:
                     kind, device = host_stream_kind(base), None
                 else:
-                    dev = _device_id(name)
+                    dev = slices.device_id(name)
                     if dev not in self.tree.platforms:
                         continue  # wait for info.json.N: the chip decides the framing
                     found = device_stream_kind(base, self.tree.platforms[dev])
-                    kind, device = found if found and found[1] <= MAX_DEVICE_ID else (None, None)
+                    kind, device = found if found and found[1] <= slices.MAX_DEVICE_ID else (None, None)
                 if kind is None:
                     self._report_unknown(key)  # a file family this release does not decode: said once
                     continue
                 self.tree.streams[key] = StreamState(base, kind, device, data, sep=sep, last_index=index)
 
     def _read_stream(self, state: StreamState, final: bool, budget: int) -> Iterator[Batch]:
-        while budget > 0:
-            path = state.slice_path()
-            has_next = _has_next(state)
-            if state.abandoned:
-                if not has_next:
-                    break
-                _next_slice(state)
-                continue
-            try:
-                handle = open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb")
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:  # the slice was made a symlink after it was found
-                    self._refuse_symlink(path)
-                    yield from self._abandon(state, "became a symlink")
-                    continue
-                if has_next:  # gone, or never written, while later slices exist: go on with them
-                    yield from self._abandon(state, "is missing (deleted, or never written)")
-                    continue
-                break
-            with handle:
-                info = os.fstat(handle.fileno())
-                problem = _slice_problem(state, info)
-                if problem:
-                    yield from self._abandon(state, problem)
-                    continue
-                state.file_id = (info.st_dev, info.st_ino)
-                if info.st_size > state.offset:
-                    handle.seek(state.offset)
-                    data = handle.read(min(info.st_size - state.offset, budget))
-                    if not state.buffer:
-                        state.buffer_origin = (state.slice_index, state.offset)
-                    state.buffer += data
-                    state.offset += len(data)
-                    budget -= len(data)
-                    self.bytes_read += len(data)
-                slice_closed = _has_next(state) or _done_size(path) == state.offset
-                at_end = state.offset >= os.fstat(handle.fileno()).st_size
-            # Host slices hold whole records: a closed slice's leftover is garbage, not a split record.
-            yield from self._emit(state, final=final and at_end or
-                                  (slice_closed and at_end and state.kind.whole_records_per_slice))
-            if slice_closed and at_end and _has_next(state):
-                _next_slice(state)
-                continue
-            if at_end:
-                break
-        if final:
-            yield from self._emit(state, final=True)
+        for step, value in slices.read_slices(state, budget, final):
+            if step == "read":
+                self.bytes_read += value
+            elif step == "symlink":
+                self._refuse_symlink(value)
+            elif step == "abandon":
+                yield from self._abandon(state, value)
+            elif step == "frame":
+                yield from self._emit(state, final=value)
 
     def _abandon(self, state: StreamState, problem: str) -> Iterator[Batch]:
-        """Stop reading the current slice (counted once); what was read of it is framed to the end."""
+        """The current slice is not read further (counted once); what was read of it is framed to the end."""
         reason = f"{state.kind.name}: a slice {problem}; the rest of it is not read"
         self.ctx.reject(reason, 1)
         log.warning(reason, stage=self.ctx.stage_id, path=str(state.slice_path()), offset=state.offset)
-        state.abandoned = True
         yield from self._emit(state, final=True)
 
     def _emit(self, state: StreamState, final: bool) -> Iterator[Batch]:
         """Frame the buffer until a call takes nothing more (one call frames one form of record only)."""
-        while state.buffer:
-            framed = framing.frame(state.kind, state.buffer, final)
+        for framed, slice_index, offset in slices.frame_buffer(state, final):
             for run in framed.garbage:
                 self.garbage_bytes += len(run)
-                self.ctx.reject(f"{state.kind.name}: bytes that are not a whole record (bad magic, unknown tag or "
-                                "truncated)", len(run), run)
-            origin_slice, origin_offset = state.buffer_origin
-            state.buffer = state.buffer[framed.consumed:]
-            state.buffer_origin = (state.slice_index, state.offset - len(state.buffer))
+                self.ctx.reject(f"{state.kind.name}: {slices.GARBAGE}", len(run), run)
             if framed.count:
                 state.records += framed.count
                 self.collected += framed.count
-                yield from self._chunks(state, framed, origin_slice, origin_offset)
-            if not framed.consumed:
-                return
+                yield from self._chunks(state, framed, slice_index, offset)
 
     def _chunks(self, state: StreamState, framed: framing.Framed, slice_index: int, offset: int) -> Iterator[Batch]:
         meta = {"stream": state.base, "kind": state.kind.name, "device": state.device,
@@ -483,18 +424,12 @@ def _job_device(path: Path) -> int | None:
     """Device id of a job folder, from its `info.json.N`."""
     for child in _listdir(path):
         if child.name.startswith("info.json."):
-            device = _device_id("device_" + child.name.removeprefix("info.json."))
+            device = slices.device_id("device_" + child.name.removeprefix("info.json."))
             if device is not None:
                 return device
     return None
 
 
-def _device_id(folder: str) -> int | None:
-    """N of a `device_N` folder name (ASCII digits, a u16), else None: not a device folder."""
-    match = _DEVICE_FOLDER.fullmatch(folder)
-    if match is None or int(match.group(1)) > MAX_DEVICE_ID:
-        return None
-    return int(match.group(1))
 
 
 def _listdir(folder: Path) -> list[Path]:
@@ -508,56 +443,8 @@ def _listdir(folder: Path) -> list[Path]:
 def _folders(root: Path) -> list[tuple[Path, str]]:
     """The folders holding control files and data/, each with the name it goes by: `host`, `device_N`."""
     folders = sorted((p, p.name) for p in _listdir(root) if p.is_dir() and not p.is_symlink()
-                     and (p.name == "host" or _device_id(p.name) is not None))
+                     and (p.name == "host" or slices.device_id(p.name) is not None))
     if folders or not (root / "data").is_dir():
         return folders
     device = _job_device(root)  # a JOB folder is named once its info.json.N is there
     return [] if device is None else [(root, f"device_{device}")]
-
-
-def _has_next(state: StreamState) -> bool:
-    """A later slice exists: the next one, or one after a gap (a slice deleted or never written)."""
-    return state.slice_path(state.slice_index + 1).exists() or state.last_index > state.slice_index
-
-
-def _next_slice(state: StreamState) -> None:
-    state.slice_index += 1
-    state.offset = 0
-    state.file_id = None
-    state.abandoned = False
-
-
-def _slice_problem(state: StreamState, info: os.stat_result) -> str | None:
-    """Why an open slice cannot be read on from where the stream is (None: it can)."""
-    if not stat.S_ISREG(info.st_mode):
-        return "is not a regular file"
-    if state.file_id is not None and state.file_id != (info.st_dev, info.st_ino):
-        return "was replaced while being read (another file under its name)"
-    if info.st_size < state.offset:
-        return "shrank while being read"
-    return None
-
-
-def _done_size(path: Path) -> int | None:
-    done = path.with_name(path.name + ".done")
-    try:
-        for line in done.read_text().splitlines():
-            if line.startswith("filesize:"):
-                return int(line.split(":", 1)[1])
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def _control_complete(path: Path, text: str) -> bool:
-    """A control file is whole when its .done says so, else when it parses (JSON) or ends a line."""
-    done = _done_size(path)
-    if done is not None:
-        return done == len(text.encode("utf-8", errors="replace"))
-    if path.name.startswith(("info.json", "sample.json", "start_info", "end_info")):
-        try:
-            json.loads(text)
-        except ValueError:
-            return False
-        return True
-    return text.endswith("\n")

@@ -39,6 +39,18 @@ def pipeline_env() -> dict[str, str]:
     return env
 
 
+def install_example(name: str, target: Path) -> dict[str, str]:
+    """pip-installs ``examples/NAME`` into the scratch prefix ``target`` (no dependencies); returns the
+    environment in which a pipeline subprocess finds it (and the checkout)."""
+    result = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
+                             str(target), str(ROOT / "examples" / name)], capture_output=True, text=True, timeout=300)
+    if result.returncode != 0:
+        pytest.fail(f"pip could not install examples/{name}: {result.stderr[-1500:]}")
+    env = pipeline_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(target), env["PYTHONPATH"]])
+    return env
+
+
 def run_cli(*args: str, timeout: float = 240, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True,
                           timeout=timeout, env=pipeline_env(), **kwargs)

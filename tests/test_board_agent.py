@@ -12,6 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import framing_reference
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -44,14 +45,13 @@ def _name_corpus() -> list[str]:
 
 
 def test_agent_kinds_agree_with_the_collectors_for_every_name_and_platform() -> None:
+    """The collector takes the name rules from the agent: what must agree is each kind's framing, sizes, magic."""
     for base in _name_corpus():
         assert board_kinds.host_stream_kind(base) == _as_tuple(files.host_stream_kind(base)), base
         for platform in PLATFORMS:
             ours, theirs = board_kinds.device_stream_kind(base, platform), files.device_stream_kind(base, platform)
             assert (ours and (tuple(ours[0]), ours[1])) == (theirs and (_as_tuple(theirs[0]), theirs[1])), \
                 (base, platform)
-        for name in (f"{base}.slice_3", f"{base}.12", base):
-            assert board_kinds.split_slice_name(name) == legacy.split_slice_name(name), name
 
 
 def _as_tuple(kind: files.StreamKind | None) -> tuple[object, ...] | None:
@@ -84,24 +84,26 @@ def _records_with_noise(kind: files.StreamKind) -> st.SearchStrategy[bytes]:
 
 @settings(max_examples=60, deadline=None)
 @given(data=st.data(), final=st.booleans())
-def test_agent_framing_equals_the_collectors(data: st.DataObject, final: bool) -> None:
-    kind = data.draw(st.sampled_from(_all_kinds()))
+def test_shared_framing_equals_a_record_by_record_reference(data: st.DataObject, final: bool) -> None:
+    """The framer the agent and the collector share (column-wise, stride slices) against a plain one, on every
+    fixed and TLV kind, each given as the collector's kind and as the agent's."""
+    kind = data.draw(st.sampled_from([k for k in _all_kinds() if k.framing in ("fixed", "tlv")]))
     buf = data.draw(_records_with_noise(kind))
-    theirs = framing.frame(kind, buf, final)
-    ours = board_framing.frame(board_kinds.StreamKind(*_as_tuple(kind)), buf, final)  # type: ignore[misc]
-    assert (ours.records, ours.count, ours.consumed, ours.garbage) == \
-           (theirs.records, theirs.count, theirs.consumed, theirs.garbage)
+    expected = framing_reference.frame(kind, buf, final)
+    for ours in (framing.frame(kind, buf, final),
+                 board_framing.frame(board_kinds.StreamKind(*_as_tuple(kind)), buf, final)):  # type: ignore[misc]
+        assert (ours.records, ours.count, ours.consumed, ours.garbage) == \
+               (expected.records, expected.count, expected.consumed, expected.garbage)
 
 
 @settings(max_examples=150, deadline=None)
 @given(data=st.data(), final=st.booleans())
-def test_agent_tlv_framing_equals_the_collectors(data: st.DataObject, final: bool) -> None:
-    """The agent's TLV framer is written differently (one lookup per header): checked on its own."""
+def test_tlv_framing_equals_a_record_by_record_reference(data: st.DataObject, final: bool) -> None:
     buf = data.draw(_records_with_noise(files.MINI_AICORE))
-    theirs = framing.frame(files.MINI_AICORE, buf, final)
+    expected = framing_reference.frame_tlv(buf, final)
     ours = board_framing.frame(board_kinds.MINI_AICORE, buf, final)
     assert (ours.records, ours.count, ours.consumed, ours.garbage) == \
-           (theirs.records, theirs.count, theirs.consumed, theirs.garbage)
+           (expected.records, expected.count, expected.consumed, expected.garbage)
 
 
 def _tlv_record(tag: int, mode: int) -> bytes:
@@ -115,16 +117,16 @@ _TLV_RUN = st.tuples(st.sampled_from([3, 4, 10, 7]), st.sampled_from([0, 1, 1, 2
 @settings(max_examples=80, deadline=None)
 @given(runs=st.lists(st.one_of(_TLV_RUN, st.binary(min_size=1, max_size=40)), max_size=8),
        cut=st.integers(0, 200), final=st.booleans())
-def test_agent_tlv_framing_equals_the_collectors_on_long_runs_of_one_tag(
+def test_tlv_framing_equals_a_record_by_record_reference_on_long_runs_of_one_tag(
         runs: list[tuple[int, int, int] | bytes], cut: int, final: bool) -> None:
     """Long runs of one tag (the agent measures them column-wise), broken by other tags, bad modes, unknown tags,
     garbage and a cut tail."""
     buf = b"".join(run if isinstance(run, bytes) else _tlv_record(run[0], run[1]) * run[2] for run in runs)
     buf = buf[:max(0, len(buf) - cut)]
-    theirs = framing.frame(files.MINI_TS_TRACK, buf, final)
+    expected = framing_reference.frame_tlv(buf, final)
     ours = board_framing.frame(board_kinds.MINI_TS_TRACK, buf, final)
     assert (ours.records, ours.count, ours.consumed, ours.garbage) == \
-           (theirs.records, theirs.count, theirs.consumed, theirs.garbage)
+           (expected.records, expected.count, expected.consumed, expected.garbage)
 
 
 @pytest.mark.parametrize("path", BOARD_FILES, ids=lambda p: p.name)

@@ -5,47 +5,33 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from pipeline_runs import ROOT, pipeline_env, stage_config
-
-EXAMPLE = ROOT / "examples" / "acme-advice"
+from pipeline_runs import install_example, stage_config
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("advice-site")
-    result = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
-                             str(target), str(EXAMPLE)], capture_output=True, text=True, timeout=300)
-    if result.returncode != 0:
-        pytest.fail(f"pip could not install the example: {result.stderr[-1500:]}")
-    return target
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return install_example("acme-advice", tmp_path_factory.mktemp("advice-site"))
 
 
-def _env(site: Path) -> dict[str, str]:
-    env = pipeline_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(site), env["PYTHONPATH"]])
-    return env
-
-
-def test_the_rule_is_found_by_its_entry_point(site: Path) -> None:
+def test_the_rule_is_found_by_its_entry_point(env: dict[str, str]) -> None:
     probe = "from pipeline.advice import available_rules; print(available_rules().get('aicpu_share'))"
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=_env(site), timeout=60)
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60)
     assert result.stdout.strip() == "acme_advice:AiCpuShare", result.stderr[-1000:]
 
 
-def test_a_run_advises_with_the_example_rule(site: Path, tmp_path: Path) -> None:
+def test_a_run_advises_with_the_example_rule(env: dict[str, str], tmp_path: Path) -> None:
     out = tmp_path / "out"
     config = tmp_path / "p.yaml"
     config.write_text(stage_config(out, iterations=40, rate="max", extra_stages=(
         "  advice: {type: advice, inputs: [aggregate.stats, aggregate.tasks], rules: [aicpu_share],"
         " options: {aicpu_share: {max_share: 0.01}}}")))
     result = subprocess.run([sys.executable, "-m", "pipeline", "run", str(config), "--live", "off"],
-                            capture_output=True, text=True, env=_env(site), timeout=300)
+                            capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     statistic = next((out / "mindstudio_profiler_output").glob("op_statistic_*.csv"))
     with statistic.open(newline="") as handle:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import re
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
+from pipeline_board import kinds as board_kinds  # the file-name rules, shared with the board agent
 from stages.formats import raw
 
 Framing = Literal["fixed", "tlv", "text", "nul_text"]
@@ -59,52 +60,28 @@ HOST_KINDS = {
     "additional.type_info_dic": TYPE_INFO_DIC,
 }
 
-_SLICE = re.compile(r"^(?P<base>.+)\.slice_(?P<index>\d+)$")
-_HOST_DATA = re.compile(r"^(?:aging|unaging)\.(?P<kind>.+)$")
-_DEVICE_DATA = re.compile(r"^(?P<kind>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*){0,2})\.(?P<dev>\d+)$")
-
-MINI_PLATFORM = 0
-
-
-def split_slice(file_name: str) -> tuple[str, int] | None:
-    """`hwts.data.0.slice_3` → (`hwts.data.0`, 3); None for a file that is not a slice."""
-    match = _SLICE.match(file_name)
-    if match is None:
-        return None
-    return match.group("base"), int(match.group("index"))
+MINI_PLATFORM = board_kinds.MINI_PLATFORM
 
 
 def host_stream_kind(base: str) -> StreamKind | None:
     """Kind of a host slice base name such as `unaging.compact.task_track`."""
-    match = _HOST_DATA.match(base)
-    if match is None:
-        return None
-    from stages.formats import host_extra  # imports this module
-
-    return HOST_KINDS.get(match.group("kind")) or host_extra.FILE_TAGS.get(match.group("kind"))
+    found = board_kinds.host_stream_kind(base)
+    return None if found is None else _kinds_by_name()[found.name]
 
 
 def device_stream_kind(base: str, platform: int) -> tuple[StreamKind, int] | None:
-    """Kind and device id of a device slice base name such as `hwts.data.0` on `platform`."""
-    from stages.formats import legacy  # imports this module
+    """Kind and device id of a device slice base name such as `hwts.data.0` on `platform` (legacy names
+    included, spec §1.2)."""
+    found = board_kinds.device_stream_kind(base, platform)
+    return None if found is None else (_kinds_by_name()[found[0].name], found[1])
 
-    found = legacy.stream_kind(base, platform)  # legacy names (spec §1.2), host records included
-    if found is not None:
-        return found
-    match = _DEVICE_DATA.match(base)
-    if match is None:
-        return None
-    kind, device = match.group("kind"), int(match.group("dev"))
-    mini = platform == MINI_PLATFORM
-    if kind == "hwts.data" and not mini:
-        return HWTS, device
-    if kind == "aicore.data":
-        return (MINI_AICORE if mini else AICORE), device
-    if kind == "ts_track.data":
-        return (MINI_TS_TRACK if mini else TS_TRACK), device
-    if kind == "stars_soc.data" and platform in raw.STARS_PLATFORMS:
-        return (STARS_SOC_V6 if platform in raw.STARS_V6_PLATFORMS else STARS_SOC), device
-    if kind == "ffts_profile.data" and platform in raw.STARS_PLATFORMS - raw.STARS_V6_PLATFORMS:
-        return FFTS_PROFILE, device  # chip v6 writes another PMU layout (not decoded)
-    extra = DEVICE_EXTRA_KINDS.get(kind)
-    return (extra, device) if extra else None
+
+@functools.cache
+def _kinds_by_name() -> dict[str, StreamKind]:
+    """The kinds the name rules (``pipeline_board.kinds``) can name, as defined here."""
+    from stages.formats import host_extra, legacy  # both import this module
+
+    known = (*HOST_KINDS.values(), *host_extra.FILE_TAGS.values(), *legacy.HOST_KINDS,
+             *DEVICE_EXTRA_KINDS.values(), HWTS, AICORE, TS_TRACK, MINI_TS_TRACK, MINI_AICORE, STARS_SOC,
+             STARS_SOC_V6, FFTS_PROFILE)
+    return {kind.name: kind for kind in known}

@@ -16,12 +16,11 @@ follows a plain dot (`AclModule.acl_model.0.3`, `hwts.log.data.45.0.3`).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 
-from stages.formats import files
+from pipeline_board import kinds as board_kinds
 from stages.formats.files import StreamKind
 
 # dataTag of each struct (MsprofDataTag)
@@ -124,50 +123,7 @@ DATA_TAGS = {LEGACY_ACL.name: ACL_TAG, LEGACY_GE_TASK.name: GE_TASK_TAG, LEGACY_
              LEGACY_GE_FUSION.name: GE_FUSION_TAG, LEGACY_GE_MODEL_TIME.name: GE_MODEL_TIME_TAG,
              LEGACY_GE_HOST_SCHED.name: GE_HOST_SCHED_TAG}
 
-_DEV = r"\.(?P<dev>\d+)$"
-# Slice base name (without `.slice_N` / `.N`) → kind; device families map to the 310's TLV kinds on platform 0.
-_NAMES: tuple[tuple[re.Pattern[str], StreamKind], ...] = tuple((re.compile(pattern + _DEV), kind) for pattern, kind in (
-    (r"^AclModule\.(?:acl_model|acl_op|acl_rts|acl_others)", LEGACY_ACL),
-    (r"^(?:AclModule|Framework)\.hash_dic", files.HASH_DIC),
-    (r"^Framework\.(?:host\.)?task_desc_info", LEGACY_GE_TASK),
-    (r"^Framework\.tensor_data_info", LEGACY_GE_TENSOR),
-    (r"^Framework\.step_info", LEGACY_GE_STEP),
-    (r"^Framework\.id_map_info", LEGACY_GE_ID_MAP),
-    (r"^Framework\.(?:host\.)?model_load_info_\d+", LEGACY_GE_MODEL_LOAD),
-    (r"^Framework\.fusion_op_info_\d+", LEGACY_GE_FUSION),
-    (r"^Framework\.(?:host\.)?model_time_info_\d+_\d+", LEGACY_GE_MODEL_TIME),
-    (r"^Framework\.dynamic_op_execute", LEGACY_GE_HOST_SCHED),
-    (r"^[Rr]untime\.(?:task_track|host\.runtime|runtime)", LEGACY_RT_TRACK),
-    (r"^[Rr]untime\.(?:api|runtime\.data)", LEGACY_RT_API),
-    (r"^hwts\.log\.data\.\d+(?:\.(?:dev|host)\.profiler_default_tag)?", files.HWTS),
-    (r"^aicore\.data\.\d+(?:\.dev\.profiler_default_tag)?", files.AICORE),
-    (r"^(?:ts_track\.data\.\d+(?:\.dev\.profiler_default_tag)?|training_trace\.\d+\.dev\.profiler_default_tag)",
-     files.TS_TRACK),
-))
-_MINI = {files.AICORE.name: files.MINI_AICORE, files.TS_TRACK.name: files.MINI_TS_TRACK}
-_INFER_SLICE = re.compile(r"^(?P<base>.+)\.(?P<index>\d+)$")
-SLICE_SEP, INFER_SEP = ".slice_", "."
-
-
-def stream_kind(base: str, platform: int) -> tuple[StreamKind, int] | None:
-    """Kind and device id of a legacy slice base name such as `Framework.task_desc_info.0`."""
-    for pattern, kind in _NAMES:
-        match = pattern.match(base)
-        if match:
-            if kind is files.HWTS and platform == files.MINI_PLATFORM:
-                return None  # the 310 writes no HWTS log (spec §6 D5)
-            mini = _MINI.get(kind.name) if platform == files.MINI_PLATFORM else None
-            return mini or kind, int(match.group("dev"))
-    return None
-
-
-def split_slice_name(file_name: str) -> tuple[str, int, str] | None:
-    """(base, slice index, separator) of a data slice: `x.0.slice_3` → (`x.0`, 3, `.slice_`), and for a
-    legacy "infer" name `AclModule.acl_model.0.3` → (`AclModule.acl_model.0`, 3, `.`)."""
-    parsed = files.split_slice(file_name)
-    if parsed is not None:
-        return parsed[0], parsed[1], SLICE_SEP
-    match = _INFER_SLICE.match(file_name)
-    if match and any(pattern.match(match.group("base")) for pattern, _ in _NAMES):
-        return match.group("base"), int(match.group("index")), INFER_SEP
-    return None
+# The slice names (spec §1.2) and which kind each holds are the board agent's rules (``pipeline_board.kinds``):
+# the collector maps the kind it names to the one here, which carries the layout's record size.
+SLICE_SEP, INFER_SEP = board_kinds.SLICE_SEP, board_kinds.INFER_SEP
+split_slice_name = board_kinds.split_slice_name

@@ -24,7 +24,7 @@ from fuzz_streams import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stages import framing
+from pipeline_board import framing  # where the framer (and its MAX_LINE_BYTES) lives
 from stages.framing import frame
 
 CUTS = st.lists(st.integers(0, 8192), max_size=6)
