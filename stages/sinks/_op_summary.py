@@ -31,8 +31,8 @@ from stages.sinks._table import (
     TICK_ROWS,
     AtomicText,
     Commit,
+    SlicedOutput,
     commit_of,
-    create_with_header,
     csv_cell,
     cut_back,
     live_end,
@@ -151,7 +151,7 @@ class JsonCodec:
                     yield line
 
 
-class OpSummaryWriter:
+class OpSummaryWriter(SlicedOutput):
     """Appends op_summary rows live and rewrites them sorted at :meth:`finish`."""
 
     def __init__(self, directory: Path, timestamp: str, fmt: str, header: list[str], max_rows: int,
@@ -271,23 +271,11 @@ class OpSummaryWriter:
 
     # -- internals --------------------------------------------------------------------------
 
-    def _next_file(self) -> None:
-        self._close_current()
-        path = self.name(len(self.files), sliced=bool(self.files))
-        if isinstance(self.codec, CsvCodec):
-            self._fd = create_with_header(self.guard, path, self.codec.header_text().encode())
-        else:
-            self._json = JsonArrayFile(path, self.guard)
-        self.files.append(path)
-        self._rows_in_file = 0
+    def _slice_path(self, index: int, sliced: bool) -> Path:
+        return self.name(index, sliced)
 
-    def _close_current(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-        if self._json is not None:
-            self._json.close()
-            self._json = None
+    def _csv_header(self) -> str | None:
+        return self.codec.header_text() if isinstance(self.codec, CsvCodec) else None
 
     def _sorted_runs(self, runs: list[Path]) -> tuple[list[Path], list[Row]]:
         """Sorted chunks as run files (added to ``runs``); a single chunk stays in memory (the tail)."""

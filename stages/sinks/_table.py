@@ -26,6 +26,7 @@ import heapq
 import json
 import os
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain
@@ -232,7 +233,44 @@ def remove(paths: Iterable[Path]) -> None:
         path.unlink(missing_ok=True)
 
 
-class SortedTable:
+class SlicedOutput(ABC):
+    """The file a row table writes now: a CSV kept open by descriptor, or a JSON array; a new one per slice."""
+
+    guard: OutputGuard
+    files: list[Path]
+    _fd: int
+    _json: JsonArrayFile | None
+    _rows_in_file: int
+
+    @abstractmethod
+    def _slice_path(self, index: int, sliced: bool) -> Path:
+        """The name of the table's file number ``index``."""
+
+    @abstractmethod
+    def _csv_header(self) -> str | None:
+        """The CSV header line (None: the table writes JSON)."""
+
+    def _next_file(self) -> None:
+        self._close_current()
+        path = self._slice_path(len(self.files), sliced=bool(self.files))
+        header = self._csv_header()
+        if header is not None:
+            self._fd = create_with_header(self.guard, path, header.encode())
+        else:
+            self._json = JsonArrayFile(path, self.guard)
+        self.files.append(path)
+        self._rows_in_file = 0
+
+    def _close_current(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        if self._json is not None:
+            self._json.close()
+            self._json = None
+
+
+class SortedTable(SlicedOutput):
     """One summary table: rows appended live, sorted by their integer key and sliced at :meth:`finish`.
 
     ``tab_columns`` name the time-point columns: msprof follows their values with a TAB (its guard against
@@ -378,23 +416,11 @@ class SortedTable:
             self._rows_in_file += len(part)
             self.rows += len(part)
 
-    def _next_file(self) -> None:
-        self._close_current()
-        path = self._name(len(self.files), sliced=bool(self.files))
-        if self.csv:
-            self._fd = create_with_header(self.guard, path, self._header_text().encode())
-        else:
-            self._json = JsonArrayFile(path, self.guard)
-        self.files.append(path)
-        self._rows_in_file = 0
+    def _slice_path(self, index: int, sliced: bool) -> Path:
+        return self._name(index, sliced)
 
-    def _close_current(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-        if self._json is not None:
-            self._json.close()
-            self._json = None
+    def _csv_header(self) -> str | None:
+        return self._header_text() if self.csv else None
 
     def _run_path(self, kind: str = "run") -> Path:
         """A spilled chunk (``run``, kept until the sort succeeds) or a merge of runs (``merge``, one sort's)."""
