@@ -12,6 +12,19 @@ from typing import Any
 SUMMARY_MODULES = ("op_summary", "op_statistic", "api_statistic")
 OUTPUT_FOLDER = "mindstudio_profiler_output"
 
+# The headers as spec §3.2 and msprof's exports have them (Device_id first, as msprof's summary merger adds it;
+# msprof_tx as msprof writes it after matching device marks: mark_id replaced by the device-side times).
+SUMMARY_HEADERS = {
+    "task_time": "Device_id,kernel_name,kernel_type,stream_id,task_id,task_time(us),task_start(us),task_stop(us)",
+    "step_trace": "Device_id,Iteration ID,FP Start(us),BP End(us),Iteration End(us),Iteration Time(us),"
+                  "FP to BP Time(us),Iteration Refresh(us),Data Aug Bound(us),Model ID",
+    "msprof_tx": "Device_id,pid,tid,category,event_type,payload_type,payload_value,Start_time(us),End_time(us),"
+                 "message_type,message,domain,Device Start_time(us),Device End_time(us)",
+    "aicpu": "Device_id,Timestamp(us),Node,Compute_time(us),Memcpy_time(us),Task_time(us),Dispatch_time(us),"
+             "Total_time(us),Stream ID,Task ID",
+    "l2_cache": "Device_id,Stream Id,Task Id,Hit Rate,Victim Rate,Op Name",
+}
+
 
 def csv_rows(out: Path, module: str) -> list[tuple[str, ...]]:
     """Rows of ``{module}_{timestamp}.csv`` (header first), sorted after the header."""

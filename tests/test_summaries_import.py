@@ -11,21 +11,12 @@ from typing import Any
 
 import pytest
 from pipeline_runs import read_report, run_cli
+from run_outputs import SUMMARY_HEADERS as HEADERS
 
 from stages.simulator.workload import MODEL_ID, face_mask_ssd
 
 pytestmark = pytest.mark.slow
 ITERATIONS = 4
-HEADERS = {
-    "task_time": "Device_id,kernel_name,kernel_type,stream_id,task_id,task_time(us),task_start(us),task_stop(us)",
-    "step_trace": "Device_id,Iteration ID,FP Start(us),BP End(us),Iteration End(us),Iteration Time(us),"
-                  "FP to BP Time(us),Iteration Refresh(us),Data Aug Bound(us),Model ID",
-    "msprof_tx": "Device_id,pid,tid,category,event_type,payload_type,payload_value,Start_time(us),End_time(us),"
-                 "message_type,message,domain,Device Start_time(us),Device End_time(us)",
-    "aicpu": "Device_id,Timestamp(us),Node,Compute_time(us),Memcpy_time(us),Task_time(us),Dispatch_time(us),"
-             "Total_time(us),Stream ID,Task ID",
-    "l2_cache": "Device_id,Stream Id,Task Id,Hit Rate,Victim Rate,Op Name",
-}
 
 
 def _import(tmp_path: Path, chip: str, fmt: str = "csv") -> tuple[Path, dict[str, Any]]:

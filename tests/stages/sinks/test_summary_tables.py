@@ -7,24 +7,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from run_outputs import SUMMARY_HEADERS as HEADERS
 from sink_batches import TIMESTAMP, Feed
 
 from pipeline.stage import StageContext
 from stages.schema import AICPU_COLUMNS, L2_CACHE_COLUMNS, STEP_TRACE_COLUMNS
 from stages.sinks.summary import SummarySink
 
-# The headers as spec §3.2 and msprof's exports have them (Device_id first, as msprof's summary merger adds it;
-# msprof_tx as msprof writes it after matching device marks: mark_id replaced by the device-side times).
-HEADERS = {
-    "task_time": "Device_id,kernel_name,kernel_type,stream_id,task_id,task_time(us),task_start(us),task_stop(us)",
-    "step_trace": "Device_id,Iteration ID,FP Start(us),BP End(us),Iteration End(us),Iteration Time(us),"
-                  "FP to BP Time(us),Iteration Refresh(us),Data Aug Bound(us),Model ID",
-    "msprof_tx": "Device_id,pid,tid,category,event_type,payload_type,payload_value,Start_time(us),End_time(us),"
-                 "message_type,message,domain,Device Start_time(us),Device End_time(us)",
-    "aicpu": "Device_id,Timestamp(us),Node,Compute_time(us),Memcpy_time(us),Task_time(us),Dispatch_time(us),"
-             "Total_time(us),Stream ID,Task ID",
-    "l2_cache": "Device_id,Stream Id,Task Id,Hit Rate,Victim Rate,Op Name",
-}
 T0 = 1_736_413_971_558_972_912  # ns of local wall clock
 
 
