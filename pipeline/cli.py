@@ -472,8 +472,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from pipeline.logs import whole_lines_on_stderr
     from pipeline.security import restrict_umask
 
+    whole_lines_on_stderr()  # the supervisor's lines and its stages' share one pipe
     restrict_umask()  # outputs, sockets and keys are never readable by other users
     argv = list(sys.argv[1:] if argv is None else argv)
     app: list[str] | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import sys
@@ -9,9 +10,22 @@ import sys
 import structlog
 
 
+def whole_lines_on_stderr() -> None:
+    """Make every line on stderr one write(2).
+
+    Off a terminal Python's stderr writes through: print() issues the text and its newline as two writes, and
+    the stage processes share one pipe, so another process's line can land between them (two JSON records on
+    one line). Line buffering sends each line, newline included, in a single write (atomic on a pipe up to
+    PIPE_BUF)."""
+    stream = sys.stderr
+    if isinstance(stream, io.TextIOWrapper):
+        stream.reconfigure(line_buffering=True, write_through=False)
+
+
 def configure_logging(stage: str, run_id: str, level: str | None = None) -> structlog.stdlib.BoundLogger:
     """Call once at the top of every stage process (spawned processes inherit nothing)."""
     name = (level or os.environ.get("PIPELINE_LOG_LEVEL", "info")).upper()
+    whole_lines_on_stderr()
     numeric = getattr(logging, name, logging.INFO)
     renderer: structlog.types.Processor = (
         structlog.dev.ConsoleRenderer(colors=False) if sys.stderr.isatty() else structlog.processors.JSONRenderer()
@@ -24,7 +38,7 @@ def configure_logging(stage: str, run_id: str, level: str | None = None) -> stru
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),  # record and newline in one write
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.clear_contextvars()
