@@ -29,8 +29,11 @@ TASK_LOG = np.dtype([("device_id", "<u2"), ("stream_id", "<u2"), ("task_id", "<u
                      ("ts_ns", "<i8")])
 PMU = np.dtype([("device_id", "<u2"), ("stream_id", "<u2"), ("task_id", "<u2"), ("ts_ns", "<i8"),
                 ("total_cycle", "<u8"), ("pmu", "<u8", (8,)), ("block", "<u2")])
-STEP = np.dtype([("device_id", "<u2"), ("ts_ns", "<i8"), ("index_id", "<u8"), ("model_id", "<u8"),
-                 ("stream_id", "<u2"), ("task_id", "<u4"), ("tag_id", "<u2")])  # task id: 32 bits on chip v6
+# Step trace: laid out over the raw 40-byte record (time, index and model id at their raw offsets, aligned), so
+# that decoding a chunk starts from one copy of it (stages/decoder/ts_track.py). Task id: 32 bits on chip v6.
+STEP = np.dtype({"names": ["device_id", "ts_ns", "index_id", "model_id", "stream_id", "task_id", "tag_id"],
+                 "formats": ["<u2", "<i8", "<u8", "<u8", "<u2", "<u4", "<u2"],
+                 "offsets": [0, 8, 16, 24, 32, 36, 34], "itemsize": 40})
 FLIP = np.dtype([("device_id", "<u2"), ("ts_ns", "<i8"), ("stream_id", "<u2"), ("flip_num", "<u2"),
                  ("task_id", "<u2")])
 # STARS chips (stages/decoder/stars.py). core: CORE_AIC / CORE_AIV / CORE_MIX_AIC / CORE_MIX_AIV, from the

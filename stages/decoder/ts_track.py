@@ -11,6 +11,7 @@ changes nothing).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 
 import numpy as np
@@ -34,143 +35,157 @@ _TAGS: dict[int, tuple[np.dtype, str, tuple[str, ...]]] = {
 }
 
 
+_SIZE = raw.TS_TRACK_SIZE
 _FEW = 8  # up to this many records of a tag are decoded in Python
 _FLIP_NAMES = list(raw.TS_TASK_FLIP.fields or ())
 _TIMESTAMP, _STREAM = _FLIP_NAMES.index("timestamp"), _FLIP_NAMES.index("stream_id")  # in every tag's layout
+_CODES = {"u1": "B", "<u2": "H", "<u4": "I", "<u8": "Q", "<i8": "q"}
 
 
-def _few_fields(tag: int) -> tuple[int, ...] | None:
-    """Where each decoded field after device, time and stream sits in the raw record (None: not this way)."""
+def _record_struct(dtype: np.dtype) -> struct.Struct | None:
+    """A struct reading a packed record dtype field by field, byte-array fields skipped as padding (None: the
+    dtype has gaps or other field types)."""
+    fmt, offset = "<", 0
+    for name in dtype.names or ():
+        field_type, field_offset = dtype.fields[name][:2]  # type: ignore[index]
+        code = field_type.str.replace("|", "")
+        if field_offset != offset:
+            return None
+        if field_type.subdtype is not None and field_type.base == np.dtype("u1"):
+            fmt += f"{field_type.itemsize}x"
+        elif code in _CODES:
+            fmt += _CODES[code]
+        else:
+            return None
+        offset += field_type.itemsize
+    return struct.Struct(fmt) if offset == dtype.itemsize else None
+
+
+def _few_layout(tag: int) -> tuple[struct.Struct, struct.Struct, tuple[int, ...]] | None:
+    """(raw record struct, decoded record struct, where each decoded field after device, time and stream sits in
+    the raw record's values); None: this tag is not decoded this way."""
     layout, kind, fields = _TAGS[tag]
     out = records.DTYPES[kind].names or ()
-    if tag == raw.TS_TAG_BLOCK_NUM or out[:3] != ("device_id", "ts_ns", "stream_id") or set(out[3:]) != set(fields):
+    raw_struct, out_struct = _record_struct(layout), _record_struct(records.DTYPES[kind])
+    if tag == raw.TS_TAG_BLOCK_NUM or out[:3] != ("device_id", "ts_ns", "stream_id") or set(out[3:]) != set(fields) \
+            or raw_struct is None or out_struct is None:
         return None
-    assert layout.names is not None and layout.names.index("timestamp") == _TIMESTAMP
-    assert layout.names.index("stream_id") == _STREAM
-    return tuple(layout.names.index(name) for name in out[3:])
+    scalars = [name for name in layout.names or () if layout[name].subdtype is None]
+    assert scalars.index("timestamp") == _TIMESTAMP and scalars.index("stream_id") == _STREAM
+    return raw_struct, out_struct, tuple(scalars.index(name) for name in out[3:])
 
 
-_FEW_FIELDS = {tag: picks for tag in _TAGS if (picks := _few_fields(tag)) is not None}
+_FEW_LAYOUTS = {tag: few for tag in _TAGS if (few := _few_layout(tag)) is not None}
+assert raw.TS_TAG_TASK_FLIP in _FEW_LAYOUTS
 
-
-def _block(layout: np.dtype, first: str) -> np.dtype:
-    """A view of ``layout`` whose one field "ids" spans ``first`` and the 8-byte field after it."""
-    assert layout.fields is not None
-    offset = layout.fields[first][1]
-    parts = [("before", f"V{offset}"), ("ids", "V16"), ("after", f"V{layout.itemsize - offset - 16}")]
-    return np.dtype([part for part in parts if part[1] != "V0"])
-
-
-assert _TAGS[raw.TS_TAG_STEP_TRACE][2][:2] == ("index_id", "model_id")
-for _layout in (raw.TS_STEP_TRACE, raw.TS_STEP_TRACE_V6, records.DTYPES["step"]):
-    assert _layout.fields is not None and _layout.fields["model_id"][1] == _layout.fields["index_id"][1] + 8
-assert _block(raw.TS_STEP_TRACE_V6, "index_id") == _block(raw.TS_STEP_TRACE, "index_id")
-_STEP_IDS_IN = _block(raw.TS_STEP_TRACE, "index_id")  # the same offset on chip v6
-_STEP_IDS_OUT = _block(records.DTYPES["step"], "index_id")
+# A step trace chunk is decoded from a copy of itself: the decoded layout keeps time, index and model id where
+# the raw record has them (stages/decoder/records.py STEP).
+for _layout in (raw.TS_STEP_TRACE, raw.TS_STEP_TRACE_V6):
+    assert _layout.itemsize == records.STEP.itemsize
+    assert [_layout.fields[name][1] for name in ("timestamp", "index_id", "model_id")] == [  # type: ignore[index]
+        records.STEP.fields[name][1] for name in ("ts_ns", "index_id", "model_id")]  # type: ignore[index]
 
 
 def decode_ts_track(body: bytes, device: int, clock: Clock, reject: Reject,
                     chip_v6: bool = False) -> list[tuple[str, np.ndarray | Batch]]:
     """Every record of a chunk, split by tag into decoded arrays (unknown tags rejected)."""
     body = bytes(body)
-    size = raw.TS_TRACK_SIZE
-    tag_bytes = body[1::size][: len(body) // size]  # byte 1 of every record: its tag
+    tag_bytes = body[1::_SIZE][: len(body) // _SIZE]  # byte 1 of every record: its tag
     n = len(tag_bytes)
+    if not n:
+        return []
     first = tag_bytes[:1]
-    if tag_bytes.count(first) == n:  # the usual case: one tag throughout, decoded in place
-        tag = first[0] if n else raw.TS_TAG_STEP_TRACE
-        if tag in _TAGS:
-            return [_decode_tag(tag, body, device, clock, chip_v6)] if n else []
-    counts = _tag_counts(tag_bytes, first)
-    picked: dict[int, bytes] = {}
-    if sum(counts.values()) < n:  # unknown tags: rejected, the others picked by mask
-        tags = np.frombuffer(tag_bytes, np.uint8)
-        arr = np.frombuffer(body, dtype=raw.TS_STEP_TRACE, count=n)
-        unknown = ~np.isin(tags, list(_TAGS))
+    main, most = first[0], tag_bytes.count(first)
+    if main in _TAGS and most == n:  # the usual case: one tag throughout
+        return [_decode_tag(main, body, device, clock, chip_v6)]
+    if main in _TAGS and most * 2 >= n:  # the next: a few other records (a flip) among one tag's
+        return _decode_mostly(main, body, tag_bytes, device, clock, reject, chip_v6)
+    return _decode_mixed(body, tag_bytes, device, clock, reject, chip_v6)
+
+
+def _decode_mostly(main: int, body: bytes, tag_bytes: bytes, device: int, clock: Clock, reject: Reject,
+                   chip_v6: bool) -> list[tuple[str, np.ndarray | Batch]]:
+    """The chunk's first tag is most of it: the other records are found one by one (bytes.find), decoded on
+    their own and cut out of a copy of the chunk, which is then decoded as the main tag."""
+    outputs: list[tuple[int, tuple[str, np.ndarray | Batch]]] = []
+    holes: list[int] = []
+    unknown: list[int] = []
+    for tag in set(tag_bytes.translate(None, tag_bytes[:1])):
+        at = _positions(tag_bytes, tag)
+        holes += at
+        if tag not in _TAGS:
+            unknown += at
+        elif len(at) <= _FEW and tag in _FEW_LAYOUTS:
+            outputs.append((tag, _decode_few(tag, body, at, device, clock)))
+        else:
+            outputs.append((tag, _decode_tag(tag, _records_at(body, at), device, clock, chip_v6)))
+    if unknown:
+        reject("ts_track: unknown record tag", len(unknown), _records_at(body, sorted(unknown)))
+    kept = bytearray(body)
+    for i in sorted(holes, reverse=True):
+        del kept[i * _SIZE:(i + 1) * _SIZE]
+    outputs.append((main, _decode_tag(main, kept, device, clock, chip_v6)))
+    return [decoded for _, decoded in sorted(outputs, key=lambda pair: pair[0])]
+
+
+def _decode_mixed(body: bytes, tag_bytes: bytes, device: int, clock: Clock, reject: Reject,
+                  chip_v6: bool) -> list[tuple[str, np.ndarray | Batch]]:
+    """No tag leads from the first record: each tag's records picked by mask (unknown ones rejected)."""
+    tags = np.frombuffer(tag_bytes, np.uint8)
+    arr = np.frombuffer(body, dtype=raw.TS_STEP_TRACE, count=len(tags))
+    unknown = ~np.isin(tags, list(_TAGS))
+    if unknown.any():
         reject("ts_track: unknown record tag", int(unknown.sum()), records.pick(arr, unknown).tobytes())
-        picked = {tag: records.pick(arr, tags == tag).tobytes() for tag, count in counts.items() if count}
     outputs: list[tuple[str, np.ndarray | Batch]] = []
-    for tag, count in counts.items():
-        if count and not picked and count * 2 >= n:
-            outputs.append(_decode_most(tag, body, tag_bytes, counts, device, clock, chip_v6))
-        elif count:
-            chosen = picked.get(tag) or _records_of(body, tag_bytes, tag)
-            few = count <= _FEW and tag in _FEW_FIELDS and not (chip_v6 and tag == raw.TS_TAG_STEP_TRACE)
-            outputs.append(_decode_few(tag, chosen, device, clock) if few
-                           else _decode_tag(tag, chosen, device, clock, chip_v6))
+    for tag in _TAGS:
+        chosen = tags == tag
+        count = int(np.count_nonzero(chosen))
+        if not count:
+            continue
+        if count <= _FEW and tag in _FEW_LAYOUTS:
+            outputs.append(_decode_few(tag, body, np.flatnonzero(chosen).tolist(), device, clock))
+        else:
+            outputs.append(_decode_tag(tag, records.pick(arr, chosen).tobytes(), device, clock, chip_v6))
     return outputs
 
 
-def _tag_counts(tag_bytes: bytes, first: bytes) -> dict[int, int]:
-    """Records per known tag, in tag order. When the first record's tag is most of the chunk, only the
-    others are counted one by one (they are a few)."""
-    counts = dict.fromkeys(_TAGS, 0)
-    most = tag_bytes.count(first)
-    if first[0] not in _TAGS or most * 2 < len(tag_bytes):
-        return {tag: tag_bytes.count(tag) for tag in _TAGS}
-    counts[first[0]] = most
-    others = tag_bytes.translate(None, first)
-    for tag in set(others):
-        if tag in counts:
-            counts[tag] = others.count(tag)
-    return counts
+def _decode_few(tag: int, body: bytes, positions: list[int], device: int, clock: Clock) -> tuple[str, Batch]:
+    """A few records of a tag (a chunk's flips), read where they sit, in Python values straight into the batch
+    body: numpy's per-call cost is more than these records'. The same bytes as ``_decode_tag``."""
+    raw_struct, out_struct, picks = _FEW_LAYOUTS[tag]
+    kind, unpack, pack, to_ns = _TAGS[tag][1], raw_struct.unpack_from, out_struct.pack, clock.to_local_ns_one
+    rows = []
+    for i in positions:
+        row = unpack(body, i * _SIZE)
+        rows.append(pack(device, to_ns(row[_TIMESTAMP]), row[_STREAM] & 0x7FF, *[row[j] for j in picks]))
+    return kind, Batch(kind, len(rows), {}, b"".join(rows))
 
 
-def _decode_few(tag: int, body: bytes, device: int, clock: Clock) -> tuple[str, np.ndarray]:
-    """A few records of a tag (a chunk's flips): Python values and one array, where the per-field numpy
-    calls of ``_decode_tag`` cost more than the records. The same values as ``_decode_tag``."""
-    layout, kind, _ = _TAGS[tag]
-    picks = _FEW_FIELDS[tag]
-    rows = [(device, clock.to_local_ns_one(row[_TIMESTAMP]), row[_STREAM] & 0x7FF, *(row[i] for i in picks))
-            for row in np.frombuffer(body, dtype=layout).tolist()]
-    return kind, np.array(rows, dtype=records.DTYPES[kind])
-
-
-def _decode_most(tag: int, body: bytes, tag_bytes: bytes, counts: dict[int, int], device: int, clock: Clock,
-                 chip_v6: bool) -> tuple[str, Batch]:
-    """The tag most records carry: the whole chunk decoded as it, then the decoded runs between the other
-    records joined straight into the batch body (one copy, where picking the raw records first costs two)."""
-    kind, out = _decode_tag(tag, body, device, clock, chip_v6)
-    flat, size = out.view(np.uint8).data, out.dtype.itemsize
-    pieces: list[memoryview] = []
-    begin = 0
-    for other in _positions(tag_bytes, [t for t, count in counts.items() if count and t != tag]):
-        if other > begin:
-            pieces.append(flat[begin * size:other * size])
-        begin = other + 1
-    pieces.append(flat[begin * size:len(out) * size])
-    return kind, Batch(kind, counts[tag], {}, b"".join(pieces))
-
-
-def _positions(tag_bytes: bytes, tags: list[int]) -> list[int]:
-    """Where records with these tags sit, in order (bytes.find: no numpy call for the few of a chunk)."""
+def _positions(tag_bytes: bytes, tag: int) -> list[int]:
+    """Where the records with this tag sit, in order (bytes.find: no numpy call for the few of a chunk)."""
     found: list[int] = []
-    for tag in tags:
-        needle, at = bytes((tag,)), tag_bytes.find(tag)
-        while at >= 0:
-            found.append(at)
-            at = tag_bytes.find(needle, at + 1)
-    return sorted(found) if len(tags) > 1 else found
+    needle = bytes((tag,))
+    at = tag_bytes.find(needle)
+    while at >= 0:
+        found.append(at)
+        at = tag_bytes.find(needle, at + 1)
+    return found
 
 
-def _records_of(body: bytes, tag_bytes: bytes, tag: int) -> bytes:
-    """The records of one of the chunk's minor tags, joined (bytes.find: no numpy call for a few records)."""
-    size = raw.TS_TRACK_SIZE
-    return b"".join([body[i * size:(i + 1) * size] for i in _positions(tag_bytes, [tag])])
+def _records_at(body: bytes, positions: list[int]) -> bytes:
+    return b"".join([body[i * _SIZE:(i + 1) * _SIZE] for i in positions])
 
 
-def _decode_tag(tag: int, body: bytes, device: int, clock: Clock, chip_v6: bool) -> tuple[str, np.ndarray]:
+def _decode_tag(tag: int, body: bytes | bytearray, device: int, clock: Clock, chip_v6: bool) -> tuple[str, np.ndarray]:
     """Records that all carry ``tag``, as their decoded kind."""
     layout, kind, fields = _TAGS[tag]
-    if chip_v6 and tag == raw.TS_TAG_STEP_TRACE:
-        layout = raw.TS_STEP_TRACE_V6
-    rows = np.frombuffer(body, dtype=layout, count=len(body) // raw.TS_TRACK_SIZE)
-    out = np.empty(len(rows), records.DTYPES[kind])  # every field is written below
+    n = len(body) // _SIZE
+    if tag == raw.TS_TAG_STEP_TRACE:
+        return kind, _decode_steps(body, n, device, clock, raw.TS_STEP_TRACE_V6 if chip_v6 else layout)
+    rows = np.frombuffer(body, dtype=layout, count=n)
+    out = np.empty(n, records.DTYPES[kind])  # every field is written below
     out["device_id"] = device
     clock.to_local_ns(rows["timestamp"], out=out["ts_ns"])
-    if tag == raw.TS_TAG_STEP_TRACE:  # index and model id sit side by side on both sides: one 16-byte copy
-        out.view(_STEP_IDS_OUT)["ids"] = rows.view(_STEP_IDS_IN)["ids"]
-        fields = fields[2:]
     for name in fields:  # straight from the strided source: no contiguous copy first
         out[name] = rows[name]
     if tag == raw.TS_TAG_BLOCK_NUM:
@@ -178,6 +193,21 @@ def _decode_tag(tag: int, body: bytes, device: int, clock: Clock, chip_v6: bool)
     else:
         np.bitwise_and(rows["stream_id"], _STREAM_ID_BITS, out=out["stream_id"])
     return kind, out
+
+
+def _decode_steps(body: bytes | bytearray, n: int, device: int, clock: Clock, layout: np.dtype) -> np.ndarray:
+    """Step traces: a copy of the chunk read as the decoded layout (index and model id already in place, the
+    time converted where it lies), then device, stream, task and tag id written over the rest."""
+    out = np.frombuffer(bytearray(body), dtype=records.STEP, count=n)  # one memcpy (.copy() goes field by field)
+    rows = np.frombuffer(body, dtype=layout, count=n)
+    out["device_id"] = device
+    ticks = out["ts_ns"]
+    clock.to_local_ns(ticks.view(np.uint64), out=ticks)
+    np.bitwise_and(rows["stream_id"], _STREAM_ID_BITS, out=out["stream_id"])
+    out["tag_id"] = rows["tag_id"]
+    if layout is not raw.TS_STEP_TRACE_V6:  # v6: its 32-bit task id already lies where the decoded one goes
+        out["task_id"] = rows["task_id"]
+    return out
 
 
 def _stars_ids(stream: np.ndarray, task: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

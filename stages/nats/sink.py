@@ -16,6 +16,7 @@ window is stored once.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from typing import Any
@@ -28,6 +29,8 @@ from stages.nats.link import NatsLink
 from stages.nats.message import API_PART, EOS, MAX_PAYLOAD, OP_PART, encode, part_batch, token
 from stages.schema import SymbolTable, unpack_rows
 from stages.sinks._format import learn_symbols, text_of
+
+PUBLISH_TRIES = 3  # a publish JetStream did not acknowledge in time is sent again (same message id)
 
 
 class NatsSinkConfig(StageConfig):
@@ -111,12 +114,19 @@ class NatsSink(Sink):
             raise UserError(f"stage '{self.ctx.stage_id}': a {batch.kind} batch of {len(payload)} bytes exceeds "
                             f"NATS's 1 MiB message limit", "lower run.batch.max_bytes")
         msg_id = f"{batch.meta.get('source', subject)}:{batch.kind}:{batch.meta.get('seq', self.published['messages'])}"
-        try:
-            self.link.call(self.link.js.publish(subject, payload, stream=self.config.stream,
-                                                headers={"Nats-Msg-Id": msg_id}))
-        except Exception as exc:
-            raise UserError(f"stage '{self.ctx.stage_id}': publishing to {subject} failed: {type(exc).__name__} "
-                            f"{exc}", "is the NATS server up, with JetStream on?") from None
+        for attempt in range(PUBLISH_TRIES):
+            try:
+                self.link.call(self.link.js.publish(subject, payload, stream=self.config.stream, timeout=5,
+                                                    headers={"Nats-Msg-Id": msg_id}))
+                break
+            except asyncio.TimeoutError:  # no acknowledgement in time (a busy machine): the message id makes a
+                if attempt + 1 < PUBLISH_TRIES:  # second publish of one that did land a duplicate JetStream drops
+                    continue
+                raise UserError(f"stage '{self.ctx.stage_id}': publishing to {subject} failed: no acknowledgement "
+                                f"in {PUBLISH_TRIES} tries", "is the NATS server up, with JetStream on?") from None
+            except Exception as exc:
+                raise UserError(f"stage '{self.ctx.stage_id}': publishing to {subject} failed: "
+                                f"{type(exc).__name__} {exc}", "is the NATS server up, with JetStream on?") from None
         self.published["messages"] += 1
         self.published["records"] += batch.count
         self.published["bytes"] += len(payload)

@@ -20,6 +20,7 @@ one part per (source, seq), so whatever arrives twice counts once.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -104,8 +105,10 @@ class NatsSource(Source):
                     pending = (await sub.consumer_info()).num_pending
                     if pending == 0:
                         break
-                    for msg in await sub.fetch(min(pending, 256), timeout=2):
-                        payloads.append(msg.data)
+                    try:
+                        payloads += [msg.data for msg in await sub.fetch(min(pending, 256), timeout=2)]
+                    except asyncio.TimeoutError:  # a busy machine: ask again (the call's own timeout bounds this)
+                        continue
             finally:
                 await sub.unsubscribe()
             return payloads
@@ -117,8 +120,15 @@ class NatsSource(Source):
                             f"{type(exc).__name__} {exc}") from None
 
     def _consume(self, link: NatsLink) -> Iterator[Batch | None]:
-        from nats.errors import TimeoutError as FetchTimeout
         from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+        async def fetch_some(sub: Any) -> list[Any]:
+            """The next messages; none within the poll (nats-py raises its own timeout error, or asyncio's when
+            the deadline ran out on a busy machine): an empty poll, not a lost server."""
+            try:
+                return list(await sub.fetch(self.config.fetch, timeout=POLL_S))
+            except asyncio.TimeoutError:  # nats.errors.TimeoutError is one too
+                return []
 
         config = ConsumerConfig(durable_name=self.config.durable, deliver_policy=DeliverPolicy.ALL,
                                 ack_policy=AckPolicy.EXPLICIT, ack_wait=self.config.ack_wait_s,
@@ -132,9 +142,7 @@ class NatsSource(Source):
         last_message = time.monotonic()
         while not self._stop and not self._done(last_message):
             try:
-                messages = link.call(sub.fetch(self.config.fetch, timeout=POLL_S), timeout=POLL_S + 30)
-            except FetchTimeout:
-                messages = []
+                messages = link.call(fetch_some(sub), timeout=POLL_S + 30)
             except Exception as exc:
                 raise UserError(f"stage '{self.ctx.stage_id}': lost the NATS server: {type(exc).__name__} {exc}",
                                 "restart the server; unacknowledged messages come again") from None
