@@ -67,22 +67,23 @@ class HostDecoder:
         return [(out_kind, out)]
 
     def _api_event(self, batch: Batch, clock: Clock) -> Output:
-        arr = np.frombuffer(batch.body, dtype=raw.API_EVENT)
+        body = batch.body
+        arr = np.frombuffer(body, dtype=raw.API_EVENT)
         if np.count_nonzero(arr["begin"]) < len(arr):
             zero = arr["begin"] == _ZERO
             self.reject("api_event: zero begin time", int(zero.sum()), records.pick(arr, zero).tobytes())
-            arr = records.pick(arr, ~zero)
-        # Every record decoded as an API; an event is then the first bytes of its row (_event_is_api_prefix).
-        every = _api_fields(np.empty(len(arr), records.API), arr)  # every field is set below
-        every["start_ns"] = clock.to_local_ns(arr["begin"])
-        every["end_ns"] = clock.to_local_ns(arr["end"])
-        is_event = arr["end"] == _EVENT_FLAG
+            body = records.pick(arr, ~zero).tobytes()
+        # Every record decoded as an API from one copy of the chunk (records.API keeps the raw offsets), times
+        # converted where they lie; an event is the same row read as records.EVENT.
+        every = np.frombuffer(bytearray(body), records.API)
+        starts, ends = every["start_ns"], every["end_ns"]
+        is_event = ends.view(np.uint64) == _EVENT_FLAG
+        clock.to_local_ns(starts.view(np.uint64), out=starts)
+        clock.to_local_ns(ends.view(np.uint64), out=ends)
         if not np.count_nonzero(is_event):
             return [("event", np.zeros(0, records.EVENT)), ("api", every)]
-        events = records.pick(every, is_event)
-        event_out = np.ndarray(events.shape, _EVENT_ROW, buffer=events, strides=events.strides).copy()
         # Events first: a ModelExecute window must be known before the APIs inside it are resolved.
-        return [("event", event_out.view(records.EVENT)), ("api", records.pick(every, ~is_event))]
+        return [("event", records.pick(every, is_event).view(records.EVENT)), ("api", records.pick(every, ~is_event))]
 
     def _hash_dic(self, batch: Batch) -> Output:
         rows, bad = [], []
@@ -126,21 +127,13 @@ def _decimal_id(text: str) -> int | None:
     return value if value < 2**64 else None
 
 
-def _api_fields(out: np.ndarray, arr: np.ndarray) -> np.ndarray:
-    """The fields MsprofApi and MsprofEvent records share."""
-    records.copy_fields(out, arr, ("thread_id", "level", "type", "item_id"))
-    out["request_id"] = np.ascontiguousarray(arr["reserve"])
-    return out
+def _offsets(dtype: np.dtype, names: tuple[str, ...]) -> list[int]:
+    fields: Any = dtype.fields
+    return [fields[name][1] for name in names]
 
 
-def _event_is_api_prefix() -> bool:
-    """An EVENT record is an API record without its end: the same fields at the same offsets, ts_ns as start_ns."""
-    event: Any = records.EVENT.fields
-    api: Any = records.API.fields
-    names = list(event)
-    return [event[n][:2] for n in names[:-1]] == [api[n][:2] for n in names[:-1]] and \
-        event["ts_ns"][:2] == api["start_ns"][:2]
-
-
-assert _event_is_api_prefix()
-_EVENT_ROW = np.dtype((np.void, records.EVENT.itemsize))
+# records.API keeps every field at its raw offset; records.EVENT is the same row without its end
+assert _offsets(records.API, ("thread_id", "level", "type", "item_id", "request_id", "start_ns", "end_ns")) == \
+    _offsets(raw.API_EVENT, ("thread_id", "level", "type", "item_id", "reserve", "begin", "end"))
+assert _offsets(records.EVENT, records.EVENT.names or ()) == _offsets(records.API, (*(records.API.names or ())[:-2],
+                                                                                  "start_ns"))

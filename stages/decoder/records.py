@@ -9,10 +9,16 @@ import numpy as np
 from pipeline.stage import Batch
 from stages.decoder import host_records
 
-API = np.dtype([("thread_id", "<u4"), ("level", "<u2"), ("type", "<u4"), ("item_id", "<u8"),
-                ("request_id", "<u4"), ("start_ns", "<i8"), ("end_ns", "<i8")])
-EVENT = np.dtype([("thread_id", "<u4"), ("level", "<u2"), ("type", "<u4"), ("item_id", "<u8"),
-                  ("request_id", "<u4"), ("ts_ns", "<i8")])
+# API calls and events: laid out over the raw 40-byte api_event record (every field at its raw offset, aligned),
+# so that decoding a chunk is one copy of it and two time conversions in place (stages/decoder/host.py). An
+# event is an API row without its end: the same bytes read with EVENT.
+_API_NAMES = ["thread_id", "level", "type", "item_id", "request_id"]
+_API_FORMATS = ["<u4", "<u2", "<u4", "<u8", "<u4"]
+_API_OFFSETS = [8, 2, 4, 32, 12]
+API = np.dtype({"names": [*_API_NAMES, "start_ns", "end_ns"], "formats": [*_API_FORMATS, "<i8", "<i8"],
+                "offsets": [*_API_OFFSETS, 16, 24], "itemsize": 40})
+EVENT = np.dtype({"names": [*_API_NAMES, "ts_ns"], "formats": [*_API_FORMATS, "<i8"],
+                  "offsets": [*_API_OFFSETS, 16], "itemsize": 40})
 NODE_BASIC = np.dtype([("thread_id", "<u4"), ("ts_ns", "<i8"), ("op_name", "<u8"), ("op_type", "<u8"),
                        ("task_type", "<u4"), ("block_num", "<u4"), ("op_state", "u1"), ("op_flag", "<u4")])
 TENSOR = np.dtype([("thread_id", "<u4"), ("ts_ns", "<i8"), ("op_name", "<u8"), ("tensor_num", "<u4"),
