@@ -43,15 +43,15 @@ _CODES = {"u1": "B", "<u2": "H", "<u4": "I", "<u8": "Q", "<i8": "q"}
 
 
 def _record_struct(dtype: np.dtype) -> struct.Struct | None:
-    """A struct reading a packed record dtype field by field, byte-array fields skipped as padding (None: the
-    dtype has gaps or other field types)."""
+    """A struct reading a packed record dtype field by field, array fields skipped as padding (None: the dtype
+    has gaps or other field types)."""
     fmt, offset = "<", 0
     for name in dtype.names or ():
         field_type, field_offset = dtype.fields[name][:2]  # type: ignore[index]
         code = field_type.str.replace("|", "")
         if field_offset != offset:
             return None
-        if field_type.subdtype is not None and field_type.base == np.dtype("u1"):
+        if field_type.subdtype is not None:  # the ts_track layouts' arrays are reserved bytes
             fmt += f"{field_type.itemsize}x"
         elif code in _CODES:
             fmt += _CODES[code]
