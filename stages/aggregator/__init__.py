@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,7 @@ from stages.subscription import records as subscribed_records
 
 MAX_PENDING = 200_000
 PRUNE_EVERY_S = 0.5
+TEXT_IDS_LIMIT = 65_536  # distinct text combinations of task rows remembered with their symbol ids
 # Decoded kinds this release keeps out of its outputs: counted (AggregatorStage.accounting) with the reason the
 # report gives, never rejected.
 UNUSED_KINDS = {
@@ -129,6 +130,17 @@ class PmuJob:
     row: list[Any] | None = None
 
 
+@dataclass(frozen=True)
+class PmuLayout:
+    """A device's PMU facts as task rows use them (AggregatorStage._pmu_layout)."""
+
+    facts: dict[str, Any] | None  # the device_info facts it was worked out from
+    events: list[int]
+    platform: int
+    stars: StarsPmu | None  # the aic_/aiv_ layout of a STARS chip
+    width: int  # PMU values of a row without a PMU record (non-STARS chips)
+
+
 @dataclass
 class HostTask:
     record: Any  # a task_track as a dict (see _dicts), or a legacy RT_TRACK record
@@ -189,6 +201,8 @@ class AggregatorStage(Transform):
         self.flags: dict[int, tuple[dict[str, Any] | None, DeviceFlags]] = {}  # device → (its facts, their flags)
         self.steps = StepTraceBook()
         self.subscribed = SubscribedOps()  # operator records of a subscription source
+        self.pmu_layouts: dict[int, PmuLayout] = {}
+        self.text_ids: dict[tuple[str, ...], tuple[int, ...]] = {}  # a task row's texts → their symbol ids
 
     # -- intake ---------------------------------------------------------------------------
     def process(self, batch: Batch) -> Iterable[Batch]:
@@ -416,12 +430,13 @@ class AggregatorStage(Transform):
                 thread, ts = int(record["thread_id"]), int(record["ts_ns"])
                 node_api = self.host.node_api(thread, ts)
                 type_name = self._type_name(raw.LEVEL_RUNTIME, int(record["task_type"]))
+                node = self.host.node_info(thread, ts, node_api.start if node_api else 0)
                 complete = int(record["device_id"]) in self.devices and \
-                    self._host_context_complete(thread, ts, node_api, type_name, int(record["kernel_name"]),
+                    self._host_context_complete(thread, ts, node_api, node, type_name, int(record["kernel_name"]),
                                                 tensor_low, context_low)
                 if not complete and not self._expired(task.arrived, now):
                     return
-                task.resolved = self._describe(record, node_api, type_name)
+                task.resolved = self._describe(record, node_api, node, type_name)
             self.pending_host.popleft()
             if task.resolved is None:
                 continue  # bookkeeping task (a task-id flip): no device work of its own
@@ -463,8 +478,8 @@ class AggregatorStage(Transform):
         """The oldest watermark of the streams of a kind (tensor_info …); infinite when there are none."""
         return min((mark for stream, mark in self.watermarks.items() if stream_kind in stream), default=float("inf"))
 
-    def _host_context_complete(self, thread: int, ts: int, node_api: Interval | None, type_name: str | None,
-                               kernel: int, tensor_low: float, context_low: float) -> bool:
+    def _host_context_complete(self, thread: int, ts: int, node_api: Interval | None, node: Any,
+                               type_name: str | None, kernel: int, tensor_low: float, context_low: float) -> bool:
         """Everything that describes a task at ``ts`` has arrived: its Node API, its node_basic_info with
         both names (and the kernel name) in hash_dic, when a tensor_info stream exists its records up to ``ts``
         and, for an FFTS+ or
@@ -474,7 +489,6 @@ class AggregatorStage(Transform):
             return True
         if node_api is None or type_name is None:
             return False
-        node = self.host.node_info(thread, ts, node_api.start)
         if node is None or int(node["op_name"]) not in self.hashes or int(node["op_type"]) not in self.hashes \
                 or kernel and kernel not in self.hashes:
             return False  # names come from hash_dic, which the runtime may flush later than the records
@@ -495,12 +509,13 @@ class AggregatorStage(Transform):
         tensors = self.host.tensor_info(thread, ts, op_name, since)
         return tensors is None or int(tensors[-1]["tensor_num"]) < raw.TENSOR_SLOTS
 
-    def _describe(self, record: Any, node_api: Interval | None, type_name: str | None) -> dict[str, Any] | None:
+    def _describe(self, record: Any, node_api: Interval | None, node: Any,
+                  type_name: str | None) -> dict[str, Any] | None:
+        """``node``: the task's node_basic_info (HostIndex.node_info since its Node API's start), or None."""
         if type_name == "FLIP_TASK":
             return None
         thread, ts = int(record["thread_id"]), int(record["ts_ns"])
         since = node_api.start if node_api else 0
-        node = self.host.node_info(thread, ts, since)
         op_hash = int(node["op_name"]) if node is not None else (node_api.item_id if node_api else 0)
         op_name = self.hashes.get(op_hash, str(op_hash) if op_hash else (type_name or "N/A"))
         if node is not None:
@@ -595,13 +610,13 @@ class AggregatorStage(Transform):
             if partner is not None:
                 self._matched(host, partner)
             else:
-                self.host_ready.setdefault(key, deque()).append(host)
+                _put(self.host_ready, key, host)
         elif device is not None:
             waiting_host = _take(self.host_ready, key)
             if waiting_host is not None:
                 self._matched(waiting_host, device)
             else:
-                self.device_ready.setdefault(key, deque()).append(device)
+                _put(self.device_ready, key, device)
 
     def _matched(self, host: HostTask, device: DeviceTask) -> None:
         """A joined task waits for its PMU; an FFTS+ task is split into its contexts first (contexts.py)."""
@@ -659,42 +674,60 @@ class AggregatorStage(Transform):
 
     def _emit_task(self, info: dict[str, Any], device: DeviceTask, pmu_record: Any,
                    extra: list[float | None], context: int = INVALID_CONTEXT) -> None:
-        facts = self.devices.get(device.device, {})
-        events = list(facts.get("pmu_events", []))
-        metric, platform = str(facts.get("metric", "")), int(facts.get("platform", 1))
+        layout = self._pmu_layout(device.device)
         pmu: list[float | None] = []
         job: PmuJob | None = None  # the values are worked out later, with the other rows of the batch
         hidden: list[float | None] = []  # after the extras: see meta["hidden_pmu_columns"]
-        stars = self._stars_pmu(device.device)
+        stars = layout.stars
         if stars is not None:
             if pmu_record is not None and "overflow" not in pmu_record:
                 pmu_record = None  # an HWTS-class PMU record on a STARS chip: not a ContextPmu
             pmu, hidden = stars.split_values(pmu_record, info["block_dim"], device.end - device.start,
-                                             self.extras.clock_mhz(device.device, platform, device.end))
-        elif events:
+                                             self.extras.clock_mhz(device.device, layout.platform, device.end))
+        elif layout.events:
             if pmu_record is not None:  # computed with the other tasks of its batch (_fill_pmu)
                 block = int(pmu_record["block"]) or info["block_dim"]
                 at = int(pmu_record["ts_ns"]) or device.end
                 job = PmuJob(device.device, int(pmu_record["total_cycle"]), pmu_record["pmu"], block,
-                             device.end - device.start, self.extras.clock_mhz(device.device, platform, at), extra)
+                             device.end - device.start, self.extras.clock_mhz(device.device, layout.platform, at),
+                             extra)
             else:
-                pmu = [None] * len(pmu_columns(events, metric, platform))
+                pmu = [None] * layout.width
         pmu += extra + hidden
-        intern = self.symbols.intern
+        texts = (info["op_name"], info["op_type"], info["task_type"], info["op_state"], info["input_shapes"],
+                 info["input_dtypes"], info["input_formats"], info["output_shapes"], info["output_dtypes"],
+                 info["output_formats"], info.get("kernel_name", ""), info.get("runtime_task_type") or info["task_type"],
+                 info.get("hf32_eligible", "N/A"))
+        ids = self.text_ids.get(texts)
+        if ids is None:  # interned in the row's column order, as one by one
+            if len(self.text_ids) >= TEXT_IDS_LIMIT:
+                self.text_ids.clear()
+            ids = self.text_ids[texts] = tuple(map(self.symbols.intern, texts))
         row = [
             device.device, info["model_id"], info["iteration"], device.stream, device.task, device.batch,
-            device.start, device.end, intern(info["op_name"]), intern(info["op_type"]), intern(info["task_type"]),
-            intern(info["op_state"]), info["block_dim"], info["mix_block_dim"], info["connection_id"],
-            info["thread_id"], intern(info["input_shapes"]), intern(info["input_dtypes"]),
-            intern(info["input_formats"]), intern(info["output_shapes"]), intern(info["output_dtypes"]),
-            intern(info["output_formats"]), pmu, context, intern(info.get("kernel_name", "")),
-            intern(info.get("runtime_task_type") or info["task_type"]), intern(info.get("hf32_eligible", "N/A"))]
+            device.start, device.end, ids[0], ids[1], ids[2], ids[3], info["block_dim"], info["mix_block_dim"],
+            info["connection_id"], info["thread_id"], ids[4], ids[5], ids[6], ids[7], ids[8], ids[9], pmu, context,
+            ids[10], ids[11], ids[12]]
         if job is not None:
             job.row = row
             self.pmu_jobs.append(job)
         self.rows["task"].append(row)
         self.stats.add_op(device.device, info["op_type"], info["task_type"], device.end - device.start)
         self.tasks_out += 1
+
+    def _pmu_layout(self, device: int) -> PmuLayout:
+        """What a device's facts say about its task rows' PMU values, worked out once per device_info."""
+        facts = self.devices.get(device)
+        cached = self.pmu_layouts.get(device)
+        if cached is not None and cached.facts is facts:
+            return cached
+        known = facts or {}
+        events = list(known.get("pmu_events", []))
+        metric, platform = str(known.get("metric", "")), int(known.get("platform", 1))
+        layout = self.pmu_layouts[device] = PmuLayout(
+            facts, events, platform, self._stars_pmu(device),
+            len(pmu_columns(events, metric, platform)) if events else 0)
+        return layout
 
     # -- output ---------------------------------------------------------------------------
     def _run_info(self) -> Batch:
@@ -877,6 +910,15 @@ def _take(table: dict[Any, deque[Any]], key: Any) -> Any:
     return item
 
 
+def _put(table: dict[Any, deque[Any]], key: Any, item: Any) -> None:
+    """Queue ``item`` under ``key`` (newest last)."""
+    waiting = table.get(key)
+    if waiting is None:
+        table[key] = deque((item,))
+    else:
+        waiting.append(item)
+
+
 def _chip_name(platform: Any) -> str:
     """The chip model msprof's NPU_INFO gives a platform_version (spec §1.8)."""
     return raw.CHIP_NAMES.get(platform, "UNKNOWN") if isinstance(platform, int) else "UNKNOWN"
@@ -885,12 +927,27 @@ def _chip_name(platform: Any) -> str:
 def _dicts(arr: np.ndarray, arrays: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Records as dicts of Python values: what the join looks up field by field, many times per record.
     ``arrays``: large array fields, kept as numpy rows (most records never read them)."""
-    names = [name for name in arr.dtype.names or () if name not in arrays]
-    out = [dict(zip(names, values, strict=True)) for values in arr[names].tolist()]
+    names = tuple(name for name in arr.dtype.names or () if name not in arrays)
+    out = list(map(_record_maker(names), arr[list(names)].tolist()))
     for name in arrays:
         for record, row in zip(out, arr[name], strict=True):
             record[name] = row
     return out
+
+
+_record_makers: dict[tuple[str, ...], Callable[[tuple[Any, ...]], dict[str, Any]]] = {}
+
+
+def _record_maker(names: tuple[str, ...]) -> Callable[[tuple[Any, ...]], dict[str, Any]]:
+    """A function turning one record's values (a tuple, in ``names`` order) into a dict: a dict display built
+    once per record layout (``{name: values[0], ...}``) costs a third less than ``dict(zip(names, values))``."""
+    maker = _record_makers.get(names)
+    if maker is None:
+        if not all(name.isidentifier() for name in names):  # field names are code here: only plain identifiers
+            return lambda values: dict(zip(names, values, strict=True))
+        fields = ", ".join(f"{name!r}: values[{i}]" for i, name in enumerate(names))
+        maker = _record_makers[names] = eval(f"lambda values: {{{fields}}}")  # noqa: S307 - names checked above
+    return maker
 
 
 def _tensor_keys(arr: np.ndarray) -> list[tuple[int, bytes]]:
