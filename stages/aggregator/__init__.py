@@ -70,6 +70,7 @@ NAMED_LEVELS = frozenset(level for level in raw.LEVEL_NAMES if level != raw.LEVE
 ROW_KINDS = ("api", "tx", "task", "step_trace", "aicpu", "l2_cache", "aicore_freq")  # row batches of ``tasks``
 FFTS_TASK_SPAN = "FFTS+ task spans (their contexts make the rows, as in msprof)"
 PMU_AT = schema.TASK_COLUMNS.index("pmu")
+OP_STATES = {0: "static", 1: "dynamic"}  # node_basic_info op_state
 UNRESOLVED_STREAM = -1  # a chip-v6 task log names its task by a 32-bit id only: the host task_track has the stream
 
 
@@ -517,13 +518,18 @@ class AggregatorStage(Transform):
         thread, ts = int(record["thread_id"]), int(record["ts_ns"])
         since = node_api.start if node_api else 0
         op_hash = int(node["op_name"]) if node is not None else (node_api.item_id if node_api else 0)
-        op_name = self.hashes.get(op_hash, str(op_hash) if op_hash else (type_name or "N/A"))
+        hashes = self.hashes
+        op_name = hashes.get(op_hash)
+        if op_name is None:  # (hash_dic texts are never None)
+            op_name = str(op_hash) if op_hash else (type_name or "N/A")
         if node is not None:
-            op_type = self.hashes.get(int(node["op_type"]), str(int(node["op_type"])))
+            op_type = hashes.get(int(node["op_type"]))
+            if op_type is None:
+                op_type = str(int(node["op_type"]))
             core = raw.GE_TASK_TYPES[int(node["task_type"])] if int(node["task_type"]) < len(raw.GE_TASK_TYPES) \
                 else "INVALID"
             block = int(node["block_num"])
-            op_state = {0: "static", 1: "dynamic"}.get(int(node["op_state"]), "N/A")
+            op_state = OP_STATES.get(int(node["op_state"]), "N/A")
             hf32 = "YES" if int(node["op_flag"]) else "NO"  # GE's op flag: the op may compute in HF32
         else:
             op_type, core, block, op_state = type_name or "N/A", type_name or "N/A", int(record["num_blocks"]), "N/A"
@@ -964,10 +970,13 @@ _texts_cache: dict[tuple[tuple[int, bytes], ...], dict[str, str]] = {}
 def _tensor_texts(tensor: Any) -> dict[str, str]:
     """Shapes, data types and formats of an op's tensors; ``tensor``: one tensor record, a list of them (an op
     with more than five tensors), or None. Texts are cached by what they depend on (tensor counts, slot bytes)."""
-    records = tensor if isinstance(tensor, list) else [tensor]
-    if tensor is None or not all(isinstance(record, dict) and "texts_key" in record for record in records):
-        return _tensor_texts_of(tensor)
-    key = tuple(record["texts_key"] for record in records)
+    if type(tensor) is list and len(tensor) == 1 and type(tensor[0]) is dict and "texts_key" in tensor[0]:
+        key: tuple[tuple[int, bytes], ...] = (tensor[0]["texts_key"],)  # the common case, quickly
+    else:
+        records = tensor if isinstance(tensor, list) else [tensor]
+        if tensor is None or not all(isinstance(record, dict) and "texts_key" in record for record in records):
+            return _tensor_texts_of(tensor)
+        key = tuple(record["texts_key"] for record in records)
     cached = _texts_cache.get(key)
     if cached is None:
         if len(_texts_cache) >= TEXTS_CACHE_LIMIT:

@@ -231,10 +231,17 @@ def l2_rates(counts: list[int], facts: dict[str, Any]) -> list[float | None]:
     if plan is None:
         return _l2_rates_by_event(counts, facts)
     request_terms, hit_terms, victim_terms, stars = plan
-    request = sum(counts[i] * sign for i, sign in request_terms)
-    hit = sum(counts[i] * sign for i, sign in hit_terms) / request if request else 0.0
-    victim = sum(counts[i] * sign for i, sign in victim_terms) / request if request else 0.0
+    request = _total(counts, request_terms)
+    hit = _total(counts, hit_terms) / request if request else 0.0
+    victim = _total(counts, victim_terms) / request if request else 0.0
     return [None if stars else hit, victim]
+
+
+def _total(counts: list[int], terms: Terms) -> int:
+    total = 0
+    for i, sign in terms:
+        total += counts[i] * sign
+    return total
 
 
 def _l2_rates_by_event(counts: list[int], facts: dict[str, Any]) -> list[float | None]:
