@@ -6,6 +6,7 @@ Out ``tasks``: run_info, api, tx, task, step_trace, aicpu and l2_cache rows (sta
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -42,6 +43,7 @@ from stages.subscription import records as subscribed_records
 MAX_PENDING = 200_000
 PRUNE_EVERY_S = 0.5
 TEXT_IDS_LIMIT = 65_536  # distinct text combinations of task rows remembered with their symbol ids
+API_NAMES_LIMIT = 65_536  # distinct API names remembered with their symbol ids
 # Decoded kinds this release keeps out of its outputs: counted (AggregatorStage.accounting) with the reason the
 # report gives, never rejected.
 UNUSED_KINDS = {
@@ -204,6 +206,8 @@ class AggregatorStage(Transform):
         self.subscribed = SubscribedOps()  # operator records of a subscription source
         self.pmu_layouts: dict[int, PmuLayout] = {}
         self.text_ids: dict[tuple[str, ...], tuple[int, ...]] = {}  # a task row's texts → their symbol ids
+        # (level, type, name) of an API record → symbol ids of its struct type and name, its statistics key
+        self.api_names: dict[tuple[int, int, str], tuple[int, int, tuple[str, str]]] = {}
 
     # -- intake ---------------------------------------------------------------------------
     def process(self, batch: Batch) -> Iterable[Batch]:
@@ -275,9 +279,10 @@ class AggregatorStage(Transform):
             self.contexts.add(arr)
         elif kind in ("pmu", "context_pmu"):
             pmu = self.pmu
-            for record in _dicts(arr):
-                key = (record["device_id"], record["stream_id"], record["task_id"],
-                       record.get("context_id", INVALID_CONTEXT))
+            contexts = arr["context_id"].tolist() if "context_id" in (arr.dtype.names or ()) \
+                else itertools.repeat(INVALID_CONTEXT)
+            keys = zip(arr["device_id"].tolist(), arr["stream_id"].tolist(), arr["task_id"].tolist(), contexts)
+            for key, record in zip(keys, _dicts(arr)):  # (zip stops at the records: contexts may repeat)
                 found = pmu.get(key)
                 if found is None:
                     pmu[key] = deque((record,))
@@ -377,6 +382,9 @@ class AggregatorStage(Transform):
         """API rows in arrival order, each once its name is known (or its wait ran out); statistics per batch."""
         durations: dict[tuple[str, str], list[int]] = {}
         intern, rows, types, hashes = self.symbols.intern, self.rows["api"], self.types, self.hashes
+        if len(self.api_names) > API_NAMES_LIMIT:
+            self.api_names.clear()
+        api_names = self.api_names
         while self.pending_apis:
             chunk = self.pending_apis[0]
             expired = self._expired(chunk.arrived, now)
@@ -396,16 +404,19 @@ class AggregatorStage(Transform):
                     name = str(item if level not in raw.LEVEL_NAMES else type_id)
                 elif not name:
                     name = str(item if level not in raw.LEVEL_NAMES else type_id)
-                struct_type = raw.ACL_API_CLASS.get(type_id >> 16, "") if level == raw.LEVEL_ACL else ""
+                named = api_names.get((level, type_id, name))
+                if named is None:
+                    struct_type = raw.ACL_API_CLASS.get(type_id >> 16, "") if level == raw.LEVEL_ACL else ""
+                    named = api_names[(level, type_id, name)] = (
+                        intern(struct_type), intern(name), (raw.LEVEL_NAMES.get(level) or str(level), name))
                 start, end = chunk.starts[i], chunk.ends[i]
-                level_name = raw.LEVEL_NAMES.get(level) or str(level)
-                found = durations.get((level_name, name))
+                found = durations.get(named[2])
                 if found is None:
-                    durations[(level_name, name)] = [end - start]
+                    durations[named[2]] = [end - start]
                 else:
                     found.append(end - start)
-                rows.append([start, end, level, intern(struct_type), intern(name), chunk.threads[i],
-                             chunk.first_connection + i, item])
+                rows.append([start, end, level, named[0], named[1], chunk.threads[i], chunk.first_connection + i,
+                             item])
                 i += 1
             chunk.cursor = i
             if i < n:
