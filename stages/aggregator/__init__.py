@@ -6,7 +6,6 @@ Out ``tasks``: run_info, api, tx, task, step_trace, aicpu and l2_cache rows (sta
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -280,9 +279,10 @@ class AggregatorStage(Transform):
         elif kind in ("pmu", "context_pmu"):
             pmu = self.pmu
             contexts = arr["context_id"].tolist() if "context_id" in (arr.dtype.names or ()) \
-                else itertools.repeat(INVALID_CONTEXT)
-            keys = zip(arr["device_id"].tolist(), arr["stream_id"].tolist(), arr["task_id"].tolist(), contexts)
-            for key, record in zip(keys, _dicts(arr)):  # (zip stops at the records: contexts may repeat)
+                else [INVALID_CONTEXT] * len(arr)
+            keys = zip(arr["device_id"].tolist(), arr["stream_id"].tolist(), arr["task_id"].tolist(), contexts,
+                       strict=True)
+            for key, record in zip(keys, _dicts(arr), strict=True):
                 found = pmu.get(key)
                 if found is None:
                     pmu[key] = deque((record,))
@@ -713,8 +713,8 @@ class AggregatorStage(Transform):
         pmu += extra + hidden
         texts = (info["op_name"], info["op_type"], info["task_type"], info["op_state"], info["input_shapes"],
                  info["input_dtypes"], info["input_formats"], info["output_shapes"], info["output_dtypes"],
-                 info["output_formats"], info.get("kernel_name", ""), info.get("runtime_task_type") or info["task_type"],
-                 info.get("hf32_eligible", "N/A"))
+                 info["output_formats"], info.get("kernel_name", ""),
+                 info.get("runtime_task_type") or info["task_type"], info.get("hf32_eligible", "N/A"))
         ids = self.text_ids.get(texts)
         if ids is None:  # interned in the row's column order, as one by one
             if len(self.text_ids) >= TEXT_IDS_LIMIT:

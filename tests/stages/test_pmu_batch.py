@@ -67,7 +67,8 @@ def test_a_large_batch_of_typical_records_matches_too() -> None:
                 assert all(same(a, b) for a, b in zip(got[i], want, strict=True)), (group, platform, i)
 
 
-@given(values=st.lists(st.floats(allow_nan=True, allow_infinity=True) | st.integers(-10**7, 10**7).map(lambda k: k / 2000)
+@given(values=st.lists(st.floats(allow_nan=True, allow_infinity=True)
+                       | st.integers(-10**7, 10**7).map(lambda k: k / 2000)
                        | st.integers(-10**6, 10**6).map(lambda k: k / 1000 + 0.0005), max_size=50),
        digits=st.sampled_from([2, 3]))
 def test_round_array_is_python_round_bit_for_bit(values: list[float], digits: int) -> None:
