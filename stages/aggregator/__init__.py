@@ -943,27 +943,29 @@ def _chip_name(platform: Any) -> str:
 
 def _dicts(arr: np.ndarray, arrays: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Records as dicts of Python values: what the join looks up field by field, many times per record.
-    ``arrays``: large array fields, kept as numpy rows (most records never read them)."""
+    ``arrays``: large array fields, kept as numpy rows (most records never read them). Values are taken a column
+    at a time (a structured array's own ``tolist`` costs some twenty times more); a small array field
+    (PMU counters) stays a numpy row, as in a record's ``tolist``."""
     names = tuple(name for name in arr.dtype.names or () if name not in arrays)
-    out = list(map(_record_maker(names), arr[list(names)].tolist()))
+    columns = [arr[name].tolist() if arr.dtype[name].shape == () else list(arr[name]) for name in names]
+    out: list[dict[str, Any]] = list(map(_record_maker(names), *columns))
     for name in arrays:
         for record, row in zip(out, arr[name], strict=True):
             record[name] = row
     return out
 
 
-_record_makers: dict[tuple[str, ...], Callable[[tuple[Any, ...]], dict[str, Any]]] = {}
+_record_makers: dict[tuple[str, ...], Callable[..., dict[str, Any]]] = {}
 
 
-def _record_maker(names: tuple[str, ...]) -> Callable[[tuple[Any, ...]], dict[str, Any]]:
-    """A function turning one record's values (a tuple, in ``names`` order) into a dict: a dict display built
-    once per record layout (``{name: values[0], ...}``) costs a third less than ``dict(zip(names, values))``."""
+def _record_maker(names: tuple[str, ...]) -> Callable[..., dict[str, Any]]:
+    """A function of one record's values (one argument per field, in ``names`` order) returning its dict: a dict
+    display built once per record layout (``{"name": v0, ...}``) costs a third less than ``dict(zip(…))``."""
     maker = _record_makers.get(names)
     if maker is None:
-        if not all(name.isidentifier() for name in names):  # field names are code here: only plain identifiers
-            return lambda values: dict(zip(names, values, strict=True))
-        fields = ", ".join(f"{name!r}: values[{i}]" for i, name in enumerate(names))
-        maker = _record_makers[names] = eval(f"lambda values: {{{fields}}}")  # noqa: S307 - names checked above
+        arguments = ", ".join(f"v{i}" for i in range(len(names)))
+        fields = ", ".join(f"{name!r}: v{i}" for i, name in enumerate(names))  # names only as string literals
+        maker = _record_makers[names] = eval(f"lambda {arguments}: {{{fields}}}")  # noqa: S307
     return maker
 
 
