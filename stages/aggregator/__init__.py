@@ -6,9 +6,10 @@ Out ``tasks``: run_info, api, tx, task, step_trace, aicpu and l2_cache rows (sta
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,11 @@ from stages.subscription import records as subscribed_records
 
 MAX_PENDING = 200_000
 PRUNE_EVERY_S = 0.5
+TEXT_IDS_LIMIT = 65_536  # distinct text combinations of task rows remembered with their symbol ids
+API_NAMES_LIMIT = 65_536  # distinct API names remembered with their symbol ids
+# The join holds many small containers (records waiting for their partners); at Python's default of 700
+# allocations between young-generation collections, those collections took ~10 % of the stage's CPU.
+GC_YOUNG_THRESHOLD = 50_000
 # Decoded kinds this release keeps out of its outputs: counted (AggregatorStage.accounting) with the reason the
 # report gives, never rejected.
 UNUSED_KINDS = {
@@ -69,6 +75,7 @@ NAMED_LEVELS = frozenset(level for level in raw.LEVEL_NAMES if level != raw.LEVE
 ROW_KINDS = ("api", "tx", "task", "step_trace", "aicpu", "l2_cache", "aicore_freq")  # row batches of ``tasks``
 FFTS_TASK_SPAN = "FFTS+ task spans (their contexts make the rows, as in msprof)"
 PMU_AT = schema.TASK_COLUMNS.index("pmu")
+OP_STATES = {0: "static", 1: "dynamic"}  # node_basic_info op_state
 UNRESOLVED_STREAM = -1  # a chip-v6 task log names its task by a 32-bit id only: the host task_track has the stream
 
 
@@ -129,6 +136,17 @@ class PmuJob:
     row: list[Any] | None = None
 
 
+@dataclass(frozen=True)
+class PmuLayout:
+    """A device's PMU facts as task rows use them (AggregatorStage._pmu_layout)."""
+
+    facts: dict[str, Any] | None  # the device_info facts it was worked out from
+    events: list[int]
+    platform: int
+    stars: StarsPmu | None  # the aic_/aiv_ layout of a STARS chip
+    width: int  # PMU values of a row without a PMU record (non-STARS chips)
+
+
 @dataclass
 class HostTask:
     record: Any  # a task_track as a dict (see _dicts), or a legacy RT_TRACK record
@@ -148,6 +166,9 @@ class AggregatorStage(Transform):
 
     def __init__(self, config: Any, ctx: Any) -> None:
         super().__init__(config, ctx)
+        young, *older = gc.get_threshold()
+        if young < GC_YOUNG_THRESHOLD:  # the stage's own process (no output depends on it)
+            gc.set_threshold(GC_YOUNG_THRESHOLD, *older)
         self.symbols = SymbolTable()
         self.hashes: dict[int, str] = {}
         self.types: dict[tuple[int, int], str] = {}
@@ -189,6 +210,10 @@ class AggregatorStage(Transform):
         self.flags: dict[int, tuple[dict[str, Any] | None, DeviceFlags]] = {}  # device → (its facts, their flags)
         self.steps = StepTraceBook()
         self.subscribed = SubscribedOps()  # operator records of a subscription source
+        self.pmu_layouts: dict[int, PmuLayout] = {}
+        self.text_ids: dict[tuple[str, ...], tuple[int, ...]] = {}  # a task row's texts → their symbol ids
+        # (level, type, name) of an API record → symbol ids of its struct type and name, its statistics key
+        self.api_names: dict[tuple[int, int, str], tuple[int, int, tuple[str, str]]] = {}
 
     # -- intake ---------------------------------------------------------------------------
     def process(self, batch: Batch) -> Iterable[Batch]:
@@ -260,9 +285,11 @@ class AggregatorStage(Transform):
             self.contexts.add(arr)
         elif kind in ("pmu", "context_pmu"):
             pmu = self.pmu
-            for record in _dicts(arr):
-                key = (record["device_id"], record["stream_id"], record["task_id"],
-                       record.get("context_id", INVALID_CONTEXT))
+            contexts = arr["context_id"].tolist() if "context_id" in (arr.dtype.names or ()) \
+                else [INVALID_CONTEXT] * len(arr)
+            keys = zip(arr["device_id"].tolist(), arr["stream_id"].tolist(), arr["task_id"].tolist(), contexts,
+                       strict=True)
+            for key, record in zip(keys, _dicts(arr), strict=True):
                 found = pmu.get(key)
                 if found is None:
                     pmu[key] = deque((record,))
@@ -362,6 +389,9 @@ class AggregatorStage(Transform):
         """API rows in arrival order, each once its name is known (or its wait ran out); statistics per batch."""
         durations: dict[tuple[str, str], list[int]] = {}
         intern, rows, types, hashes = self.symbols.intern, self.rows["api"], self.types, self.hashes
+        if len(self.api_names) > API_NAMES_LIMIT:
+            self.api_names.clear()
+        api_names = self.api_names
         while self.pending_apis:
             chunk = self.pending_apis[0]
             expired = self._expired(chunk.arrived, now)
@@ -381,16 +411,19 @@ class AggregatorStage(Transform):
                     name = str(item if level not in raw.LEVEL_NAMES else type_id)
                 elif not name:
                     name = str(item if level not in raw.LEVEL_NAMES else type_id)
-                struct_type = raw.ACL_API_CLASS.get(type_id >> 16, "") if level == raw.LEVEL_ACL else ""
+                named = api_names.get((level, type_id, name))
+                if named is None:
+                    struct_type = raw.ACL_API_CLASS.get(type_id >> 16, "") if level == raw.LEVEL_ACL else ""
+                    named = api_names[(level, type_id, name)] = (
+                        intern(struct_type), intern(name), (raw.LEVEL_NAMES.get(level) or str(level), name))
                 start, end = chunk.starts[i], chunk.ends[i]
-                level_name = raw.LEVEL_NAMES.get(level) or str(level)
-                found = durations.get((level_name, name))
+                found = durations.get(named[2])
                 if found is None:
-                    durations[(level_name, name)] = [end - start]
+                    durations[named[2]] = [end - start]
                 else:
                     found.append(end - start)
-                rows.append([start, end, level, intern(struct_type), intern(name), chunk.threads[i],
-                             chunk.first_connection + i, item])
+                rows.append([start, end, level, named[0], named[1], chunk.threads[i], chunk.first_connection + i,
+                             item])
                 i += 1
             chunk.cursor = i
             if i < n:
@@ -416,12 +449,13 @@ class AggregatorStage(Transform):
                 thread, ts = int(record["thread_id"]), int(record["ts_ns"])
                 node_api = self.host.node_api(thread, ts)
                 type_name = self._type_name(raw.LEVEL_RUNTIME, int(record["task_type"]))
+                node = self.host.node_info(thread, ts, node_api.start if node_api else 0)
                 complete = int(record["device_id"]) in self.devices and \
-                    self._host_context_complete(thread, ts, node_api, type_name, int(record["kernel_name"]),
+                    self._host_context_complete(thread, ts, node_api, node, type_name, int(record["kernel_name"]),
                                                 tensor_low, context_low)
                 if not complete and not self._expired(task.arrived, now):
                     return
-                task.resolved = self._describe(record, node_api, type_name)
+                task.resolved = self._describe(record, node_api, node, type_name)
             self.pending_host.popleft()
             if task.resolved is None:
                 continue  # bookkeeping task (a task-id flip): no device work of its own
@@ -463,8 +497,8 @@ class AggregatorStage(Transform):
         """The oldest watermark of the streams of a kind (tensor_info …); infinite when there are none."""
         return min((mark for stream, mark in self.watermarks.items() if stream_kind in stream), default=float("inf"))
 
-    def _host_context_complete(self, thread: int, ts: int, node_api: Interval | None, type_name: str | None,
-                               kernel: int, tensor_low: float, context_low: float) -> bool:
+    def _host_context_complete(self, thread: int, ts: int, node_api: Interval | None, node: Any,
+                               type_name: str | None, kernel: int, tensor_low: float, context_low: float) -> bool:
         """Everything that describes a task at ``ts`` has arrived: its Node API, its node_basic_info with
         both names (and the kernel name) in hash_dic, when a tensor_info stream exists its records up to ``ts``
         and, for an FFTS+ or
@@ -474,7 +508,6 @@ class AggregatorStage(Transform):
             return True
         if node_api is None or type_name is None:
             return False
-        node = self.host.node_info(thread, ts, node_api.start)
         if node is None or int(node["op_name"]) not in self.hashes or int(node["op_type"]) not in self.hashes \
                 or kernel and kernel not in self.hashes:
             return False  # names come from hash_dic, which the runtime may flush later than the records
@@ -495,20 +528,26 @@ class AggregatorStage(Transform):
         tensors = self.host.tensor_info(thread, ts, op_name, since)
         return tensors is None or int(tensors[-1]["tensor_num"]) < raw.TENSOR_SLOTS
 
-    def _describe(self, record: Any, node_api: Interval | None, type_name: str | None) -> dict[str, Any] | None:
+    def _describe(self, record: Any, node_api: Interval | None, node: Any,
+                  type_name: str | None) -> dict[str, Any] | None:
+        """``node``: the task's node_basic_info (HostIndex.node_info since its Node API's start), or None."""
         if type_name == "FLIP_TASK":
             return None
         thread, ts = int(record["thread_id"]), int(record["ts_ns"])
         since = node_api.start if node_api else 0
-        node = self.host.node_info(thread, ts, since)
         op_hash = int(node["op_name"]) if node is not None else (node_api.item_id if node_api else 0)
-        op_name = self.hashes.get(op_hash, str(op_hash) if op_hash else (type_name or "N/A"))
+        hashes = self.hashes
+        op_name = hashes.get(op_hash)
+        if op_name is None:  # (hash_dic texts are never None)
+            op_name = str(op_hash) if op_hash else (type_name or "N/A")
         if node is not None:
-            op_type = self.hashes.get(int(node["op_type"]), str(int(node["op_type"])))
+            op_type = hashes.get(int(node["op_type"]))
+            if op_type is None:
+                op_type = str(int(node["op_type"]))
             core = raw.GE_TASK_TYPES[int(node["task_type"])] if int(node["task_type"]) < len(raw.GE_TASK_TYPES) \
                 else "INVALID"
             block = int(node["block_num"])
-            op_state = {0: "static", 1: "dynamic"}.get(int(node["op_state"]), "N/A")
+            op_state = OP_STATES.get(int(node["op_state"]), "N/A")
             hf32 = "YES" if int(node["op_flag"]) else "NO"  # GE's op flag: the op may compute in HF32
         else:
             op_type, core, block, op_state = type_name or "N/A", type_name or "N/A", int(record["num_blocks"]), "N/A"
@@ -595,13 +634,13 @@ class AggregatorStage(Transform):
             if partner is not None:
                 self._matched(host, partner)
             else:
-                self.host_ready.setdefault(key, deque()).append(host)
+                _put(self.host_ready, key, host)
         elif device is not None:
             waiting_host = _take(self.host_ready, key)
             if waiting_host is not None:
                 self._matched(waiting_host, device)
             else:
-                self.device_ready.setdefault(key, deque()).append(device)
+                _put(self.device_ready, key, device)
 
     def _matched(self, host: HostTask, device: DeviceTask) -> None:
         """A joined task waits for its PMU; an FFTS+ task is split into its contexts first (contexts.py)."""
@@ -659,42 +698,60 @@ class AggregatorStage(Transform):
 
     def _emit_task(self, info: dict[str, Any], device: DeviceTask, pmu_record: Any,
                    extra: list[float | None], context: int = INVALID_CONTEXT) -> None:
-        facts = self.devices.get(device.device, {})
-        events = list(facts.get("pmu_events", []))
-        metric, platform = str(facts.get("metric", "")), int(facts.get("platform", 1))
+        layout = self._pmu_layout(device.device)
         pmu: list[float | None] = []
         job: PmuJob | None = None  # the values are worked out later, with the other rows of the batch
         hidden: list[float | None] = []  # after the extras: see meta["hidden_pmu_columns"]
-        stars = self._stars_pmu(device.device)
+        stars = layout.stars
         if stars is not None:
             if pmu_record is not None and "overflow" not in pmu_record:
                 pmu_record = None  # an HWTS-class PMU record on a STARS chip: not a ContextPmu
             pmu, hidden = stars.split_values(pmu_record, info["block_dim"], device.end - device.start,
-                                             self.extras.clock_mhz(device.device, platform, device.end))
-        elif events:
+                                             self.extras.clock_mhz(device.device, layout.platform, device.end))
+        elif layout.events:
             if pmu_record is not None:  # computed with the other tasks of its batch (_fill_pmu)
                 block = int(pmu_record["block"]) or info["block_dim"]
                 at = int(pmu_record["ts_ns"]) or device.end
                 job = PmuJob(device.device, int(pmu_record["total_cycle"]), pmu_record["pmu"], block,
-                             device.end - device.start, self.extras.clock_mhz(device.device, platform, at), extra)
+                             device.end - device.start, self.extras.clock_mhz(device.device, layout.platform, at),
+                             extra)
             else:
-                pmu = [None] * len(pmu_columns(events, metric, platform))
+                pmu = [None] * layout.width
         pmu += extra + hidden
-        intern = self.symbols.intern
+        texts = (info["op_name"], info["op_type"], info["task_type"], info["op_state"], info["input_shapes"],
+                 info["input_dtypes"], info["input_formats"], info["output_shapes"], info["output_dtypes"],
+                 info["output_formats"], info.get("kernel_name", ""),
+                 info.get("runtime_task_type") or info["task_type"], info.get("hf32_eligible", "N/A"))
+        ids = self.text_ids.get(texts)
+        if ids is None:  # interned in the row's column order, as one by one
+            if len(self.text_ids) >= TEXT_IDS_LIMIT:
+                self.text_ids.clear()
+            ids = self.text_ids[texts] = tuple(map(self.symbols.intern, texts))
         row = [
             device.device, info["model_id"], info["iteration"], device.stream, device.task, device.batch,
-            device.start, device.end, intern(info["op_name"]), intern(info["op_type"]), intern(info["task_type"]),
-            intern(info["op_state"]), info["block_dim"], info["mix_block_dim"], info["connection_id"],
-            info["thread_id"], intern(info["input_shapes"]), intern(info["input_dtypes"]),
-            intern(info["input_formats"]), intern(info["output_shapes"]), intern(info["output_dtypes"]),
-            intern(info["output_formats"]), pmu, context, intern(info.get("kernel_name", "")),
-            intern(info.get("runtime_task_type") or info["task_type"]), intern(info.get("hf32_eligible", "N/A"))]
+            device.start, device.end, ids[0], ids[1], ids[2], ids[3], info["block_dim"], info["mix_block_dim"],
+            info["connection_id"], info["thread_id"], ids[4], ids[5], ids[6], ids[7], ids[8], ids[9], pmu, context,
+            ids[10], ids[11], ids[12]]
         if job is not None:
             job.row = row
             self.pmu_jobs.append(job)
         self.rows["task"].append(row)
         self.stats.add_op(device.device, info["op_type"], info["task_type"], device.end - device.start)
         self.tasks_out += 1
+
+    def _pmu_layout(self, device: int) -> PmuLayout:
+        """What a device's facts say about its task rows' PMU values, worked out once per device_info."""
+        facts = self.devices.get(device)
+        cached = self.pmu_layouts.get(device)
+        if cached is not None and cached.facts is facts:
+            return cached
+        known = facts or {}
+        events = list(known.get("pmu_events", []))
+        metric, platform = str(known.get("metric", "")), int(known.get("platform", 1))
+        layout = self.pmu_layouts[device] = PmuLayout(
+            facts, events, platform, self._stars_pmu(device),
+            len(pmu_columns(events, metric, platform)) if events else 0)
+        return layout
 
     # -- output ---------------------------------------------------------------------------
     def _run_info(self) -> Batch:
@@ -877,6 +934,15 @@ def _take(table: dict[Any, deque[Any]], key: Any) -> Any:
     return item
 
 
+def _put(table: dict[Any, deque[Any]], key: Any, item: Any) -> None:
+    """Queue ``item`` under ``key`` (newest last)."""
+    waiting = table.get(key)
+    if waiting is None:
+        table[key] = deque((item,))
+    else:
+        waiting.append(item)
+
+
 def _chip_name(platform: Any) -> str:
     """The chip model msprof's NPU_INFO gives a platform_version (spec §1.8)."""
     return raw.CHIP_NAMES.get(platform, "UNKNOWN") if isinstance(platform, int) else "UNKNOWN"
@@ -884,13 +950,30 @@ def _chip_name(platform: Any) -> str:
 
 def _dicts(arr: np.ndarray, arrays: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Records as dicts of Python values: what the join looks up field by field, many times per record.
-    ``arrays``: large array fields, kept as numpy rows (most records never read them)."""
-    names = [name for name in arr.dtype.names or () if name not in arrays]
-    out = [dict(zip(names, values, strict=True)) for values in arr[names].tolist()]
+    ``arrays``: large array fields, kept as numpy rows (most records never read them). Values are taken a column
+    at a time (a structured array's own ``tolist`` costs some twenty times more); a small array field
+    (PMU counters) stays a numpy row, as in a record's ``tolist``."""
+    names = tuple(name for name in arr.dtype.names or () if name not in arrays)
+    columns = [arr[name].tolist() if arr.dtype[name].shape == () else list(arr[name]) for name in names]
+    out: list[dict[str, Any]] = list(map(_record_maker(names), *columns))
     for name in arrays:
         for record, row in zip(out, arr[name], strict=True):
             record[name] = row
     return out
+
+
+_record_makers: dict[tuple[str, ...], Callable[..., dict[str, Any]]] = {}
+
+
+def _record_maker(names: tuple[str, ...]) -> Callable[..., dict[str, Any]]:
+    """A function of one record's values (one argument per field, in ``names`` order) returning its dict: a dict
+    display built once per record layout (``{"name": v0, ...}``) costs a third less than ``dict(zip(…))``."""
+    maker = _record_makers.get(names)
+    if maker is None:
+        arguments = ", ".join(f"v{i}" for i in range(len(names)))
+        fields = ", ".join(f"{name!r}: v{i}" for i, name in enumerate(names))  # names only as string literals
+        maker = _record_makers[names] = eval(f"lambda {arguments}: {{{fields}}}")  # noqa: S307
+    return maker
 
 
 def _tensor_keys(arr: np.ndarray) -> list[tuple[int, bytes]]:
@@ -907,10 +990,13 @@ _texts_cache: dict[tuple[tuple[int, bytes], ...], dict[str, str]] = {}
 def _tensor_texts(tensor: Any) -> dict[str, str]:
     """Shapes, data types and formats of an op's tensors; ``tensor``: one tensor record, a list of them (an op
     with more than five tensors), or None. Texts are cached by what they depend on (tensor counts, slot bytes)."""
-    records = tensor if isinstance(tensor, list) else [tensor]
-    if tensor is None or not all(isinstance(record, dict) and "texts_key" in record for record in records):
-        return _tensor_texts_of(tensor)
-    key = tuple(record["texts_key"] for record in records)
+    if type(tensor) is list and len(tensor) == 1 and type(tensor[0]) is dict and "texts_key" in tensor[0]:
+        key: tuple[tuple[int, bytes], ...] = (tensor[0]["texts_key"],)  # the common case, quickly
+    else:
+        records = tensor if isinstance(tensor, list) else [tensor]
+        if tensor is None or not all(isinstance(record, dict) and "texts_key" in record for record in records):
+            return _tensor_texts_of(tensor)
+        key = tuple(record["texts_key"] for record in records)
     cached = _texts_cache.get(key)
     if cached is None:
         if len(_texts_cache) >= TEXTS_CACHE_LIMIT:

@@ -199,7 +199,52 @@ class DeviceExtras:
         self.l2.clear()
 
 
+Terms = tuple[tuple[int, int], ...]  # (index of an event's count, +1 or -1)
+_l2_plans: dict[int, tuple[dict[str, Any], int, tuple[Terms, Terms, Terms, bool] | None]] = {}
+
+
+def _l2_plan(facts: dict[str, Any], width: int) -> tuple[Terms, Terms, Terms, bool] | None:
+    """Where each of a device's request, hit and victim events sits among a record's ``width`` counts, worked out
+    once per device facts (None: an event the device does not count; :func:`l2_rates` then fails as it did)."""
+    cached = _l2_plans.get(id(facts))
+    if cached is not None and cached[0] is facts and cached[1] == width:
+        return cached[2]
+    platform = int(facts.get("platform", 1))
+    where = {event: i for i, event in enumerate((facts.get("l2_events") or [])[:width])}  # the last one counts
+    plan: tuple[Terms, Terms, Terms, bool] | None
+    try:
+        request, hit, victim = (tuple((where[abs(e)], -1 if e < 0 else 1) for e in events)
+                                for events in L2_EVENTS[platform])
+        plan = (request, hit, victim, platform in raw.STARS_PLATFORMS)
+    except KeyError:
+        plan = None
+    if len(_l2_plans) > 64:
+        _l2_plans.clear()
+    _l2_plans[id(facts)] = (facts, width, plan)
+    return plan
+
+
 def l2_rates(counts: list[int], facts: dict[str, Any]) -> list[float | None]:
+    """Hit and victim rates of one L2 cache record's event counts with the device's event roles (hit None on
+    STARS chips)."""
+    plan = _l2_plan(facts, len(counts))
+    if plan is None:
+        return _l2_rates_by_event(counts, facts)
+    request_terms, hit_terms, victim_terms, stars = plan
+    request = _total(counts, request_terms)
+    hit = _total(counts, hit_terms) / request if request else 0.0
+    victim = _total(counts, victim_terms) / request if request else 0.0
+    return [None if stars else hit, victim]
+
+
+def _total(counts: list[int], terms: Terms) -> int:
+    total = 0
+    for i, sign in terms:
+        total += counts[i] * sign
+    return total
+
+
+def _l2_rates_by_event(counts: list[int], facts: dict[str, Any]) -> list[float | None]:
     """Hit and victim rates of one L2 cache record's event counts with the device's event roles (hit None on
     STARS chips)."""
     platform = int(facts.get("platform", 1))

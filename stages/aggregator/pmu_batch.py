@@ -79,7 +79,7 @@ class _Batch:
         freq = np.where(bad, 1.0, self.time_freq_hz)
         exact = (self.cycles * 1000).astype(np.float64) * 1000.0 / freq / self.block * self.cores_used
         if not self.mini:
-            exact = np.array([round(value, 2) for value in exact.tolist()], np.float64)
+            exact = round_array(exact, 2)
         self._aicore = np.where(bad, np.nan, exact)
         return self._aicore
 
@@ -181,37 +181,66 @@ def _column(x: _Batch, formula: Formula) -> Column:
     raise ValueError(f"no batch form for PMU formula kind {kind!r}")
 
 
-def _round3(values: list[Value]) -> list[Value]:
-    return [None if v is None else round(v, 3) for v in values]
+def round_array(values: np.ndarray, digits: int) -> np.ndarray:
+    """Python's ``round(v, digits)`` of each value, bit for bit. ``rint(v * 10**digits) / 10**digits`` is that
+    value wherever the scaled product is not within its rounding error of a half (then both round the same
+    integer N, and N / 10**digits is the double nearest to N·10^-digits, as ``round`` returns); the few others
+    (ties, huge, NaN, inf) go through ``round`` itself."""
+    scale = 10.0 ** digits
+    with np.errstate(invalid="ignore", over="ignore"):
+        scaled = values * scale
+        off_half = np.abs(scaled - np.floor(scaled) - 0.5)
+        safe = (off_half > np.abs(scaled) * 2.0 ** -50) & (np.abs(scaled) < 2.0 ** 50)
+        out = np.rint(scaled) / scale
+    for i in np.flatnonzero(~safe).tolist():
+        out[i] = round(float(values[i]), digits)
+    return out
 
 
 def _as_values(column: Column, n: int) -> list[Value]:
     if column is None:
         return [None] * n
+    if not np.isnan(column).any():
+        return column.tolist()
     return [None if v != v else v for v in column.tolist()]  # NaN → None
 
 
-def _memory_bound(values: dict[str, list[Value]]) -> list[Value]:
-    triple = next(t for t in BOUND_RATIOS if all(name in values for name in t))
-    out: list[Value] = []
-    for mte2, vec, mac in zip(*(_round3(values[name]) for name in triple), strict=True):
-        if mte2 is None or vec is None or mac is None:
-            out.append(None)
-        else:
-            out.append(round(mte2 / max(vec, mac), 3) if max(vec, mac) else 0.0)
-    return out
+def _memory_bound(columns: dict[str, Column], n: int) -> list[Value]:
+    """round(mte2 / max(vec, mac), 3) of the rounded ratios (0.0 where both are 0); None where one is None."""
+    triple = next(t for t in BOUND_RATIOS if all(name in columns for name in t))
+    found = [columns[name] for name in triple]
+    if any(column is None for column in found):
+        return [None] * n
+    mte2, vec, mac = (round_array(column, 3) for column in found if column is not None)
+    top = np.maximum(vec, mac)
+    missing = np.isnan(mte2) | np.isnan(top)
+    zero = top == 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        bound = np.where(zero, 0.0, round_array(mte2 / np.where(zero, 1.0, top), 3))
+    return _with_none(bound, missing)
 
 
-def _cube_utilization(mac_ratio: list[Value], cycles: list[int], aic_mhz: float, core_num: int,
-                      durations: list[int]) -> list[Value]:
-    out: list[Value] = []
-    for mac, total_cycle, duration_ns in zip(_round3(mac_ratio), cycles, durations, strict=True):
-        if mac is None:
-            out.append(None)
-        elif not (mac and total_cycle and duration_ns and aic_mhz and core_num):
-            out.append(0.0)
-        else:
-            out.append(round(total_cycle / (aic_mhz * core_num * duration_ns) * 1000.0 * 100, 3))
+def _cube_utilization(mac_ratio: Column, cycles: np.ndarray, aic_mhz: float, core_num: int,
+                      durations: np.ndarray) -> list[Value]:
+    """round(cycles / (aic_mhz · cores · duration) · 1e5, 3) where the rounded mac ratio, cycles, duration and
+    clock are all non-zero, else 0.0; None where the mac ratio is None."""
+    n = len(cycles)
+    if mac_ratio is None:
+        return [None] * n
+    mac = round_array(mac_ratio, 3)
+    missing = np.isnan(mac)
+    if not (aic_mhz and core_num):
+        return _with_none(np.zeros(n), missing)
+    zero = (mac == 0) | (cycles == 0) | (durations == 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = round_array(cycles / (aic_mhz * core_num * np.where(zero, 1, durations)) * 1000.0 * 100, 3)
+    return _with_none(np.where(zero, 0.0, value), missing)
+
+
+def _with_none(values: np.ndarray, missing: np.ndarray) -> list[Value]:
+    out: list[Value] = values.tolist()
+    for i in np.flatnonzero(missing).tolist():
+        out[i] = None
     return out
 
 
@@ -245,15 +274,14 @@ def pmu_batch(events: list[int], cycles: np.ndarray, counters: np.ndarray, block
                np.maximum(np.asarray(block, np.int64), 1), core_num, aic_mhz * 1e6, time_clock, mini)
     m = len(x.cycles)
     columns = _group_columns(group_of(metric, events), events, platform)
-    values = {name: _as_values(_column(x, formula), m) for name, formula in columns}
-    table = [_as_values(x.aicore_us(), m), x.fcycles.tolist(), *values.values()]
-    for name in _derived(list(values)):
+    found = {name: _column(x, formula) for name, formula in columns}
+    table = [_as_values(x.aicore_us(), m), x.fcycles.tolist(), *(_as_values(column, m) for column in found.values())]
+    for name in _derived(list(found)):
         if name == MEMORY_BOUND:
-            table.append(_memory_bound(values))
+            table.append(_memory_bound(found, m))
         elif name == CUBE_UTILIZATION:
-            table.append(_cube_utilization(values["mac_ratio"], x.cycles.tolist(), aic_mhz, core_num,
-                                           durations.tolist()))
-    computed = [list(row) for row in zip(*table, strict=True)]
+            table.append(_cube_utilization(found["mac_ratio"], x.cycles, aic_mhz, core_num, durations))
+    computed = list(map(list, zip(*table, strict=True)))
     if inside is None:
         return computed
     for i, row in zip(inside.tolist(), computed, strict=True):

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stages.aggregator.metrics import pmu_values
-from stages.aggregator.pmu_batch import EXACT_LIMIT, pmu_batch
+from stages.aggregator.pmu_batch import EXACT_LIMIT, pmu_batch, round_array
 from stages.formats.raw import PMU_EVENT_SETS
 
 GROUPS = sorted(PMU_EVENT_SETS)
@@ -65,3 +65,15 @@ def test_a_large_batch_of_typical_records_matches_too() -> None:
                 want = pmu_values(events, int(cycles[i]), [int(v) for v in counters[i]], int(block[i]), 30, 1000.0,
                                   metric=group, platform=platform, duration_ns=int(duration[i]), time_mhz=clock)
                 assert all(same(a, b) for a, b in zip(got[i], want, strict=True)), (group, platform, i)
+
+
+@given(values=st.lists(st.floats(allow_nan=True, allow_infinity=True)
+                       | st.integers(-10**7, 10**7).map(lambda k: k / 2000)
+                       | st.integers(-10**6, 10**6).map(lambda k: k / 1000 + 0.0005), max_size=50),
+       digits=st.sampled_from([2, 3]))
+def test_round_array_is_python_round_bit_for_bit(values: list[float], digits: int) -> None:
+    """Ties (k/2000, k/1000 + 0.0005), huge, tiny, signed zeros, NaN and inf round as Python's round does."""
+    got = round_array(np.array(values, np.float64), digits)
+    expected = np.array([round(v, digits) for v in values], np.float64)
+    for a, b in zip(got.tolist(), expected.tolist(), strict=True):
+        assert (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
