@@ -40,6 +40,7 @@ from stages.sinks._jsonarray import JsonArrayFile
 MERGE_FAN_IN = 64
 TICK_ROWS = 8192  # rows between two heartbeats while sorting at close
 SPECIAL = re.compile(r'[,"\t\n\r]')
+SPECIAL_BUT_COMMA = re.compile(r'["\t\n\r]')
 _BLANKS = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
 
 RunRow = tuple  # (*int key, line): a row of a run file
@@ -53,6 +54,30 @@ def csv_cell(text: str) -> str:
     if "," in text or '"' in text:
         return '"' + text.replace('"', '""') + '"'
     return text
+
+
+class Memo(dict[str, str]):
+    """``memo[text]``: ``convert(text)``, remembered (a symbol's text recurs on every row); forgets all past
+    ``cap`` entries. A hit is a plain dict lookup."""
+
+    def __init__(self, convert: Callable[[str], str], cap: int = 1 << 16) -> None:
+        super().__init__()
+        self.convert = convert
+        self.cap = cap
+
+    def __missing__(self, text: str) -> str:
+        if len(self) >= self.cap:
+            self.clear()
+        converted = self[text] = self.convert(text)
+        return converted
+
+
+def csv_line(cells: list[str]) -> str:
+    """The cells quoted as :func:`csv_cell` does, joined: one scan of the joined line when no cell needs it."""
+    line = ",".join(cells)
+    if line.count(",") == len(cells) - 1 and not SPECIAL_BUT_COMMA.search(line):
+        return line
+    return ",".join([csv_cell(cell) for cell in cells])
 
 
 def slice_name(directory: Path, module: str, timestamp: str, suffix: str, index: int, sliced: bool) -> Path:
@@ -374,7 +399,9 @@ class SortedTable(SlicedOutput):
     def _line(self, cells: list[str]) -> str:
         if not self.csv:
             return json.dumps(dict(zip(self.header, cells, strict=False)), ensure_ascii=False)
-        out = [csv_cell(cell) for cell in cells]
+        if not self._tabs:
+            return csv_line(cells)
+        out = [csv_cell(cell) for cell in cells] if SPECIAL.search("".join(cells)) else cells[:]  # one scan
         for i in self._tabs:
             if out[i] != NA:
                 out[i] += "\t"
