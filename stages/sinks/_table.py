@@ -322,6 +322,8 @@ class SortedTable(SlicedOutput):
         self.rows = 0
         self._chunk: list[RunRow] = []  # (*key, width, line)
         self._runs: list[Path] = []
+        self._in_order = True  # every row so far arrived in the order the sort puts them in
+        self._last_row: RunRow | None = None
         self._rows_in_file = 0
         self._fd = -1
         self._json: JsonArrayFile | None = None
@@ -331,12 +333,19 @@ class SortedTable(SlicedOutput):
         """Rows as (sort key, cells)."""
         width = len(self.header)
         lines: list[str] = []
+        chunk = self._chunk
         for key, cells in rows:
             if len(cells) < width:
                 cells = cells + [NA] * (width - len(cells))
             line = self._line(cells)
-            self._chunk.append((*key, width, line))
+            chunk.append((*key, width, line))
             lines.append(line)
+        if self._in_order and lines:
+            added = chunk[-len(lines):]
+            previous = self._last_row
+            self._in_order = (previous is None or previous <= added[0]) and all(
+                earlier <= later for earlier, later in zip(added, added[1:], strict=False))
+            self._last_row = added[-1]
         self._write_live(lines)
         if len(self._chunk) >= self.chunk_rows:
             self._spill()
@@ -345,6 +354,7 @@ class SortedTable(SlicedOutput):
         """Widen the header: rows written so far get ``N/A`` in the new columns."""
         self.header.extend(names)
         self._tabs = [i for i, name in enumerate(self.header) if name in self.tab_names]
+        self._in_order = False  # the sorted files widen the rows written so far
         if not self.files or not self.csv:
             return  # JSON objects are completed at finish()
         pad = ",N/A" * len(names)
@@ -368,6 +378,9 @@ class SortedTable(SlicedOutput):
         if not self.rows:
             return Commit()
         spilled = list(self._runs)
+        if self._in_order and self.csv and len(self.files) == 1 and self.rows <= self.max_rows:
+            self._runs, self._chunk = [], []  # the live file is the sorted one already
+            return commit_of([], [], spilled)
         written = self.guard.attempt(self.directory, self._sort_files,
                                      lambda: remove_temporaries(self.directory, self.module, self.timestamp, "merge"))
         commit = commit_of(written, self.files, spilled)
