@@ -57,6 +57,36 @@ def num3(value: float | int | None) -> str:
     return "0" if text in ("-0", "") else text
 
 
+_NAN = float("nan")
+
+
+def num3_rows(rows: list[list[float | None]], width: int) -> list[list[str]]:
+    """:func:`num3` of each row's first ``width`` values (missing ones ``N/A``), a whole batch at once: one
+    ``%`` format and one regex pass over all of them instead of a call per value."""
+    flat: list[Any] = []
+    for values in rows:
+        flat += values if len(values) == width else [*values[:width], *[None] * (width - len(values))]
+    if not flat:
+        return [[] for _ in rows]
+    nones = flat.count(None)
+    numbers = [_NAN if value is None else value for value in flat] if nones else flat
+    try:
+        text = ("%.3f," * len(numbers)) % tuple(numbers)
+    except TypeError:  # a value that is not a number: one at a time
+        text = ""
+    if not text or text.count("nan") != nones:  # a NaN of its own (num3 prints it "nan"): one at a time
+        cells = [num3(value) for value in flat]
+    else:
+        # every cell ends in three decimals: whole numbers first, their comma marked so the decimals of the
+        # others can be cut by plain replaces ("-0" is "0", as num3 has it)
+        text = text.replace("-0.000,", "0.000,").replace(".000,", "|").replace("00,", ",").replace("0,", ",")
+        text = text.replace("|", ",")
+        if nones:
+            text = text.replace("nan", NA)
+        cells = text[:-1].split(",")
+    return [cells[i : i + width] for i in range(0, len(cells), width)]
+
+
 def us_to_ns(text: str) -> int:
     """Inverse of :func:`us` (tolerates msprof's trailing TAB)."""
     whole, _, frac = text.strip().partition(".")

@@ -31,6 +31,7 @@ from stages.sinks._table import (
     TICK_ROWS,
     AtomicText,
     Commit,
+    Memo,
     SlicedOutput,
     commit_of,
     csv_cell,
@@ -51,10 +52,7 @@ BASE_HEADER = [
     "Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)",
 ]
 START, DURATION, WAIT = 8, 9, 10
-TEXT_COLUMNS = (4, 5, 6, 7)  # Op Name, OP Type, OP State, Task Type
-TENSOR_COLUMNS = range(14, 20)  # shapes / data types / formats: msprof's quoted form
 KEY_FIELDS = 5
-SHAPE_COLUMNS = (14, 17)  # Input Shapes, Output Shapes
 
 SortKey = tuple[int, int, int, int, int]  # device, start ns, stream, task, duration ns
 Row = tuple[int, int, int, int, int, str]  # sort key + the line as written
@@ -81,6 +79,11 @@ def csv_tensor_cell(text: str) -> str:
     return csv_cell(text)
 
 
+_TEXT_CELLS = Memo(csv_cell)  # the CSV form of each text cell, looked up: the same texts recur on every row
+_SHAPE_CELLS = Memo(csv_shape_cell)
+_TENSOR_CELLS = Memo(csv_tensor_cell)
+
+
 class CsvCodec:
     suffix = "csv"
 
@@ -91,13 +94,14 @@ class CsvCodec:
         return ",".join(self.header) + "\n"
 
     def line(self, cells: list[str]) -> str:
-        out = list(cells)  # the other cells are numbers or N/A, written by the summary sink: nothing to quote
-        for i in TEXT_COLUMNS:
-            out[i] = csv_cell(cells[i])
-        out[START] = cells[START] + "\t"  # msprof's spreadsheet guard
-        for i in TENSOR_COLUMNS:
-            out[i] = csv_shape_cell(cells[i]) if i in SHAPE_COLUMNS else csv_tensor_cell(cells[i])
-        return ",".join(out)
+        """Text cells (4-7: op name, op type, op state, task type) CSV-quoted, shapes (14, 17), data types and
+        formats (15, 16, 18, 19) in msprof's quoted form; the other cells are numbers or N/A, written by the
+        summary sink: nothing to quote."""
+        text, shape, tensor = _TEXT_CELLS, _SHAPE_CELLS, _TENSOR_CELLS
+        return ",".join((*cells[:4], text[cells[4]], text[cells[5]], text[cells[6]], text[cells[7]],
+                         cells[START] + "\t",  # msprof's spreadsheet guard
+                         *cells[9:14], shape[cells[14]], tensor[cells[15]], tensor[cells[16]], shape[cells[17]],
+                         tensor[cells[18]], tensor[cells[19]], *cells[20:]))
 
     @staticmethod
     def key(line: str) -> SortKey:

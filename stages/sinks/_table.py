@@ -40,6 +40,7 @@ from stages.sinks._jsonarray import JsonArrayFile
 MERGE_FAN_IN = 64
 TICK_ROWS = 8192  # rows between two heartbeats while sorting at close
 SPECIAL = re.compile(r'[,"\t\n\r]')
+SPECIAL_BUT_COMMA = re.compile(r'["\t\n\r]')
 _BLANKS = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
 
 RunRow = tuple  # (*int key, line): a row of a run file
@@ -53,6 +54,30 @@ def csv_cell(text: str) -> str:
     if "," in text or '"' in text:
         return '"' + text.replace('"', '""') + '"'
     return text
+
+
+class Memo(dict[str, str]):
+    """``memo[text]``: ``convert(text)``, remembered (a symbol's text recurs on every row); forgets all past
+    ``cap`` entries. A hit is a plain dict lookup."""
+
+    def __init__(self, convert: Callable[[str], str], cap: int = 1 << 16) -> None:
+        super().__init__()
+        self.convert = convert
+        self.cap = cap
+
+    def __missing__(self, text: str) -> str:
+        if len(self) >= self.cap:
+            self.clear()
+        converted = self[text] = self.convert(text)
+        return converted
+
+
+def csv_line(cells: list[str]) -> str:
+    """The cells quoted as :func:`csv_cell` does, joined: one scan of the joined line when no cell needs it."""
+    line = ",".join(cells)
+    if line.count(",") == len(cells) - 1 and not SPECIAL_BUT_COMMA.search(line):
+        return line
+    return ",".join([csv_cell(cell) for cell in cells])
 
 
 def slice_name(directory: Path, module: str, timestamp: str, suffix: str, index: int, sliced: bool) -> Path:
@@ -297,6 +322,8 @@ class SortedTable(SlicedOutput):
         self.rows = 0
         self._chunk: list[RunRow] = []  # (*key, width, line)
         self._runs: list[Path] = []
+        self._in_order = True  # every row so far arrived in the order the sort puts them in
+        self._last_row: RunRow | None = None
         self._rows_in_file = 0
         self._fd = -1
         self._json: JsonArrayFile | None = None
@@ -306,12 +333,19 @@ class SortedTable(SlicedOutput):
         """Rows as (sort key, cells)."""
         width = len(self.header)
         lines: list[str] = []
+        chunk = self._chunk
         for key, cells in rows:
             if len(cells) < width:
                 cells = cells + [NA] * (width - len(cells))
             line = self._line(cells)
-            self._chunk.append((*key, width, line))
+            chunk.append((*key, width, line))
             lines.append(line)
+        if self._in_order and lines:
+            added = chunk[-len(lines):]
+            previous = self._last_row
+            self._in_order = (previous is None or previous <= added[0]) and all(
+                earlier <= later for earlier, later in zip(added, added[1:], strict=False))
+            self._last_row = added[-1]
         self._write_live(lines)
         if len(self._chunk) >= self.chunk_rows:
             self._spill()
@@ -320,6 +354,7 @@ class SortedTable(SlicedOutput):
         """Widen the header: rows written so far get ``N/A`` in the new columns."""
         self.header.extend(names)
         self._tabs = [i for i, name in enumerate(self.header) if name in self.tab_names]
+        self._in_order = False  # the sorted files widen the rows written so far
         if not self.files or not self.csv:
             return  # JSON objects are completed at finish()
         pad = ",N/A" * len(names)
@@ -343,6 +378,9 @@ class SortedTable(SlicedOutput):
         if not self.rows:
             return Commit()
         spilled = list(self._runs)
+        if self._in_order and self.csv and len(self.files) == 1 and self.rows <= self.max_rows:
+            self._runs, self._chunk = [], []  # the live file is the sorted one already
+            return commit_of([], [], spilled)
         written = self.guard.attempt(self.directory, self._sort_files,
                                      lambda: remove_temporaries(self.directory, self.module, self.timestamp, "merge"))
         commit = commit_of(written, self.files, spilled)
@@ -374,7 +412,9 @@ class SortedTable(SlicedOutput):
     def _line(self, cells: list[str]) -> str:
         if not self.csv:
             return json.dumps(dict(zip(self.header, cells, strict=False)), ensure_ascii=False)
-        out = [csv_cell(cell) for cell in cells]
+        if not self._tabs:
+            return csv_line(cells)
+        out = [csv_cell(cell) for cell in cells] if SPECIAL.search("".join(cells)) else cells[:]  # one scan
         for i in self._tabs:
             if out[i] != NA:
                 out[i] += "\t"

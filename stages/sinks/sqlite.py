@@ -29,6 +29,7 @@ import copy
 import pickle
 import sqlite3
 from itertools import chain
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -367,6 +368,7 @@ class SqliteSink(Sink):
         pid = self.info.pid
         na, no_attr = self._sid(NA), self._sid("")
         metrics = self._pmu_metrics(list(meta.get("pmu_columns") or []) + list(meta.get("hidden_pmu_columns") or []))
+        measured = [(i, metric[0], metric[1]) for i, metric in enumerate(metrics) if metric is not None]
         tasks, compute, schedule, pmu_rows = [], [], [], []
         global_id = self._next_task_id
         for row in rows:
@@ -379,17 +381,19 @@ class SqliteSink(Sink):
             kind = sym(runtime_task_type) if context == UINT32_NONE else sym(task_type)
             tasks.append((start, end, device, connection_id, global_id, pid, kind, context, stream_id, task_id,
                           model_id))
-            self._widen_span(start, end)
             if op_name and symbols[op_name].endswith(SCHEDULE_OP_SUFFIX):
                 schedule.append((sym(op_name), global_id, sym(task_type), sym(op_type)))
             elif op_name:
                 compute.append((sym(op_name), global_id, block_dim, mix_block_dim, sym(task_type), sym(op_type),
                                 sym(in_formats), sym(in_dtypes), shape(in_shapes), sym(out_formats),
                                 sym(out_dtypes), shape(out_shapes), no_attr, sym(op_state), sym(hf32), na, na))
-            for metric, value in zip(metrics, pmu or (), strict=False):
-                if metric is not None and value is not None:
-                    pmu_rows.append((global_id, metric[0], value * metric[1]))
+            if pmu:
+                count = len(pmu)
+                pmu_rows += [(global_id, name, pmu[i] * scale) for i, name, scale in measured
+                             if i < count and pmu[i] is not None]
             global_id += 1
+        if tasks:
+            self._widen_span(min(map(itemgetter(0), tasks)), max(map(itemgetter(1), tasks)))
         self._insert(conn, msdb.TASK, tasks)
         self._insert(conn, msdb.COMPUTE_TASK_INFO, compute)
         self._insert(conn, msdb.COMMUNICATION_SCHEDULE_TASK_INFO, schedule)
@@ -410,7 +414,8 @@ class SqliteSink(Sink):
             else:
                 self._api_max_connection_id = max(self._api_max_connection_id, connection_id)
             values.append((start, end, level_code(level), (pid << 32) | thread_id, connection_id, self._sym(name)))
-            self._widen_span(start, end)
+        if values:
+            self._widen_span(min(map(itemgetter(0), values)), max(map(itemgetter(1), values)))
         inserted = self._insert(conn, msdb.CANN_API, values, "INSERT OR IGNORE")
         self.counts["api_rows"] += inserted
         self.counts["api_duplicate_connection_ids"] += len(values) - inserted

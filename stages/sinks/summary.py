@@ -45,6 +45,7 @@ from stages.sinks._format import (
     learn_symbols,
     level_name,
     num3,
+    num3_rows,
     text_of,
     us,
     us_trimmed,
@@ -241,6 +242,7 @@ class SummarySink(Sink):
     def _tasks(self, rows: list[list[Any]], pmu_columns: list[str]) -> None:
         sym = self.symbols
         entries: list[tuple[int, int, int, list[str]]] = []
+        pmus: list[list[float | None]] = []
         for row in rows:
             (device, model_id, _iteration, stream_id, task_id, _batch_id, start, end, op_name, op_type,
              task_type, op_state, block_dim, mix_block_dim, _connection_id, _thread_id, in_shapes,
@@ -259,9 +261,12 @@ class SummarySink(Sink):
                 sym[out_dtypes] or NA, sym[out_formats] or NA,
                 NA if context_id in (None, CONTEXT_ID_NONE) else str(context_id),
             ]
-            cells.extend(self._pmu_cells(pmu or [], pmu_columns))
+            pmus.append(pmu or [])
             entries.append((device, start, end, cells))
         if entries:
+            for (_device, _start, _end, cells), pmu_cells in zip(entries, self._pmu_cells(pmus, pmu_columns),
+                                                                   strict=True):
+                cells += pmu_cells
             self._writer(pmu_columns).append(entries)
 
     def _writer(self, pmu_columns: list[str]) -> OpSummaryWriter:
@@ -273,19 +278,22 @@ class SummarySink(Sink):
                                               self.ctx.output_guard)
         return self.op_summary
 
-    def _pmu_cells(self, values: list[float | None], columns: list[str]) -> list[str]:
+    def _pmu_cells(self, rows: list[list[float | None]], columns: list[str]) -> list[list[str]]:
+        """Each row's PMU cells under the header's PMU columns (all rows of a batch formatted at once)."""
         if self.op_summary is None or columns == self._pmu_columns:
-            cells = [num3(value) for value in values[: len(columns)]]
-            return cells + [NA] * (len(columns) - len(cells))
+            return num3_rows(rows, len(columns))
         added = [name for name in columns if name not in self._pmu_columns]
         if added:  # columns the header lacks: widen the header, earlier rows get N/A
             self.op_summary.add_columns(added)
             self._pmu_columns.extend(added)
-        cells = [NA] * len(self._pmu_columns)
         position = {name: i for i, name in enumerate(self._pmu_columns)}
-        for name, value in zip(columns, values, strict=False):
-            cells[position[name]] = num3(value)
-        return cells
+        out = []
+        for values in rows:
+            cells = [NA] * len(self._pmu_columns)
+            for name, value in zip(columns, values, strict=False):
+                cells[position[name]] = num3(value)
+            out.append(cells)
+        return out
 
     # -- statistics -------------------------------------------------------------------------
 

@@ -57,6 +57,7 @@ from stages.sinks._tracks import HostTrack, SerialTrack
 
 HOST_DEVICE_ID = 31
 SORT_TX, SORT_CANN, SORT_HARDWARE = 6, 7, 14
+LEVEL_TEXTS = {code: name for code, (name, _prefix) in LEVELS.items()}  # args "level"
 FLOW_MEMORY = 1 << 16  # connection ids remembered to pair flows whose ends arrive apart
 
 
@@ -284,22 +285,28 @@ class TimelineSink(Sink):
 
     def _tasks(self, rows: list[list[Any]], out: list[str]) -> None:
         app_pid = self.info.pid
-        written = 0
+        announced, serial, texts = self._announced, self._serial, self._texts
+        flow_ended, node_connections = self._flow_ended.data, self._node_connections.data
+        pids: dict[int, int] = {}  # device -> its Ascend Hardware pid
         for row in rows:
             (device_id, model_id, _iteration, stream_id, task_id, batch_id, start_ns, end_ns,
              op_name, _op_type, task_type, *_rest) = row
             connection_id, context_id = row[14], row[23]
-            pid = format_pid(app_pid, SORT_HARDWARE, device_id)
-            if (pid, -1) not in self._announced:
+            pid = pids.get(device_id)
+            if pid is None:
+                pid = pids[device_id] = format_pid(app_pid, SORT_HARDWARE, device_id)
+            if (pid, -1) not in announced:
                 self._process(out, pid, "Ascend Hardware", f"NPU {device_id}", SORT_HARDWARE)
-            if (pid, stream_id) not in self._announced:
+            key = (pid, stream_id)
+            if key not in announced:
                 self._thread(out, pid, stream_id, f"Stream {stream_id}")
-            track = self._serial.get((pid, stream_id))
+            track = serial.get(key)
             if track is None:
-                track = self._serial[(pid, stream_id)] = SerialTrack()
+                track = serial[key] = SerialTrack()
             start_ns, end_ns = track.place(start_ns, end_ns)
-            name = self._task_name(op_name, task_type)
-            task_type_text = self._texts.get(task_type) or self._text(task_type, NA)
+            name = self._names.get((-1, op_name) if op_name else (-2, task_type or 0)) or self._task_name(
+                op_name, task_type)
+            task_type_text = texts.get(task_type) or self._text(task_type, NA)
             ts = us(start_ns)
             conn = UINT32_NONE if connection_id is None else connection_id
             out.append(
@@ -308,14 +315,13 @@ class TimelineSink(Sink):
                 f'"Physic Stream Id":{stream_id},"Task Id":{task_id},"Batch Id":{batch_id},'
                 f'"Subtask Id":{UINT32_NONE if context_id is None else context_id},"connection_id":{conn}}},"ph":"X"}}'
             )
-            written += 1
             # One flow per launch: an FFTS+ task's contexts share its connection id, the first one ends it.
-            if connection_id is not None and connection_id not in self._flow_ended.data:
-                if connection_id in self._node_connections.data:
+            if connection_id is not None and connection_id not in flow_ended:
+                if connection_id in node_connections:
                     out.append(self._flow_end(connection_id, pid, stream_id, ts))
                 elif connection_id not in self._waiting_flow_ends.data:
                     self._waiting_flow_ends.put(connection_id, (pid, stream_id, ts))
-        self.counts["task"] += written
+        self.counts["task"] += len(rows)
 
     def _step_trace(self, rows: list[list[Any]], out: list[str]) -> None:
         """The step trace layer: a thread per model on the device's Ascend Hardware process."""
@@ -330,25 +336,30 @@ class TimelineSink(Sink):
     def _apis(self, rows: list[list[Any]], out: list[str]) -> None:
         pid = format_pid(self.info.pid, SORT_CANN, HOST_DEVICE_ID)
         self._process(out, pid, "CANN", "CPU", SORT_CANN)
+        announced, nested, names, texts = self._announced, self._nested, self._names, self._texts
         written = 0
         for start_ns, end_ns, level, struct_type, api_name, thread_id, connection_id, item_id in rows:
-            if (pid, thread_id) not in self._announced:
+            key = (pid, thread_id)
+            if key not in announced:
                 self._thread(out, pid, thread_id, f"Thread {thread_id}")
-            placed = self._place_nested(pid, thread_id, start_ns, end_ns)
+            track = nested.get(key)
+            if track is None:
+                track = nested[key] = HostTrack(int(self.config.overlap_window_s * 1e9))
+            placed = track.place(start_ns, end_ns)
             if placed is None:
                 continue
             start_ns, end_ns = placed
-            code = level_code(level)
-            code = -3 if code is None else code
-            level_text = LEVELS[code][0] if code in LEVELS else ""
+            code = level if type(level) is int else level_code(level)
+            if code is None:
+                code = -3
             ts = us(start_ns)
             conn = UINT32_NONE if connection_id is None else connection_id
             item_text = f'"{item_id}"' if type(item_id) is int else _js(str(item_id))
             out.append(
-                f'{{"name":{self._api_name(code, api_name)},"pid":{pid},'
+                f'{{"name":{names.get((code, api_name)) or self._api_name(code, api_name)},"pid":{pid},'
                 f'"tid":{thread_id},"ts":"{ts}","dur":{us(end_ns - start_ns)},'
-                f'"args":{{"Thread Id":{thread_id},"Mode":{self._texts.get(struct_type) or self._text(struct_type)},'
-                f'"level":"{level_text}","id":{self._texts.get(api_name) or self._text(api_name)},'
+                f'"args":{{"Thread Id":{thread_id},"Mode":{texts.get(struct_type) or self._text(struct_type)},'
+                f'"level":"{LEVEL_TEXTS.get(code, "")}","id":{texts.get(api_name) or self._text(api_name)},'
                 f'"item_id":{item_text},"connection_id":{conn}}},"ph":"X"}}'
             )
             written += 1

@@ -7,11 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from run_outputs import SUMMARY_HEADERS as HEADERS
 from sink_batches import TIMESTAMP, Feed
 
 from pipeline.stage import StageContext
 from stages.schema import AICPU_COLUMNS, L2_CACHE_COLUMNS, STEP_TRACE_COLUMNS
+from stages.sinks._format import NA, num3, num3_rows
 from stages.sinks.summary import SummarySink
 
 T0 = 1_736_413_971_558_972_912  # ns of local wall clock
@@ -185,3 +188,15 @@ def test_json_format_and_no_file_without_rows(ctx: StageContext, feed: Feed) -> 
         "0", "1736413971558972.912", "decode_bbox/DecodeBbox", "186.000", "26.000", "260.400", "9.000", "270.270",
         "3", "0"], strict=True))]
     assert not list(folder(ctx).glob("step_trace*")) and not list(folder(ctx).glob("l2_cache*"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.lists(st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True),
+                                        st.integers(-10**6, 10**6),
+                                        st.sampled_from([0.0, -0.0, -0.0004, 0.0005, 10.0, 100.05, 1e20])),
+                              max_size=6), max_size=12),
+       width=st.integers(0, 5))
+def test_a_batch_of_pmu_cells_reads_as_each_value_alone(rows: list[list[float | None]], width: int) -> None:
+    """num3_rows (one format for a whole batch) against num3 per value; short rows padded with N/A."""
+    expected = [[num3(value) for value in values[:width]] + [NA] * (width - len(values[:width])) for values in rows]
+    assert num3_rows(rows, width) == expected

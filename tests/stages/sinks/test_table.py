@@ -27,14 +27,17 @@ def _files(folder: Path, suffix: str) -> list[Path]:
 
 @settings(max_examples=40, deadline=None)
 @given(rows=rows_strategy, batch=st.integers(1, 9), chunk=st.integers(1, 8), max_rows=st.integers(1, 25),
-       fmt=st.sampled_from(["csv", "json"]))
+       fmt=st.sampled_from(["csv", "json"]), presorted=st.booleans())
 def test_every_row_once_sorted_and_sliced(rows: list[tuple[int, int, str]], batch: int, chunk: int, max_rows: int,
-                                          fmt: str) -> None:
+                                          fmt: str, presorted: bool) -> None:
+    """Rows that arrive in key order (kept as written, presorted) end as rows that arrive in any order."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         table = SortedTable(folder, "t", "20240101120000", fmt, list(HEADER), key_fields=3, max_rows=max_rows,
                             chunk_rows=chunk, tab_columns=["Start(us)"])
         keyed = [((device, start, i), [str(device), str(start), name]) for i, (device, start, name) in enumerate(rows)]
+        if presorted:
+            keyed.sort()
         for k in range(0, len(keyed), batch):
             table.append(keyed[k:k + batch])
             for path in _files(folder, fmt):  # live files: whole rows, header width
