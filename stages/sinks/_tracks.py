@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from itertools import compress, repeat
+from itertools import compress
 from math import floor
 from typing import Any
 
@@ -114,11 +114,11 @@ class NestedTrack:
     def __getstate__(self) -> dict[str, Any]:
         """Spans as flat integer arrays in sort order, parents as positions (as checkpoints have them)."""
         ids = self._ids
-        position = dict(zip(ids, range(len(ids)), strict=True))
-        parents = map(position.get, map(self._parent.__getitem__, ids), repeat(-1))  # -1 (none) is no key
+        index = {span: i for i, span in enumerate(ids)}
+        parents = [-1 if self._parent[span] < 0 else index[self._parent[span]] for span in ids]
         return {"window_ns": self.window_ns, "adjusted": self.adjusted, "dropped": self.dropped,
                 "floor": self._floor, "max_start": self._max_start, "prune_at": self._prune_at,
-                "starts": array("q", self._starts), "ends": array("q", map(self._end.__getitem__, ids)),
+                "starts": array("q", self._starts), "ends": array("q", [self._end[span] for span in ids]),
                 "parents": array("q", parents)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
