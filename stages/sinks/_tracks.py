@@ -23,10 +23,10 @@ placed, and count what they changed.
 
 from __future__ import annotations
 
+import math
 from array import array
 from bisect import bisect_left
 from itertools import compress
-from math import floor
 from typing import Any
 
 
@@ -41,7 +41,7 @@ def viewer_ns(ns: int) -> int:
     if value.is_integer():
         return int(value) * 1000
     scaled = value * 1000.0
-    whole = floor(scaled)
+    whole = math.floor(scaled)
     return whole + 1 if scaled - whole >= 0.5 else whole
 
 
@@ -84,52 +84,51 @@ class SerialTrack:
         return start, end
 
 
+class _Span:
+    __slots__ = ("start", "end", "parent")
+
+    def __init__(self, start: int, end: int) -> None:
+        self.start = start
+        self.end = end
+        self.parent: _Span | None = None
+
+
 class NestedTrack:
     """A laminar family of spans sorted by (start, -end); each span knows its innermost container.
+    ``_starts`` mirrors ``_spans`` (their starts) so bisection runs in C."""
 
-    A span is an integer serial number: ``_ids`` in sort order, ``_starts`` mirroring their starts (so
-    bisection runs in C), start, end and parent (-1: none) by serial in dicts. Plain integers give the
-    garbage collector nothing to trace; span objects made it walk hundreds of thousands of them."""
-
-    __slots__ = ("window_ns", "adjusted", "dropped", "_ids", "_starts", "_start", "_end", "_parent", "_next",
-                 "_floor", "_max_start", "_prune_at")
+    __slots__ = ("window_ns", "adjusted", "dropped", "_spans", "_starts", "_floor", "_max_start", "_prune_at")
 
     def __init__(self, window_ns: int) -> None:
         self.window_ns = window_ns
         self.adjusted = 0
         self.dropped = 0
-        self._ids: list[int] = []
+        self._spans: list[_Span] = []
         self._starts: list[int] = []
-        self._start: dict[int, int] = {}
-        self._end: dict[int, int] = {}
-        self._parent: dict[int, int] = {}
-        self._next = 0  # the next span's serial
         self._floor = -1  # latest end among forgotten spans
         self._max_start = -1
         self._prune_at = 4096
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._spans)
 
     def __getstate__(self) -> dict[str, Any]:
-        """Spans as flat integer arrays in sort order, parents as positions (as checkpoints have them)."""
-        ids = self._ids
-        index = {span: i for i, span in enumerate(ids)}
-        parents = [-1 if self._parent[span] < 0 else index[self._parent[span]] for span in ids]
+        """Spans as flat integer arrays (a checkpoint pickles tens of thousands of them)."""
+        spans = self._spans
+        index = {id(span): i for i, span in enumerate(spans)}
+        parents = [-1 if span.parent is None else index[id(span.parent)] for span in spans]
         return {"window_ns": self.window_ns, "adjusted": self.adjusted, "dropped": self.dropped,
                 "floor": self._floor, "max_start": self._max_start, "prune_at": self._prune_at,
-                "starts": array("q", self._starts), "ends": array("q", [self._end[span] for span in ids]),
+                "starts": array("q", [span.start for span in spans]), "ends": array("q", [span.end for span in spans]),
                 "parents": array("q", parents)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.window_ns, self.adjusted, self.dropped = state["window_ns"], state["adjusted"], state["dropped"]
         self._floor, self._max_start, self._prune_at = state["floor"], state["max_start"], state["prune_at"]
+        self._spans = [_Span(start, end) for start, end in zip(state["starts"], state["ends"], strict=True)]
         self._starts = list(state["starts"])
-        self._ids = list(range(len(self._starts)))
-        self._start = dict(enumerate(self._starts))
-        self._end = dict(enumerate(state["ends"]))
-        self._parent = dict(enumerate(state["parents"]))
-        self._next = len(self._ids)
+        for span, parent in zip(self._spans, state["parents"], strict=True):
+            span.parent = None if parent < 0 else self._spans[parent]
 
     def place(self, start: int, end: int) -> tuple[int, int] | None:
         if end < start:
@@ -151,83 +150,76 @@ class NestedTrack:
             if end < self._floor:
                 return None
             start = self._floor
-        if not self._ids:
-            return start, end
         # a span that contains our start but ends before our end: end with it
         outer = self._container(start)
-        if outer >= 0 and self._end[outer] < end:
-            end = self._end[outer]
+        if outer is not None and outer.end < end:
+            end = outer.end
         # a span that contains our end but starts after our start: end where it starts
         while True:
             outer = self._container(end)
-            if outer < 0 or self._start[outer] <= start:
+            if outer is None or outer.start <= start:
                 break
-            end = self._start[outer]
+            end = outer.start
         return start, end
 
     def commit(self, start: int, end: int) -> None:
         """Store a span that :meth:`propose` returned unchanged."""
-        ids, starts, ends, parents = self._ids, self._starts, self._end, self._parent
-        count = len(ids)
-        if not count or starts[-1] < start or starts[-1] == start and ends[ids[-1]] >= end:
-            pos = count
-        else:  # after every span that starts earlier, or as early and ends no earlier (outer before inner)
-            pos = bisect_left(starts, start)
-            while pos < count and starts[pos] == start and ends[ids[pos]] >= end:
-                pos += 1
-        parent = ids[pos - 1] if pos else -1
-        while parent >= 0 and not (self._start[parent] <= start and ends[parent] >= end):
-            parent = parents[parent]
-        new = self._next
-        self._next += 1
-        self._start[new], ends[new], parents[new] = start, end, parent
-        # spans starting inside the new one are nested in it: adopt the top-level ones
-        index = pos
-        while index < count and starts[index] < end:
-            if parents[ids[index]] == parent:
-                parents[ids[index]] = new
-            index += 1
-        if pos == count:
-            ids.append(new)
-            starts.append(start)
-        else:
-            ids.insert(pos, new)
-            starts.insert(pos, start)
-        if start > self._max_start:
-            self._max_start = start
-        if count + 1 >= self._prune_at:
-            self._prune()
+        self._insert(_Span(start, end))
 
-    def _container(self, point: int) -> int:
-        """Innermost span with start < point < end (-1: none)."""
-        starts = self._starts
-        if not starts:
-            return -1
-        if starts[-1] < point:
-            index = len(starts) - 1
+    def _container(self, point: int) -> _Span | None:
+        """Innermost span with start < point < end."""
+        spans = self._spans
+        if not spans:
+            return None
+        if spans[-1].start < point:
+            index = len(spans) - 1
         else:
-            index = bisect_left(starts, point) - 1
+            index = bisect_left(self._starts, point) - 1
             if index < 0:
-                return -1
-        span = self._ids[index]
-        ends, parents = self._end, self._parent
-        while span >= 0 and ends[span] <= point:
-            span = parents[span]
+                return None
+        span: _Span | None = spans[index]
+        while span is not None and span.end <= point:
+            span = span.parent
         return span
 
+    def _insert(self, new: _Span) -> None:
+        spans, starts = self._spans, self._starts
+        if not spans or starts[-1] < new.start or starts[-1] == new.start and spans[-1].end >= new.end:
+            pos = len(spans)
+        else:  # after every span that starts earlier, or as early and ends no earlier (outer before inner)
+            pos = bisect_left(starts, new.start)
+            while pos < len(spans) and spans[pos].start == new.start and spans[pos].end >= new.end:
+                pos += 1
+        parent = spans[pos - 1] if pos else None
+        while parent is not None and not (parent.start <= new.start and parent.end >= new.end):
+            parent = parent.parent
+        new.parent = parent
+        # spans starting inside the new one are nested in it: adopt the top-level ones
+        index = pos
+        while index < len(spans) and spans[index].start < new.end:
+            if spans[index].parent is parent:
+                spans[index].parent = new
+            index += 1
+        if pos == len(spans):
+            spans.append(new)
+            starts.append(new.start)
+        else:
+            spans.insert(pos, new)
+            starts.insert(pos, new.start)
+        if new.start > self._max_start:
+            self._max_start = new.start
+        if len(spans) >= self._prune_at:
+            self._prune()
+
     def _prune(self) -> None:
-        """Forget spans that ended before the window; none of them contains a span kept (it would end later)."""
         horizon = self._max_start - self.window_ns
-        ends = self._end
-        keep = [ends[span] > horizon for span in self._ids]
-        for span, kept in zip(self._ids, keep, strict=True):
-            if not kept:
-                if ends[span] > self._floor:
-                    self._floor = ends[span]
-                del self._start[span], ends[span], self._parent[span]
-        self._ids = list(compress(self._ids, keep))
+        keep = [span.end > horizon for span in self._spans]
+        for span, kept in zip(self._spans, keep, strict=True):
+            if not kept and span.end > self._floor:
+                self._floor = span.end
+        self._spans = list(compress(self._spans, keep))
         self._starts = list(compress(self._starts, keep))
-        self._prune_at = max(4096, 2 * len(self._ids))
+        self._prune_at = max(4096, 2 * len(self._spans))
 
 
 class HostTrack:
@@ -247,34 +239,38 @@ class HostTrack:
         return len(self.exact)
 
     def place(self, start: int, end: int) -> tuple[int, int] | None:
-        """Trim until both domains accept the span unchanged, then store it in both."""
         if end < start:
             end = start
-        wanted = start, end
-        exact, viewer = self.exact, self.viewer
+        span = self._settle(start, end)
+        if span is None:
+            self.dropped += 1
+            return None
+        if span != (start, end):
+            self.adjusted += 1
+        start, end = span
+        self.exact.commit(start, end)
+        self.viewer.commit(viewer_ns(start), viewer_end(start, end))
+        return span
+
+    def _settle(self, start: int, end: int) -> tuple[int, int] | None:
+        """Trim until both domains accept the span unchanged."""
         for _ in range(self.MAX_ROUNDS):
-            placed = exact.propose(start, end)
+            placed = self.exact.propose(start, end)
             if placed is None:
-                break
+                return None
             start, end = placed
-            seen_start = viewer_ns(start)
-            seen_end = seen_start + viewer_ns(end - start)
-            seen = viewer.propose(seen_start, seen_end)
+            seen_start, seen_end = viewer_ns(start), viewer_end(start, end)
+            seen = self.viewer.propose(seen_start, seen_end)
             if seen is None:
-                break
-            if seen[0] == seen_start and seen[1] == seen_end:
-                if placed != wanted:
-                    self.adjusted += 1
-                exact.commit(start, end)
-                viewer.commit(seen_start, seen_end)
-                return placed
+                return None
+            if seen == (seen_start, seen_end):
+                return start, end
             if seen[0] > seen_start:
                 start = start_seen_at(start, seen[0])
                 if start > end:
-                    break
+                    return None
             else:
                 end = max(start, end - (seen_end - seen[1]))
                 while end > start and viewer_end(start, end) > seen[1]:
                     end -= 1
-        self.dropped += 1
         return None
