@@ -6,7 +6,6 @@ Out ``tasks``: run_info, api, tx, task, step_trace, aicpu and l2_cache rows (sta
 
 from __future__ import annotations
 
-import gc
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from pipeline.heap import collect_young_less_often
 from pipeline.stage import Batch, StageConfig, Transform
 from stages import schema
 from stages.aggregator import legacy
@@ -44,9 +44,6 @@ MAX_PENDING = 200_000
 PRUNE_EVERY_S = 0.5
 TEXT_IDS_LIMIT = 65_536  # distinct text combinations of task rows remembered with their symbol ids
 API_NAMES_LIMIT = 65_536  # distinct API names remembered with their symbol ids
-# The join holds many small containers (records waiting for their partners); at Python's default of 700
-# allocations between young-generation collections, those collections took ~10 % of the stage's CPU.
-GC_YOUNG_THRESHOLD = 50_000
 # Decoded kinds this release keeps out of its outputs: counted (AggregatorStage.accounting) with the reason the
 # report gives, never rejected.
 UNUSED_KINDS = {
@@ -166,9 +163,7 @@ class AggregatorStage(Transform):
 
     def __init__(self, config: Any, ctx: Any) -> None:
         super().__init__(config, ctx)
-        young, *older = gc.get_threshold()
-        if young < GC_YOUNG_THRESHOLD:  # the stage's own process (no output depends on it)
-            gc.set_threshold(GC_YOUNG_THRESHOLD, *older)
+        collect_young_less_often()  # the join holds many small containers
         self.symbols = SymbolTable()
         self.hashes: dict[int, str] = {}
         self.types: dict[tuple[int, int], str] = {}

@@ -36,6 +36,7 @@ from typing import Any
 from pydantic import Field
 
 from pipeline.checkpoint import pickle_state, restore_state
+from pipeline.heap import collect_young_less_often
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
 from stages.schema import SymbolTable, unpack_rows
 from stages.sinks._format import (
@@ -105,6 +106,7 @@ class TimelineSink(Sink):
         if not isinstance(config, self.Config):
             config = self.Config.model_validate(config or {})
         super().__init__(config, ctx)
+        collect_young_less_often()  # host tracks keep their recent spans as small objects
         self.config: TimelineSink.Config = config
         self.symbols = SymbolTable()
         self.info = RunInfo()
