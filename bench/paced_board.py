@@ -39,21 +39,9 @@ class CountingWriter(ProfWriter):
 
     ended = 0
 
-    def flush_until(self, until_ns: int) -> int:
-        written = 0
-        for key, chunks in self.pending.items():
-            while chunks:
-                head, tail = chunks[0].split(until_ns)
-                if head.count:
-                    self.streams[key].write(head.data, head.ends)
-                    written += head.count
-                    if key == END_LOG_STREAM:
-                        self.ended += _end_logs(head)
-                if tail.count:
-                    chunks[0] = tail
-                    break
-                chunks.pop(0)
-        return written
+    def wrote(self, key: str, chunk: Chunk) -> None:
+        if key == END_LOG_STREAM:
+            self.ended += _end_logs(chunk)
 
 
 def _end_logs(chunk: Chunk) -> int:

@@ -87,12 +87,16 @@ class ProfWriter:
                 head, tail = chunks[0].split(until_ns)
                 if head.count:
                     self.streams[key].write(head.data, head.ends)
+                    self.wrote(key, head)
                     written += head.count
                 if tail.count:
                     chunks[0] = tail
                     break
                 chunks.pop(0)
         return written
+
+    def wrote(self, key: str, chunk: Chunk) -> None:
+        """Called after each chunk ``flush_until`` appended to stream ``key`` (for writers that count)."""
 
     def finish(self, end_mono_ns: int) -> int:
         """Write everything queued, close the last slices, then end_info (the directory is complete)."""
