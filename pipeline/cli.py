@@ -97,7 +97,10 @@ def _prepare_launch(args: argparse.Namespace, config: PipelineConfig) -> tuple[A
     for sid, spec in config.stages.items():
         if issubclass(spec.cls, SimulatorStage):
             overrides[f"stages.{sid}.enabled"] = False
-    return Application(list(args.app), app_environment(acl_json, switches), end_marker), overrides
+    tx_endpoints = [getattr(config.stages[sid].config, "tx_endpoint", None) for sid in collectors]
+    tx_endpoint = next((endpoint for endpoint in tx_endpoints if endpoint), None)
+    return Application(list(args.app), app_environment(acl_json, switches, tx_endpoint=tx_endpoint),
+                       end_marker), overrides
 
 
 def _check_executable(program: str) -> None:

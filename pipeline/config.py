@@ -87,6 +87,9 @@ class PipelineConfig:
         """(config key, endpoint) of every tcp endpoint the run binds or connects to."""
         found = [(f"stages.{sid}.endpoint", spec.endpoint) for sid, spec in self.enabled_stages().items()
                  if spec.endpoint and spec.endpoint.startswith("tcp://")]
+        for sid, spec in self.enabled_stages().items():  # a stage's own sockets (the collector's tx_endpoint)
+            found += [(f"stages.{sid}.{key}", value) for key, value in spec.config.model_dump().items()
+                      if key.endswith("_endpoint") and isinstance(value, str) and value.startswith("tcp://")]
         if self.run.top_endpoint and self.run.top_endpoint.startswith("tcp://"):
             found.append(("run.top_endpoint", self.run.top_endpoint))
         return found

@@ -35,6 +35,7 @@ from typing import Any
 from pipeline.errors import UserError
 
 ACL_JSON_ENV = "PIPELINE_ACL_JSON"
+TX_ENDPOINT_ENV = "PIPELINE_TX_ENDPOINT"  # pipeline.tx sends its records to this collector socket
 SINCE_ENV = "PIPELINE_PROFILE_SINCE"  # epoch s: PROF_ directories older than this are an earlier job's (pipeline.tx)
 ACL_JSON_NAME = "acl.json"
 END_MARKER_NAME = "app_exit.json"
@@ -97,9 +98,13 @@ def write_acl_json(path: Path, switches: ProfilerSwitches) -> Path:
     return path
 
 
-def app_environment(acl_json: Path, switches: ProfilerSwitches, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The application's environment: the caller's, plus where acl.json is and PROFILING_MODE/OPTIONS."""
+def app_environment(acl_json: Path, switches: ProfilerSwitches, base: dict[str, str] | None = None,
+                    tx_endpoint: str | None = None) -> dict[str, str]:
+    """The application's environment: the caller's, plus where acl.json is and PROFILING_MODE/OPTIONS (and the
+    collector socket for pipeline.tx annotations, when one is configured)."""
     env = dict(os.environ if base is None else base)
+    if tx_endpoint:
+        env[TX_ENDPOINT_ENV] = tx_endpoint
     env[ACL_JSON_ENV] = str(acl_json)
     env[SINCE_ENV] = f"{time.time():.3f}"
     env["PROFILING_MODE"] = "true" if switches.switch == "on" else "false"

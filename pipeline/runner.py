@@ -95,6 +95,7 @@ class StageRunner:
                                 state_dir=checkpoint.checkpoint_dir(out_dir) if self.checkpointing else None)
         self.ctx.report_view = self._report_view
         self.ctx.clock = self.stage_clock
+        self.ctx.curve = self.curve
         guard = self.ctx.output_guard  # a full or read-only disk pauses this stage's writes
         guard.retry_s, guard.log = config.run.write_retry_s, self.log
         guard.on_wait, guard.on_state = self._keep_alive, lambda state: self._metrics(force=True)

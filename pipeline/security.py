@@ -107,8 +107,8 @@ def connect_as_client(sock: zmq.Socket[bytes], keys: CurveKeys) -> None:
     sock.curve_serverkey = keys.server_public
 
 
-def stop_authenticators() -> None:
+def stop_authenticators(ctx: zmq.Context[zmq.Socket[bytes]] | None = None) -> None:
+    """Stop the authenticator of ``ctx`` (None: of every context) before the context is terminated."""
     with _lock:
-        for auth in _authenticators.values():
-            auth.stop()
-        _authenticators.clear()
+        for key in [key for key in _authenticators if ctx is None or key == id(ctx)]:
+            _authenticators.pop(key).stop()

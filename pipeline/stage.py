@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.output_guard import OutputGuard
+from pipeline.security import CurveKeys
 
 
 class StageConfig(BaseModel):
@@ -67,6 +68,7 @@ class StageContext:
     # the time this stage waited for a consumer, so a paused sink does not make joins give up.
     clock: Callable[[], float] = _monotonic
     state_dir: Path | None = None  # where a stage may keep files of its own for crash recovery (None: off)
+    curve: CurveKeys | None = None  # the run's CURVE keys, for a stage that binds a socket of its own
 
     def reject(self, reason: str, count: int = 1, data: bytes = b"") -> None:
         """Count records that could not be used, and keep their bytes aside for inspection."""

@@ -25,6 +25,12 @@ msprof converts them back. Records made before the runtime has created its PROF 
 most MAX_PENDING; more are counted in ``dropped()``); what is queued at exit is written then, a crash
 loses the last FLUSH_S of annotations as it loses the runtime's own buffers.
 
+With ``$PIPELINE_TX_ENDPOINT`` set (``pipeline run CONFIG -- APP`` sets it when the config's collector has a
+``tx_endpoint``), or ``tx.init(output_dir, endpoint=...)``, the packed records go to that collector over a
+ZeroMQ PUSH socket instead of into the file (pyzmq is then imported; tcp endpoints need CURVE key files named
+by ``$PIPELINE_TX_SECRET_KEY`` and ``$PIPELINE_TX_SERVER_KEY``). An endpoint that cannot be used is said once on
+stderr and the records go to the file as before.
+
 Profiling is on when ``$PIPELINE_ACL_JSON`` names an acl.json whose profiler switch is on (``pipeline run
 CONFIG -- APP`` sets it), or ``PROFILING_MODE=true`` with ``PROFILING_OPTIONS`` naming an output, or after
 ``tx.init(output_dir)``. Otherwise every call is one flag test and returns 0.
@@ -39,6 +45,7 @@ import itertools
 import json
 import os
 import struct
+import sys
 import threading
 import time
 from collections import deque
@@ -57,6 +64,11 @@ INFO_MARK, INFO_MARK_EX = 0, 1  # infoType
 ACL_SUCCESS, ACL_ERROR_INVALID_PARAM = 0, 100000
 FILE_NAME = "aging.additional.msproftx.slice_0"
 ACL_JSON_ENV = "PIPELINE_ACL_JSON"
+ENDPOINT_ENV = "PIPELINE_TX_ENDPOINT"  # a collector's tx_endpoint: records go there instead of into the file
+SECRET_KEY_ENV, SERVER_KEY_ENV = "PIPELINE_TX_SECRET_KEY", "PIPELINE_TX_SERVER_KEY"  # CURVE certificates (tcp)
+SEND_HWM = 64  # messages queued in ZeroMQ for a collector not there yet (each at most WRITE_RECORDS records)
+SEND_TIMEOUT_MS = 1000
+LINGER_MS = 2000  # at exit, how long queued messages may take to reach the collector
 SINCE_ENV = "PIPELINE_PROFILE_SINCE"  # epoch s (set by `pipeline run -- APP`): older PROF_ dirs are earlier jobs'
 STALE_SLACK_S = 1.0
 MAX_PENDING = 10000
@@ -217,15 +229,16 @@ def range(message: str) -> _Range | _NoRange:  # the seed's name (shadows the bu
 
 # -- switching on and off -------------------------------------------------------------------------
 
-def init(output_dir: str, since: float = 0.0) -> None:
-    """Write annotations into the PROF directory the runtime creates under ``output_dir`` (acl.json's output);
-    directories last changed before ``since`` (epoch s) are an earlier job's, even without end_info."""
+def init(output_dir: str, since: float = 0.0, endpoint: str | None = None) -> None:
+    """Write annotations into the PROF directory the runtime creates under ``output_dir`` (acl.json's output),
+    or send them to a collector's ``endpoint``; directories last changed before ``since`` (epoch s) are an
+    earlier job's, even without end_info (the directory's host clock converts the times either way)."""
     global _enabled, _writer
     with _switch_lock:
         if _writer is not None:
             _writer.flush()
             _writer.close()
-        _writer = _Writer(os.path.abspath(output_dir), since)
+        _writer = _Writer(os.path.abspath(output_dir), since, endpoint)
         _enabled = True
 
 
@@ -251,7 +264,8 @@ def flush() -> bool:
 
 
 def dropped() -> int:
-    """Records lost because the PROF directory did not appear while MAX_PENDING records waited."""
+    """Records lost because the PROF directory did not appear (or the collector did not take them) while
+    MAX_PENDING records waited."""
     writer = _writer
     return 0 if writer is None else writer.dropped
 
@@ -339,11 +353,13 @@ class _HostClock:
 class _Writer:
     """Queues record fields; a daemon thread packs and appends them to the PROF directory's msproftx file."""
 
-    def __init__(self, output_dir: str, since: float = 0.0) -> None:
+    def __init__(self, output_dir: str, since: float = 0.0, endpoint: str | None = None) -> None:
         self.output_dir = output_dir
         self.since = since
+        self.endpoint = endpoint
         self.prof_dir: str | None = None
         self.fd: int | None = None
+        self.socket: _Socket | None = None
         self.clock: _HostClock | None = None
         self.queue: deque[tuple[Any, ...]] = deque()  # append / popleft are atomic: no lock on the call path
         self.dropped = 0
@@ -371,9 +387,9 @@ class _Writer:
     def flush(self) -> bool:
         """Write what is queued (looking for the PROF directory first if needed); True when nothing waits."""
         with self.lock:
-            if self.fd is None:
+            if self.fd is None and self.socket is None:
                 self._look()
-            if self.fd is None:
+            if self.fd is None and self.socket is None:
                 while len(self.queue) > MAX_PENDING:
                     self.queue.popleft()
                     self.dropped += 1
@@ -385,11 +401,18 @@ class _Writer:
                 except IndexError:
                     break
                 if len(packed) == WRITE_RECORDS:
-                    _write_all(self.fd, b"".join(packed))
+                    self._put(b"".join(packed))
                     packed.clear()
             if packed:
-                _write_all(self.fd, b"".join(packed))
-            return True
+                self._put(b"".join(packed))
+            return self.socket is None or self.socket.flush()
+
+    def _put(self, data: bytes) -> None:
+        if self.socket is not None:
+            self.socket.send(data)
+        else:
+            assert self.fd is not None
+            _write_all(self.fd, data)
 
     def close(self) -> None:
         self.closed = True
@@ -398,11 +421,16 @@ class _Writer:
             if self.fd is not None:
                 os.close(self.fd)
             self.fd = None
+            if self.socket is not None:
+                self.dropped += self.socket.close()
+            self.socket = None
 
     def after_fork(self) -> None:
-        """In a forked child: the parent's queue is the parent's to write, and its thread is not here."""
+        """In a forked child: the parent's queue is the parent's to write, and its thread is not here (nor may
+        the parent's socket be used: the child opens its own)."""
         self.queue.clear()
         self.thread = None
+        self.socket = None
         self.lock = threading.Lock()
 
     def _look(self) -> None:
@@ -413,10 +441,21 @@ class _Writer:
         host = os.path.join(found, "host")
         try:
             clock = _HostClock(host)
-            os.makedirs(os.path.join(host, "data"), exist_ok=True)
-            fd = os.open(os.path.join(host, "data", FILE_NAME), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
         except (OSError, ValueError):
             return  # control files still being written: next look
+        if self.endpoint:
+            try:
+                self.clock, self.prof_dir, self.socket = clock, found, _Socket(self.endpoint)
+                return
+            except Exception as exc:  # noqa: BLE001 - no pyzmq, bad keys, bad endpoint: the file still works
+                sys.stderr.write(f"pipeline.tx: cannot send annotations to {self.endpoint} ({exc}); writing them "
+                                 f"to the PROF directory instead\n")
+                self.endpoint = None
+        try:
+            os.makedirs(os.path.join(host, "data"), exist_ok=True)
+            fd = os.open(os.path.join(host, "data", FILE_NAME), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        except OSError:
+            return
         self.clock, self.prof_dir, self.fd = clock, found, fd
 
     def _pack(self, fields: tuple[Any, ...]) -> bytes:
@@ -431,6 +470,68 @@ class _Writer:
         return RECORD.pack(MAGIC, LEVEL_MSPROFTX, TX_TYPE, thread_id, DATA_LEN, end, info_type, 0, 0,
                            MAGIC, DATA_TAG, pid, thread_id, category, event_type, payload_type, payload,
                            start, end, 0, 0, 0, text)
+
+
+class _Socket:
+    """A ZeroMQ PUSH to a collector's tx_endpoint; messages it does not take in time wait for the next flush."""
+
+    def __init__(self, endpoint: str) -> None:
+        import zmq  # only in this mode: the file mode stays standard library only
+        import zmq.auth
+
+        self.zmq = zmq
+        self.context = zmq.Context()
+        self.sock = self.context.socket(zmq.PUSH)
+        self.unsent: deque[bytes] = deque()
+        self.unsent_records = 0
+        self.lost = 0  # records given up while the collector did not take them
+        try:
+            self.sock.setsockopt(zmq.SNDHWM, SEND_HWM)
+            self.sock.setsockopt(zmq.SNDTIMEO, SEND_TIMEOUT_MS)
+            self.sock.setsockopt(zmq.LINGER, LINGER_MS)
+            if endpoint.startswith("tcp://"):
+                secret, server = os.environ.get(SECRET_KEY_ENV), os.environ.get(SERVER_KEY_ENV)
+                if not secret or not server:
+                    raise ValueError(f"a tcp endpoint needs ${SECRET_KEY_ENV} and ${SERVER_KEY_ENV}")
+                public, secret_key = zmq.auth.load_certificate(secret)
+                if secret_key is None:
+                    raise ValueError(f"{secret} holds no secret key")
+                self.sock.curve_publickey, self.sock.curve_secretkey = public, secret_key
+                self.sock.curve_serverkey = zmq.auth.load_certificate(server)[0]
+            self.sock.connect(endpoint)
+        except Exception:
+            self.sock.close(0)
+            self.context.term()
+            raise
+
+    def send(self, data: bytes) -> None:
+        self.unsent.append(data)
+        self.unsent_records += len(data) // RECORD.size
+        self.flush()
+
+    def flush(self) -> bool:
+        """Send what waits, oldest first; True when nothing waits."""
+        while self.unsent:
+            try:
+                self.sock.send(self.unsent[0], copy=False)
+            except self.zmq.Again:  # the collector is not there (yet) or not reading
+                while self.unsent_records > MAX_PENDING and len(self.unsent) > 1:
+                    self.lost += self._forget()
+                return False
+            self._forget()
+        return True
+
+    def _forget(self) -> int:
+        records = len(self.unsent.popleft()) // RECORD.size
+        self.unsent_records -= records
+        return records
+
+    def close(self) -> int:
+        """Close (queued messages get LINGER_MS to leave); returns the records that never left."""
+        self.flush()
+        self.sock.close(LINGER_MS)
+        self.context.term()
+        return self.lost + self.unsent_records
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -487,6 +588,8 @@ def _at_exit() -> None:
     writer = _writer
     if writer is not None:
         writer.flush()
+        if writer.socket is not None:
+            writer.close()  # a socket's queued messages leave now, not with the interpreter's teardown
 
 
 if hasattr(os, "register_at_fork"):
@@ -498,4 +601,4 @@ if _configured is not None:
         _since = float(os.environ.get(SINCE_ENV) or 0)
     except ValueError:
         _since = 0.0
-    init(_configured, _since)
+    init(_configured, _since, os.environ.get(ENDPOINT_ENV) or None)

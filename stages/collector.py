@@ -31,6 +31,7 @@ from pipeline_board import slices  # the reading rules, shared with the board ag
 from stages import framing
 from stages.formats.files import StreamKind, device_stream_kind, host_stream_kind
 from stages.formats.legacy import SLICE_SEP, split_slice_name
+from stages.tx_inbox import RECORD_BYTES, SPOOL_FOLDER, STREAM_BASE, TxInbox
 
 MIN_BUDGET_BYTES = 16 << 10  # the least a pass reads of a stream that has bytes left
 STALE_SLACK_S = 1.0  # file times lag the clock by a tick: a directory this much older than the run is not its job
@@ -111,6 +112,8 @@ class CollectorStage(Source):
                                                     "each has unread), so streams advance together in time")
         end_marker: str | None = Field(None, description="a file whose appearance ends the job even without "
                                                          "end_info (`pipeline run -- APP` writes it when APP exits)")
+        tx_endpoint: str | None = Field(None, description="also take pipeline.tx annotations sent to this ZeroMQ "
+                                                          "endpoint (ipc://…, or tcp://… with run.curve)")
 
     def __init__(self, config: Any, ctx: Any) -> None:
         super().__init__(config, ctx)
@@ -123,9 +126,15 @@ class CollectorStage(Source):
         self.symlinks: set[Path] = set()
         self.refused: set[Path] = set()  # files not read (too large, not a regular file), each counted once
         self.unknown: set[str] = set()
+        self.tx_inbox: TxInbox | None = None  # a socket and a file: not part of a checkpoint
+        self.tx_socket_records = 0
 
     def stop(self) -> None:
         self._stop = True
+
+    def snapshot(self) -> bytes:
+        from pipeline.checkpoint import pickle_state
+        return pickle_state(self, skip=("tx_inbox",))
 
     # -- locating the directory -----------------------------------------------------------
     def _find_root(self) -> Iterator[None]:
@@ -165,6 +174,16 @@ class CollectorStage(Source):
 
     # -- the loop -------------------------------------------------------------------------
     def batches(self) -> Iterator[Batch | None]:
+        if self.config.tx_endpoint and self.tx_inbox is None:  # bound first: the app may send before its job starts
+            self.tx_inbox = TxInbox(self.ctx, self.config.tx_endpoint, self.ctx.curve, fresh=self.tree is None)
+        try:
+            yield from self._follow()
+        finally:
+            if self.tx_inbox is not None:
+                self.tx_inbox.close()
+                self.tx_inbox = None
+
+    def _follow(self) -> Iterator[Batch | None]:
         if self.tree is None:  # else restored from a checkpoint
             yield from self._find_root()
         assert self.tree is not None
@@ -197,6 +216,7 @@ class CollectorStage(Source):
         yield from self._control_files()
         self._refuse_linked_folders()
         self._discover_streams()
+        self._take_tx(final)
         states = list(self.tree.streams.values())
         for state, budget in zip(states, self._budgets(states), strict=True):
             yield from self._read_stream(state, final, budget)
@@ -312,6 +332,17 @@ class CollectorStage(Source):
                     continue
                 self.tree.streams[key] = StreamState(base, kind, device, data, sep=sep, last_index=index)
 
+    def _take_tx(self, final: bool) -> None:
+        """Annotations that came over the socket, spooled; the spool is read as one more host stream."""
+        if self.tx_inbox is None:
+            return
+        assert self.tree is not None
+        self.tx_socket_records += self.tx_inbox.take(until_quiet=final) // RECORD_BYTES
+        key = f"{SPOOL_FOLDER}/data/{STREAM_BASE}"
+        kind = host_stream_kind(STREAM_BASE)
+        if key not in self.tree.streams and self.tx_socket_records and kind is not None:
+            self.tree.streams[key] = StreamState(STREAM_BASE, kind, None, self.tx_inbox.data_dir)
+
     def _read_stream(self, state: StreamState, final: bool, budget: int) -> Iterator[Batch]:
         for step, value in slices.read_slices(state, budget, final):
             if step == "read":
@@ -343,8 +374,7 @@ class CollectorStage(Source):
 
     def _chunks(self, state: StreamState, framed: framing.Framed, slice_index: int, offset: int) -> Iterator[Batch]:
         meta = {"stream": state.base, "kind": state.kind.name, "device": state.device,
-                "file": str(state.slice_path(slice_index).relative_to(self.tree.root)) if self.tree else "",
-                "offset": offset}
+                "file": self._file_name(state.slice_path(slice_index)), "offset": offset}
         if state.kind.framing in ("text", "nul_text"):
             yield Batch("raw", framed.count, dict(meta), framed.records)
             return
@@ -359,13 +389,24 @@ class CollectorStage(Source):
             body = framed.records[first * size:(first + n) * size]
             yield Batch("raw", n, dict(meta, size=size, first=first), body)
 
+    def _file_name(self, path: Path) -> str:
+        """A slice's path in the PROF directory; the tx spool's under its own folder name."""
+        if self.tree is None:
+            return ""
+        if path.is_relative_to(self.tree.root):
+            return str(path.relative_to(self.tree.root))
+        return f"{SPOOL_FOLDER}/{path.parent.name}/{path.name}"
+
     # -- report ---------------------------------------------------------------------------
     def progress(self) -> dict[str, Any]:
         streams = len(self.tree.streams) if self.tree else 0
         return {"streams": streams, "records": self.collected, "MB_read": round(self.bytes_read / 1e6, 1)}
 
     def accounting(self) -> dict[str, int]:
-        return {"records_collected": self.collected, "garbage_bytes": self.garbage_bytes}
+        figures = {"records_collected": self.collected, "garbage_bytes": self.garbage_bytes}
+        if self.config.tx_endpoint:
+            figures["tx_socket_records"] = self.tx_socket_records
+        return figures
 
 
 def _is_finished(prof: Path) -> bool:

@@ -6,10 +6,12 @@ import csv
 import json
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -26,13 +28,13 @@ from stages.sinks.windows import WindowsSink
 APP = [sys.executable, "-m", "stages.simulator.app"]
 
 
-def launch_config(tmp_path: Path, extra_stages: str = "") -> Path:
+def launch_config(tmp_path: Path, extra_stages: str = "", collector_extra: str = "") -> Path:
     out = tmp_path / "out"
     config = tmp_path / "board.yaml"
     config.write_text(f"""
 run: {{name: l{os.getpid()}-{abs(hash(str(out))) % 100000}, output: "{out}", progress_s: 1}}
 stages:
-  collect: {{type: collector, path: elsewhere}}
+  collect: {{type: collector, path: elsewhere{collector_extra}}}
   decode: {{type: decoder, inputs: [collect]}}
   aggregate: {{type: aggregator, inputs: [decode], snapshot_every_s: 0.5}}
   timeline: {{type: timeline, inputs: [aggregate.tasks]}}
@@ -187,6 +189,36 @@ def test_run_launches_the_app_follows_its_profiling_output_and_passes_its_status
     db.close()
     tx_rows = _csv(_one(out / "mindstudio_profiler_output", "msprof_tx_*.csv"))
     assert {r["message"] for r in tx_rows if r["message"].startswith("app: ")} == {*marks, "app: inference loop"}
+
+
+@pytest.mark.slow
+def test_annotations_sent_to_the_collectors_socket_reach_every_output(tmp_path: Path) -> None:
+    """With a collector tx_endpoint the app's pipeline.tx records go over ZeroMQ, not into the PROF directory."""
+    sockets = Path(tempfile.mkdtemp(prefix="tx-", dir="/tmp"))  # ipc paths are limited to 107 bytes
+    try:
+        config = launch_config(tmp_path, collector_extra=f', tx_endpoint: "ipc://{sockets}/tx.ipc"')
+        images = 40
+        result = run_cli("run", str(config), "--live", "off", "--", *APP, "--iterations", str(images),
+                         "--mark-every", "10")
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)
+    out = tmp_path / "out"
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    prof = _one(out / "profiling", "PROF_*")
+    assert not (prof / "host" / "data" / "aging.additional.msproftx.slice_0").exists()
+    annotations = images // 10 + 1  # four markers and the loop's range
+    spool = out / "tx_socket" / "data" / "aging.additional.msproftx.slice_0"
+    assert spool.stat().st_size == annotations * raw.MSPROFTX.itemsize
+
+    report = read_report(out)
+    truth = json.loads((out / "profiling" / "simulator_truth.json").read_text())
+    accounting = report["stages"]["collect"]["accounting"]
+    assert report["problems"] == [] and accounting["tx_socket_records"] == annotations
+    assert accounting["records_collected"] == truth["records_total"] + annotations
+    marks = sorted(e["name"] for e in _timeline_events(out) if e.get("name", "").startswith("app: "))
+    assert marks == ["app: image 10", "app: image 20", "app: image 30", "app: image 40", "app: inference loop"]
+    tx_rows = _csv(_one(out / "mindstudio_profiler_output", "msprof_tx_*.csv"))
+    assert sorted(r["message"] for r in tx_rows if r["message"].startswith("app: ")) == marks
 
 
 @pytest.mark.slow

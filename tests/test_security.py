@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import msgpack
+import pytest
 import zmq
 import zmq.auth
 from pipeline_runs import read_report, run_cli, start_run
@@ -41,20 +42,24 @@ def test_keys_generate_writes_a_private_secret_and_never_overwrites(tmp_path: Pa
     assert "already exists" in again.stderr
 
 
-def test_tcp_endpoint_without_keys_is_refused_unless_insecure(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["decode.endpoint", "collect.tx_endpoint"])
+def test_tcp_endpoint_without_keys_is_refused_unless_insecure(tmp_path: Path, where: str) -> None:
+    decoder_tcp = ', endpoint: "tcp://127.0.0.1:5999"' if where == "decode.endpoint" else ""
+    collector_tcp = ', tx_endpoint: "tcp://127.0.0.1:5998"' if where == "collect.tx_endpoint" else ""
     body = """
 run: {{name: sec, output: "{out}"{extra}}}
 stages:
-  collect: {{type: collector, path: "{out}"}}
-  decode: {{type: decoder, inputs: [collect], endpoint: "tcp://127.0.0.1:5999"}}
+  collect: {{type: collector, path: "{out}"{collector_tcp}}}
+  decode: {{type: decoder, inputs: [collect]{decoder_tcp}}}
 """
     config = tmp_path / "p.yaml"
-    config.write_text(body.format(out=tmp_path, extra=""))
+    config.write_text(body.format(out=tmp_path, extra="", collector_tcp=collector_tcp, decoder_tcp=decoder_tcp))
     refused = run_cli("validate", str(config))
     assert refused.returncode == 2
     lines = refused.stderr.strip().splitlines()
-    assert len(lines) == 1 and "stages.decode.endpoint" in lines[0] and "CURVE" in lines[0]
-    config.write_text(body.format(out=tmp_path, extra=", insecure_tcp: true"))
+    assert len(lines) == 1 and f"stages.{where}" in lines[0] and "CURVE" in lines[0]
+    config.write_text(body.format(out=tmp_path, extra=", insecure_tcp: true", collector_tcp=collector_tcp,
+                                  decoder_tcp=decoder_tcp))
     assert run_cli("validate", str(config)).returncode == 0
 
 

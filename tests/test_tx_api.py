@@ -271,11 +271,17 @@ def test_the_environment_switches_it_on_as_the_app_sees_it(tmp_path: Path) -> No
 def test_the_module_is_standard_library_only_and_python_3_7_syntax() -> None:
     source = Path(tx.__file__).read_text(encoding="utf-8")
     tree = ast.parse(source, feature_version=(3, 7))
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
-                 if isinstance(node, ast.ImportFrom) and node.module}
+
+    def imports(nodes: Any) -> set[str]:
+        names = {alias.name.split(".")[0] for node in nodes if isinstance(node, ast.Import) for alias in node.names}
+        return names | {node.module.split(".")[0] for node in nodes if isinstance(node, ast.ImportFrom) and node.module}
+
+    imported = imports(tree.body)
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported - set(sys.stdlib_module_names)
+    # pyzmq only where annotations go to a collector's socket, imported when that mode starts
+    assert imports(ast.walk(tree)) - imported == {"zmq"}
+    (socket_class,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "_Socket"]
+    assert imports(ast.walk(socket_class)) == {"zmq"}
     loaded = subprocess.run([sys.executable, "-X", "importtime", "-c", "import pipeline.tx"], capture_output=True,
                             text=True, check=True).stderr
     modules = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in loaded.splitlines() if "|" in line}
