@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -272,7 +272,7 @@ def test_the_module_is_standard_library_only_and_python_3_7_syntax() -> None:
     source = Path(tx.__file__).read_text(encoding="utf-8")
     tree = ast.parse(source, feature_version=(3, 7))
 
-    def imports(nodes: Any) -> set[str]:
+    def imports(nodes: Iterable[ast.AST]) -> set[str]:
         names = {alias.name.split(".")[0] for node in nodes if isinstance(node, ast.Import) for alias in node.names}
         return names | {node.module.split(".")[0] for node in nodes if isinstance(node, ast.ImportFrom) and node.module}
 
