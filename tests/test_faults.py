@@ -239,11 +239,14 @@ def test_a_stuck_stage_is_killed_when_configured(tmp_path: Path) -> None:
     cue.touch()  # stuck from its first batch on
     config = tmp_path / "c.yaml"
     config.write_text(config_text(out, board, iterations=40, rate="max",
-                                  run_extra=", heartbeat_timeout_s: 10, kill_stuck: true",
+                                  run_extra=", heartbeat_timeout_s: 10, kill_stuck: true, max_restarts: 1",
                                   extra_stages=STALL.format(cue=cue)))
     result = run_cli("run", str(config), "--live", "off", timeout=300)
     assert result.returncode == 1
     report = read_report(out)
+    # killed, handled as a crash (restarted from its checkpoint), stuck again and killed past max_restarts
+    assert report["recovery"]["restarts"] == {"stall": 1}
+    assert "stage 'stall' killed: no heartbeat for 10 s (run.kill_stuck)" in result.stderr
     killed = "stage 'stall' was killed: no heartbeat for 10 s (run.kill_stuck)"
     assert killed in report["problems"]
     assert report["exit_codes"]["stall"] == -signal.SIGKILL

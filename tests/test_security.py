@@ -15,6 +15,8 @@ import zmq
 import zmq.auth
 from pipeline_runs import read_report, run_cli, start_run
 
+from pipeline.transport import socket_root
+
 MALFORMED = [b"not a pipeline header", b"x"]
 
 
@@ -148,6 +150,9 @@ stages:
     try:
         _wait_for_run(out)
         time.sleep(1.0)  # the decoder has bound its endpoint
+        sockets = socket_root() / f"sec{os.getpid()}"  # the ipc hops' folder: the user's alone
+        assert sockets.is_dir() and stat.S_IMODE(sockets.stat().st_mode) == 0o700
+        assert stat.S_IMODE(socket_root().stat().st_mode) == 0o700
         pushers = [_push(ctx, decode_ep, server_public, rogue), _push(ctx, decode_ep, server_public, None),
                    _push(ctx, decode_ep, server_public, board)]
         assert _first_view(ctx, top_ep, server_public, rogue, wait_s=3.0) is None
@@ -168,3 +173,7 @@ stages:
     assert sum(malformed.values()) == len(MALFORMED), decode["rejected"]  # the allowed client's frames only
     others = [path for path in out.rglob("*") if stat.S_IMODE(path.stat().st_mode) & 0o007]
     assert not others, f"readable by other users (umask 027 expected): {others[:3]}"
+    # The config names key files; no secret key's text reaches the logs, the report or any output file.
+    secrets = [pair(path)[1] for path in (host_secret, keys / "board.key_secret")]
+    written = [stdout.encode(), stderr.encode(), *(path.read_bytes() for path in out.rglob("*") if path.is_file())]
+    assert not [secret for secret in secrets for blob in written if secret in blob]
