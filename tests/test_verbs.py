@@ -42,8 +42,8 @@ class Run:
             return list(csv.DictReader(handle))
 
 
-def _simulate(folder: Path, model: str, sleep_ms: int, seed: int) -> Run:
-    prof = simulate(folder, iterations=ITERATIONS, rate="max", seed=seed, model=model, sleep_ms=sleep_ms)
+def _simulate(folder: Path, model: str, sleep_ms: int, seed: int, iterations: int = ITERATIONS) -> Run:
+    prof = simulate(folder, iterations=iterations, rate="max", seed=seed, model=model, sleep_ms=sleep_ms)
     return Run(prof, json.loads((folder / "simulator_truth.json").read_text()))
 
 
@@ -67,6 +67,27 @@ def test_advice_fires_before_fusion_and_not_after(case: dict[str, Any]) -> None:
     # After fusion the device waits on the host (pre/post-processing): the next thing to fix, and only then.
     assert "host_gaps" in after and "host_gaps" not in before
     assert after["host_gaps"]["evidence"]["idle_share"] > 0.5
+
+
+def test_model_load_dominates_a_short_run_and_top_types_follow_the_statistics(case: dict[str, Any],
+                                                                               tmp_path: Path) -> None:
+    short = _simulate(tmp_path / "short", "face_mask_ssd_fused", 0, seed=6, iterations=2)
+    imported = run_cli("import", str(short.prof))
+    assert imported.returncode == 0, imported.stderr[-3000:]
+    load = next(a for a in short.truth["api_statistic"] if a["api_name"] == "aclmdlLoadFromFile")
+    execute = next(a for a in short.truth["api_statistic"] if a["api_name"] == "aclmdlExecute")
+    assert load["total_ns"] > execute["total_ns"]  # the run is built so: one load, two executions
+    evidence = short.advice()["model_load"]["evidence"]
+    assert (evidence["load_ns"], evidence["execute_ns"], evidence["executions"]) == \
+        (load["total_ns"], execute["total_ns"], 2)
+    assert "model_load" not in case["before"].advice()  # twenty executions outweigh the load
+    for run in (short, case["before"]):
+        totals: dict[str, int] = {}
+        for row in run.truth["op_statistic"]:
+            totals[row["op_type"]] = totals.get(row["op_type"], 0) + row["total_ns"]
+        first, second = sorted(totals, key=lambda op_type: -totals[op_type])[:2]
+        title = run.advice()["top_op_types"]["title"]
+        assert title.startswith("Top operator types by device time: ") and title.index(first) < title.index(second)
 
 
 def test_advice_figures_come_from_the_run(case: dict[str, Any]) -> None:
