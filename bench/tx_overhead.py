@@ -4,7 +4,8 @@ measured in the same run (these machines are noisy: read the ratios, not the abs
     python bench/tx_overhead.py [--calls 200000] [--repeat 5]
 
 "on" writes every record into a PROF directory in a temporary folder, as a profiled app does (one
-os.write of 256 bytes per mark; two stamps per push/pop or range pair, one record each).
+os.write of 256 bytes per mark; two stamps per push/pop or range pair, one record each); "socket" sends
+them to a ZeroMQ PULL socket instead, as to a collector's tx_endpoint (a thread here drains it).
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import zmq
 
 from pipeline import tx
 
@@ -59,6 +63,41 @@ def _with_range() -> None:
         pass
 
 
+class _Drain:
+    """A PULL socket on an ipc endpoint whose thread counts the records that arrive."""
+
+    def __init__(self, folder: Path) -> None:
+        self.endpoint = f"ipc://{folder}/tx.ipc"
+        self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self.sock = self.context.socket(zmq.PULL)
+        self.sock.bind(self.endpoint)
+        self.records = 0
+        self.stopping = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopping or self.sock.poll(200):
+            if self.sock.poll(50):
+                self.records += len(self.sock.recv()) // tx.RECORD.size
+
+    def close(self) -> int:
+        self.stopping = True
+        self.thread.join()
+        self.sock.close(0)
+        self.context.term()
+        return self.records
+
+
+def _measure_on(cases: list[tuple[str, Callable[[], object]]], label: str, calls: int, repeat: int, loop: float,
+                folder: str, endpoint: str | None) -> list[tuple[str, float]]:
+    tx.init(folder, endpoint=endpoint)
+    tx.flush()
+    rows = [(f"{label} {name}", _per_call_ns(call, calls, repeat) - loop) for name, call in cases]
+    tx.finalize()
+    return rows
+
+
 def measure(calls: int, repeat: int) -> list[tuple[str, float]]:
     stamp = tx.create_stamp()
     tx.set_stamp_trace_message(stamp, "bench")
@@ -73,17 +112,19 @@ def measure(calls: int, repeat: int) -> list[tuple[str, float]]:
             ("empty function call (baseline)", _per_call_ns(lambda: _empty(stamp), calls, repeat) - loop)]
     tx.finalize()
     for name, call in cases:
-        rows.append((f"off: {name}", _per_call_ns(call, calls, repeat) - loop))
+        rows.append((f"off:    {name}", _per_call_ns(call, calls, repeat) - loop))
+    on_calls = max(1, calls // 10)
+    expected = on_calls * repeat * len(cases)
     with tempfile.TemporaryDirectory() as folder:
         _fake_prof_dir(Path(folder))
-        tx.init(folder)
-        tx.flush()
-        for name, call in cases:
-            rows.append((f"on:  {name}", _per_call_ns(call, max(1, calls // 10), repeat) - loop))
-        tx.finalize()
+        rows += _measure_on(cases, "on:    ", on_calls, repeat, loop, folder, None)
         written = sum(f.stat().st_size for f in Path(folder).glob("PROF_*/host/data/*msproftx*")) // tx.RECORD.size
-        expected = max(1, calls // 10) * repeat * len(cases)
         rows.append((f"records written (expected {expected})", float(written)))
+    with tempfile.TemporaryDirectory(dir="/tmp") as folder:  # ipc paths are limited to 107 bytes
+        _fake_prof_dir(Path(folder))
+        drain = _Drain(Path(folder))
+        rows += _measure_on(cases, "socket:", on_calls, repeat, loop, folder, drain.endpoint)
+        rows.append((f"records received (expected {expected})", float(drain.close())))
     return rows
 
 
