@@ -40,7 +40,7 @@ API_TEXT_COLUMNS = ("struct_type", "name")
 
 TX_COLUMNS = ("start_ns", "end_ns", "process_id", "thread_id", "category", "event_type", "payload_type",
               "payload_value", "message_type", "message", "domain", "mark_id")
-TX_TEXT_COLUMNS = ("message",)
+TX_TEXT_COLUMNS: tuple[str, ...] = ()  # the message travels as text: messages often number what they mark
 
 # One finished iteration of a (device, model) from the step-trace keypoints (stages/aggregator/steps.py);
 # None where the keypoint is absent; ``reduces`` is a list of [start_ns, end_ns | None] (all-reduce tags).

@@ -336,12 +336,14 @@ class AggregatorStage(Transform):
             self.unused["task log states other than start/end (310 AI Core start/done, waiting)"] += other_states
 
     def _tx_rows(self, arr: np.ndarray) -> None:
+        """msproftx rows; the message goes as text, not a symbol: messages often number what they mark ("frame
+        27355"), and every stage would keep each such symbol for the rest of the run."""
         for r in arr:
             message = bytes(r["message"]).split(b"\0", 1)[0].decode("utf-8", errors="replace")
             self.rows["tx"].append([int(r["start_ns"]), int(r["end_ns"]), int(r["process_id"]),
                                     int(r["tx_thread_id"]), int(r["category"]), int(r["event_type"]),
                                     int(r["payload_type"]), int(r["payload"]), int(r["message_type"]),
-                                    self.symbols.intern(message), int(r["domain"]), int(r["mark_id"])])
+                                    message, int(r["domain"]), int(r["mark_id"])])
 
     def _freq_rows(self, arr: np.ndarray) -> None:
         """AI Core frequency change points for the sinks (msprof's AICORE_FREQ), where msprof exports them."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stages.schema import CONTEXT_ID_NONE, SymbolTable
-from stages.sinks._format import MSTX_EVENT_TYPES, NA, us
+from stages.sinks._format import MSTX_EVENT_TYPES, NA, text_of, us
 
 Keyed = tuple[tuple[int, ...], list[str]]
 
@@ -65,8 +65,8 @@ def msprof_tx_rows(symbols: SymbolTable, rows: list[list[Any]]) -> Iterator[Keye
          _domain, _mark_id) in rows:
         yield (start, end, pid, tid), [
             "host", str(pid), str(tid), str(category), MSTX_EVENT_TYPES.get(event_type, str(event_type)),
-            str(payload_type), str(payload_value), us(start), us(end), str(message_type), symbols[message], NA, NA,
-            NA]
+            str(payload_type), str(payload_value), us(start), us(end), str(message_type), text_of(symbols, message),
+            NA, NA, NA]
 
 
 def aicpu_rows(symbols: SymbolTable, rows: list[list[Any]]) -> Iterator[Keyed]:

@@ -59,6 +59,7 @@ MSTX_NO_CONNECTION = 4_000_000_000  # msprof's connectionId of an mstx event wit
 UNKNOWN_CHIP = "UNKNOWN"
 SCHEDULE_OP_SUFFIX = "AicpuKernel"  # msprof files such ops under COMMUNICATION_SCHEDULE_TASK_INFO
 ORPHAN_CONNECTION_IDS = 1 << 62
+MESSAGE_MEMO = 4096  # msproftx message texts remembered twice over (this many recent, and the ones before)
 # Crash recovery (snapshot/restore): how each table is cut back to a checkpoint. Rows of these tables go in
 # by rowid order; these others by an id the sink hands out in order; the enums and META_DATA never change
 # after open; any other table (run info, statistics, AICORE_FREQ: small, replaced or updated in place) is
@@ -101,7 +102,12 @@ class SqliteSink(Sink):
         self.path = Path()
         self.conn: sqlite3.Connection | None = None
         self._created: set[str] = set()
-        self._string_ids: dict[str, int] = {}
+        self._string_ids: dict[str, int] = {}  # names (op, API, type, shape texts): a bounded variety
+        self._next_string_id = 0
+        # msproftx messages often number what they mark: only the recent ones are remembered (a message seen
+        # again after MESSAGE_MEMO new ones gets another STRING_IDS row with the same text)
+        self._messages: dict[str, int] = {}
+        self._older_messages: dict[str, int] = {}
         self._symbol_ids: dict[int, int] = {}  # our symbol id -> STRING_IDS id
         self._new_strings: list[tuple[int, str]] = []
         self._next_task_id = 0
@@ -171,6 +177,7 @@ class SqliteSink(Sink):
         def transaction() -> None:
             task_id, span, session, created = self._next_task_id, self._record_span, self._session_row, set(
                 self._created)
+            next_string_id = self._next_string_id
             aicore_freq = copy.deepcopy(self._aicore_freq)
             orphan_id, api_max_id = self._orphan_connection_id, self._api_max_connection_id
             counts = dict(self.counts)
@@ -184,7 +191,9 @@ class SqliteSink(Sink):
                     check_fault_cue(self.path)  # testing: fail where a full disk fails, before the commit
             except BaseException:
                 for _, text in self._new_strings:
-                    del self._string_ids[text]
+                    self._string_ids.pop(text, None)
+                self._next_string_id = next_string_id
+                self._messages, self._older_messages = {}, {}  # a memo: may hold ids just forgotten
                 self._symbol_ids.clear()
                 self._pmu_names.clear()  # it may hold ids of the strings just forgotten
                 self._next_task_id, self._record_span, self._session_row = task_id, span, session
@@ -210,7 +219,7 @@ class SqliteSink(Sink):
         self.conn = None
 
     def accounting(self) -> dict[str, int]:
-        return {**self.counts, "strings": len(self._string_ids)}
+        return {**self.counts, "strings": self._next_string_id}
 
     # -- crash recovery -------------------------------------------------------------------------
 
@@ -262,7 +271,7 @@ class SqliteSink(Sink):
         for name in APPENDED_BY_TASK_ID:
             if name in tables:
                 conn.execute(f"DELETE FROM {name} WHERE globalTaskId >= ?", (self._next_task_id,))
-        conn.execute("DELETE FROM STRING_IDS WHERE id >= ?", (len(self._string_ids),))
+        conn.execute("DELETE FROM STRING_IDS WHERE id >= ?", (self._next_string_id,))
         if "CANN_API" in tables:
             conn.execute("DELETE FROM CANN_API WHERE connectionId > ? AND connectionId <= ? OR connectionId > ?",
                          (self._api_max_connection_id, ORPHAN_CONNECTION_IDS, self._orphan_connection_id))
@@ -300,8 +309,27 @@ class SqliteSink(Sink):
     def _sid(self, text: str) -> int:
         found = self._string_ids.get(text)
         if found is None:
-            found = self._string_ids[text] = len(self._string_ids)
-            self._new_strings.append((found, text))
+            found = self._string_ids[text] = self._new_string(text)
+        return found
+
+    def _new_string(self, text: str) -> int:
+        found = self._next_string_id
+        self._next_string_id += 1
+        self._new_strings.append((found, text))
+        return found
+
+    def _message_sid(self, text: str) -> int:
+        """STRING_IDS id of an msproftx message: memory stays bounded however many distinct messages come."""
+        found = self._messages.get(text)
+        if found is None:
+            found = self._older_messages.get(text)
+            if found is None:
+                found = self._string_ids.get(text)
+                if found is None:
+                    found = self._new_string(text)
+            self._messages[text] = found
+            if len(self._messages) > MESSAGE_MEMO:
+                self._older_messages, self._messages = self._messages, {}
         return found
 
     def _sym(self, symbol: int) -> int:
@@ -433,7 +461,7 @@ class SqliteSink(Sink):
                 connection_id, domain_text = MSTX_NO_CONNECTION + 1 + mark_id, str(domain)
             else:
                 connection_id, domain_text = MSTX_NO_CONNECTION, ""
-            values.append((start, end, kind, UINT32_NONE, category, self._sid(text), global_tid, global_tid,
+            values.append((start, end, kind, UINT32_NONE, category, self._message_sid(text), global_tid, global_tid,
                            self._sid(domain_text), connection_id))
             self._widen_span(start, end)
         self._insert(conn, msdb.MSTX_EVENTS, values)

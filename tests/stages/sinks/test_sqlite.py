@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from sink_batches import TIMESTAMP, Feed
 
 from pipeline.stage import StageContext
-from stages.sinks.sqlite import SqliteSink
+from stages.sinks.sqlite import MESSAGE_MEMO, SqliteSink
 
 OP_NAMES = """
     SELECT name_ids.value, type_ids.value, TASK.startNs, TASK.deviceId
@@ -242,6 +242,27 @@ def test_api_and_mstx_rows(ctx: StageContext, feed: Feed) -> None:
                   (12, 12, 3, 4294967295, "step", tid100, tid100, "77", 4_000_000_006)]
     values = [v for (v,) in db.execute("SELECT value FROM STRING_IDS")]
     assert len(values) == len(set(values))  # each text stored once
+    db.close()
+    sink.close()
+
+
+def test_numbered_messages_keep_the_sinks_memory_bounded(ctx: StageContext, feed: Feed) -> None:
+    """Each mark naming its frame: every MSTX_EVENTS row still reads its text back, a message that recurs while
+    it is recent keeps its id, and the sink remembers at most twice MESSAGE_MEMO of them."""
+    sink = make_sink(ctx)
+    sink.write_batch(feed.run_info())
+    frames = 3 * MESSAGE_MEMO
+    for first in range(0, frames, 1000):
+        sink.write_batch(feed.batch("tx", [feed.tx(n, n + 1, message=f"frame {n}")
+                                           for n in range(first, min(first + 1000, frames))]))
+        sink.write_batch(feed.batch("tx", [feed.tx(first, first, message="loop")]))  # recurs: one id
+        assert len(sink._messages) + len(sink._older_messages) <= 2 * MESSAGE_MEMO + 1
+    db = sqlite3.connect(sink.path)
+    read_back = db.execute("""SELECT startNs, endNs, s.value FROM MSTX_EVENTS JOIN STRING_IDS s
+                              ON s.id = MSTX_EVENTS.message WHERE s.value != 'loop' ORDER BY startNs""").fetchall()
+    assert read_back == [(n, n + 1, f"frame {n}") for n in range(frames)]
+    assert db.execute("SELECT count(DISTINCT message) FROM MSTX_EVENTS s JOIN STRING_IDS t ON t.id = s.message "
+                      "WHERE t.value = 'loop'").fetchone() == (1,)
     db.close()
     sink.close()
 
