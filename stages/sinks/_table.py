@@ -2,9 +2,11 @@
 
 A :class:`SortedTable` appends rows in arrival order to ``{module}_{ts}.csv`` (past ``max_rows`` rows,
 ``{module}_slice_{k}_{ts}.csv`` as well), whole lines per write, so the file parses at every moment.
-Each row comes with an integer sort key. At most ``chunk_rows`` rows are held in memory: a full chunk
-is sorted and spilled to a hidden run file. At close the runs are merged (bounded fan-in), and the final
-files, sorted by key and sliced at ``max_rows`` rows as msprof names them, replace the live ones
+Each row comes with an integer sort key. At most ``chunk_rows`` rows, and ``chunk_bytes`` bytes of their
+lines, are held in memory: a full chunk is sorted and spilled to a hidden run file (the byte bound keeps
+a slowly growing table, such as msprof_tx, from holding a large chunk for much of the run). At close the
+runs are merged (bounded fan-in), and the final files, sorted by key and sliced at ``max_rows`` rows as
+msprof names them, replace the live ones
 atomically.
 
 The helpers below (cell quoting, atomic files, run files) are shared with op_summary's writer.
@@ -305,7 +307,7 @@ class SortedTable(SlicedOutput):
 
     def __init__(self, directory: Path, module: str, timestamp: str, fmt: str, header: list[str], *,
                  key_fields: int, max_rows: int, chunk_rows: int, tab_columns: Collection[str] = (),
-                 guard: OutputGuard | None = None) -> None:
+                 guard: OutputGuard | None = None, chunk_bytes: int = 4 << 20) -> None:
         self.directory = directory
         self.guard = guard or OutputGuard()
         self.module = module
@@ -321,6 +323,8 @@ class SortedTable(SlicedOutput):
         self.files: list[Path] = []
         self.rows = 0
         self._chunk: list[RunRow] = []  # (*key, width, line)
+        self.chunk_bytes = chunk_bytes
+        self._chunk_bytes = 0  # of the chunk's lines
         self._runs: list[Path] = []
         self._in_order = True  # every row so far arrived in the order the sort puts them in
         self._last_row: RunRow | None = None
@@ -347,7 +351,8 @@ class SortedTable(SlicedOutput):
                 earlier <= later for earlier, later in zip(added, added[1:], strict=False))
             self._last_row = added[-1]
         self._write_live(lines)
-        if len(self._chunk) >= self.chunk_rows:
+        self._chunk_bytes += sum(map(len, lines))
+        if len(self._chunk) >= self.chunk_rows or self._chunk_bytes >= self.chunk_bytes:
             self._spill()
 
     def add_columns(self, names: list[str]) -> None:
@@ -379,13 +384,13 @@ class SortedTable(SlicedOutput):
             return Commit()
         spilled = list(self._runs)
         if self._in_order and self.csv and len(self.files) == 1 and self.rows <= self.max_rows:
-            self._runs, self._chunk = [], []  # the live file is the sorted one already
+            self._runs, self._chunk, self._chunk_bytes = [], [], 0  # the live file is the sorted one already
             return commit_of([], [], spilled)
         written = self.guard.attempt(self.directory, self._sort_files,
                                      lambda: remove_temporaries(self.directory, self.module, self.timestamp, "merge"))
         commit = commit_of(written, self.files, spilled)
         self.files = [path for _, path in written]
-        self._runs, self._chunk = [], []
+        self._runs, self._chunk, self._chunk_bytes = [], [], 0
         return commit
 
     # -- crash recovery ---------------------------------------------------------------------
@@ -470,7 +475,7 @@ class SortedTable(SlicedOutput):
         self._chunk.sort()
         path, chunk = self._run_path(), self._chunk
         self._runs.append(self.guard.attempt(path, lambda: write_run(path, chunk), lambda: remove([path])))
-        self._chunk = []
+        self._chunk, self._chunk_bytes = [], 0
 
     def _complete(self, width: int, line: str) -> str:
         """A line written under a narrower header, padded to the final one."""

@@ -13,6 +13,7 @@ Example config::
       max_rows: 1000000                       # rows per file before slicing (every table)
       refresh_s: 1.0                          # at most one statistics rewrite per interval
       sort_chunk_rows: 50000                  # rows per table held in memory by the sort
+      sort_chunk_bytes: 4194304               # ... and bytes of their lines
 
 Files are ``{module}_{timestamp}.{csv|json}``, sliced past ``max_rows`` rows into
 ``{module}_slice_{k}_{timestamp}``; a table without rows has no file, as in msprof. op_summary grows as
@@ -116,6 +117,7 @@ class SummarySink(Sink):
         max_rows: int = Field(1_000_000, gt=0, description="rows per file before slicing (every table)")
         refresh_s: float = Field(1.0, ge=0, description="minimum seconds between statistics rewrites")
         sort_chunk_rows: int = Field(50_000, gt=0, description="rows per table in memory while sorting")
+        sort_chunk_bytes: int = Field(4 << 20, ge=4096, description="bytes of rows per table in memory while sorting")
 
     def __init__(self, config: Any, ctx: StageContext) -> None:
         if not isinstance(config, self.Config):
@@ -230,7 +232,7 @@ class SummarySink(Sink):
             table = self.tables[spec.module] = SortedTable(
                 self.directory, spec.module, self.timestamp, self.config.format, list(spec.header),
                 key_fields=spec.key_fields, max_rows=self.config.max_rows, chunk_rows=self.config.sort_chunk_rows,
-                tab_columns=spec.time_points, guard=self.ctx.output_guard)
+                tab_columns=spec.time_points, guard=self.ctx.output_guard, chunk_bytes=self.config.sort_chunk_bytes)
         missing = max(len(cells) for _, cells in keyed) - len(table.header)
         if missing > 0 and spec.growth:  # more all-reduce pairs than earlier iterations had
             repeats = -(-missing // len(spec.growth))

@@ -66,3 +66,19 @@ def test_every_row_once_sorted_and_sliced(rows: list[tuple[int, int, str]], batc
         assert body == expected
         if len(rows) > max_rows:
             assert final[0].name == "t_slice_0_20240101120000." + fmt
+
+
+def test_a_slow_table_spills_by_bytes_before_its_row_count(tmp_path: Path) -> None:
+    """One row per batch, as msproftx marks come: the chunk never holds more than chunk_bytes of lines (and
+    one row), so a table that grows slowly does not keep a large chunk; the output is the same."""
+    table = SortedTable(tmp_path, "t", "20240101120000", "csv", list(HEADER), key_fields=2, max_rows=10_000,
+                        chunk_rows=50_000, chunk_bytes=4096)
+    keyed = [((0, (n * 7919) % 3001), ["0", str((n * 7919) % 3001), f"mark {n}"]) for n in range(3000)]
+    for row in keyed:
+        table.append([row])
+        assert sum(len(entry[-1]) for entry in table._chunk) < 4096 + 64
+    assert len(table._runs) >= 3000 * 15 // 4096  # each line is at least 15 bytes
+    (final,) = table.finish()
+    with open(final, newline="") as handle:
+        body = list(csv.reader(handle))[1:]
+    assert body == [cells for _, cells in sorted(keyed)]
