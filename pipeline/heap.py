@@ -1,10 +1,14 @@
-"""Garbage-collector settings for stages that hold many small long-lived objects."""
+"""Heap settings of stage processes: the garbage collector's pace, and where large buffers come from."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
 
 GC_YOUNG_THRESHOLD = 50_000  # allocations between young-generation collections (Python's default: 700)
+M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
+LARGE_BUFFER_BYTES = 128 << 10  # glibc's initial mmap threshold, kept fixed
 
 
 def collect_young_less_often() -> None:
@@ -17,3 +21,22 @@ def collect_young_less_often() -> None:
     young, *older = gc.get_threshold()
     if young < GC_YOUNG_THRESHOLD:
         gc.set_threshold(GC_YOUNG_THRESHOLD, *older)
+
+
+def return_large_buffers() -> bool:
+    """Keep glibc's mmap threshold at 128 KiB, so every large buffer is its own mapping, given back when freed.
+
+    Stages allocate and free large buffers all the time (received messages, a batch's joined CSV or JSON text,
+    a few hundred KiB each). glibc raises its mmap threshold to the size of each mapped block that is freed, up
+    to 32 MiB, so after the first few such buffers the later ones come from the heap, where the small
+    long-lived objects allocated between them keep the freed space from being returned: a long run's RSS then
+    crept up by megabytes a minute (bench/soak.py) with no object alive to show for it. Fixing the threshold
+    (which also stops the dynamic adjustment) keeps it flat. False where the C library is not glibc."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        libc = ctypes.CDLL(name)
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, LARGE_BUFFER_BYTES))
+    except (OSError, AttributeError):
+        return False

@@ -307,7 +307,7 @@ class SortedTable(SlicedOutput):
 
     def __init__(self, directory: Path, module: str, timestamp: str, fmt: str, header: list[str], *,
                  key_fields: int, max_rows: int, chunk_rows: int, tab_columns: Collection[str] = (),
-                 guard: OutputGuard | None = None, chunk_bytes: int = 4 << 20) -> None:
+                 guard: OutputGuard | None = None, chunk_bytes: int = 1 << 20) -> None:
         self.directory = directory
         self.guard = guard or OutputGuard()
         self.module = module

@@ -13,7 +13,7 @@ Example config::
       max_rows: 1000000                       # rows per file before slicing (every table)
       refresh_s: 1.0                          # at most one statistics rewrite per interval
       sort_chunk_rows: 50000                  # rows per table held in memory by the sort
-      sort_chunk_bytes: 4194304               # ... and bytes of their lines
+      sort_chunk_bytes: 1048576               # ... and bytes of their lines
 
 Files are ``{module}_{timestamp}.{csv|json}``, sliced past ``max_rows`` rows into
 ``{module}_slice_{k}_{timestamp}``; a table without rows has no file, as in msprof. op_summary grows as
@@ -117,7 +117,7 @@ class SummarySink(Sink):
         max_rows: int = Field(1_000_000, gt=0, description="rows per file before slicing (every table)")
         refresh_s: float = Field(1.0, ge=0, description="minimum seconds between statistics rewrites")
         sort_chunk_rows: int = Field(50_000, gt=0, description="rows per table in memory while sorting")
-        sort_chunk_bytes: int = Field(4 << 20, ge=4096, description="bytes of rows per table in memory while sorting")
+        sort_chunk_bytes: int = Field(1 << 20, ge=4096, description="bytes of rows per table in memory while sorting")
 
     def __init__(self, config: Any, ctx: StageContext) -> None:
         if not isinstance(config, self.Config):
