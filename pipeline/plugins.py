@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 
 from pipeline.errors import UserError
 from pipeline.stage import Stage
@@ -11,9 +12,16 @@ from pipeline.stage import Stage
 ENTRY_POINT_GROUP = "ascend_pipeline.stages"
 
 
+@functools.cache
+def _registered() -> tuple[EntryPoint, ...]:
+    """The group's entry points, read once per process (each read scans every installed distribution, and a
+    config names a type per stage)."""
+    return tuple(entry_points(group=ENTRY_POINT_GROUP))
+
+
 def available_types() -> dict[str, str]:
     """Registered type name → ``module:Class`` (not imported, so one broken plugin breaks nothing)."""
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return {ep.name: ep.value for ep in _registered()}
 
 
 def load_stage_class(type_name: str, where: str = "") -> type[Stage]:
@@ -30,7 +38,7 @@ def load_stage_class(type_name: str, where: str = "") -> type[Stage]:
         if found is None:
             raise UserError(f"{prefix}module '{module_name}' has no class '{attr}'")
     else:
-        matches = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == type_name]
+        matches = [ep for ep in _registered() if ep.name == type_name]
         if not matches:
             known = ", ".join(sorted(available_types())) or "none installed"
             raise UserError(f"{prefix}unknown stage type '{type_name}'",
