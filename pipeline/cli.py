@@ -128,17 +128,30 @@ def _cmd_acl_json(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_structlog_without_rich() -> None:
+    """structlog imports rich (about 0.1 s) for pretty tracebacks on a terminal; a stage process has no use for
+    it, and the test suite and every run start many stage processes."""
+    if "structlog" in sys.modules or "rich" in sys.modules:
+        return
+    sys.modules["rich"] = None  # type: ignore[assignment]  # import rich → ImportError: structlog goes without
+    try:
+        import structlog  # noqa: F401
+    finally:
+        del sys.modules["rich"]
+
+
 def _cmd_stage(args: argparse.Namespace) -> int:
     # Signals that arrive while the stage is still importing are kept and replayed, not fatal.
     early: list[int] = []
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
         signal.signal(signum, lambda number, frame: early.append(number))
 
+    _import_structlog_without_rich()
     from pipeline.config import load_config
     from pipeline.runner import run_stage
 
     overrides = {"run.output": args.output} if args.output else {}
-    config = load_config(args.config, overrides)
+    config = load_config(args.config, overrides, only=args.stage_id)
     return run_stage(config, args.stage_id, args.run_id or f"{config.run.name}-standalone", args.control,
                      args.stamp, early, Path(args.heartbeat) if args.heartbeat else None, args.resume)
 

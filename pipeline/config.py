@@ -60,13 +60,33 @@ class RunSettings(BaseModel):
 
 @dataclass
 class StageSpec:
+    """One stage of the graph. Its class is imported and its settings validated when first asked for: a stage
+    process needs only its own (a sink then starts without numpy or the other stages' modules)."""
+
     stage_id: str
     type_name: str
-    cls: type[Stage]
-    config: StageConfig
+    settings: dict[str, Any]  # the stage's own keys, interpolated, not validated yet
     inputs: list[tuple[str, str]]  # (producer stage id, port)
     endpoint: str | None
     enabled: bool
+    where: str = ""  # `FILE: stages.ID`, for errors
+    _cls: type[Stage] | None = field(default=None, repr=False)
+    _config: StageConfig | None = field(default=None, repr=False)
+
+    @property
+    def cls(self) -> type[Stage]:
+        if self._cls is None:
+            self._cls = load_stage_class(self.type_name, self.where)
+        return self._cls
+
+    @property
+    def config(self) -> StageConfig:
+        if self._config is None:
+            try:
+                self._config = self.cls.Config.model_validate(self.settings)
+            except ValidationError as exc:
+                raise _format_validation(exc, self.where, self.cls) from None
+        return self._config
 
 
 @dataclass
@@ -88,7 +108,7 @@ class PipelineConfig:
         found = [(f"stages.{sid}.endpoint", spec.endpoint) for sid, spec in self.enabled_stages().items()
                  if spec.endpoint and spec.endpoint.startswith("tcp://")]
         for sid, spec in self.enabled_stages().items():  # a stage's own sockets (the collector's tx_endpoint)
-            found += [(f"stages.{sid}.{key}", value) for key, value in spec.config.model_dump().items()
+            found += [(f"stages.{sid}.{key}", value) for key, value in spec.settings.items()  # none by default
                       if key.endswith("_endpoint") and isinstance(value, str) and value.startswith("tcp://")]
         if self.run.top_endpoint and self.run.top_endpoint.startswith("tcp://"):
             found.append(("run.top_endpoint", self.run.top_endpoint))
@@ -139,8 +159,11 @@ def _format_validation(exc: ValidationError, where: str, cls: type[Stage]) -> Us
     return _located(f"{where}.{key}" if key else where, error["msg"].lower(), f"allowed keys: {allowed}")
 
 
-def parse_config(raw: Any, path: Path, env: Mapping[str, str] | None = None) -> PipelineConfig:
-    """Validate a parsed YAML tree; every error names the file, the stage id and the key."""
+def parse_config(raw: Any, path: Path, env: Mapping[str, str] | None = None, only: str | None = None) -> PipelineConfig:
+    """Validate a parsed YAML tree; every error names the file, the stage id and the key.
+
+    ``only``: the process runs that one stage (the supervisor validated the whole graph before starting it), so
+    only its class is imported and its settings validated; the others are read for their wiring."""
     where = str(path)
     if not isinstance(raw, dict):
         raise _located(where, "a pipeline config is a mapping with 'run' and 'stages'")
@@ -168,8 +191,11 @@ def parse_config(raw: Any, path: Path, env: Mapping[str, str] | None = None) -> 
     for stage_id, body in stages_tree.items():
         if not STAGE_ID.match(str(stage_id)):
             raise _located(f"{where}: stages.{stage_id}", "stage ids use letters, digits, '_' and '-' (at most 40)")
-        config.stages[str(stage_id)] = _parse_stage(str(stage_id), body, where)
-    _check_graph(config, where)
+        spec = config.stages[str(stage_id)] = _parse_stage(str(stage_id), body, where)
+        if only is None or spec.stage_id == only:
+            spec.config  # noqa: B018 (imports the class, validates the settings: errors in file order)
+    if only is None:
+        _check_graph(config, where)
     _check_tcp_security(config, where)
     return config
 
@@ -189,21 +215,16 @@ def _parse_stage(stage_id: str, body: Any, where: str) -> StageSpec:
         raise _located(at, "stage settings must be a mapping with at least 'type'")
     if "type" not in body:
         raise _located(at, "missing 'type'", "e.g. type: decoder")
-    cls = load_stage_class(str(body["type"]), at)
     own = {key: value for key, value in body.items() if key not in COMMON_STAGE_KEYS}
-    try:
-        stage_config = cls.Config.model_validate(own)
-    except ValidationError as exc:
-        raise _format_validation(exc, at, cls) from None
     inputs_raw = body.get("inputs", [])
     if not isinstance(inputs_raw, list):
         raise _located(f"{at}.inputs", "must be a list of stage ids or 'stage.port'")
     endpoint = body.get("endpoint")
     if endpoint is not None and not str(endpoint).startswith(("tcp://", "ipc://")):
         raise _located(f"{at}.endpoint", f"unsupported endpoint {endpoint!r}", "use tcp://HOST:PORT or ipc://PATH")
-    return StageSpec(stage_id, str(body["type"]), cls, stage_config,
-                     [_parse_input(ref, f"{at}.inputs") for ref in inputs_raw],
-                     str(endpoint) if endpoint else None, _parse_enabled(body.get("enabled", True), f"{at}.enabled"))
+    return StageSpec(stage_id, str(body["type"]), own, [_parse_input(ref, f"{at}.inputs") for ref in inputs_raw],
+                     str(endpoint) if endpoint else None, _parse_enabled(body.get("enabled", True), f"{at}.enabled"),
+                     at)
 
 
 def _check_graph(config: PipelineConfig, where: str) -> None:
@@ -245,9 +266,10 @@ def _check_acyclic(stages: dict[str, StageSpec], where: str) -> None:
         visit(sid, [])
 
 
-def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> PipelineConfig:
+def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None, only: str | None = None
+                ) -> PipelineConfig:
     """Read, interpolate and validate a config file. ``overrides`` patch the parsed tree
-    (``{"run.output": "...", "stages.collect.path": "..."}``) before validation."""
+    (``{"run.output": "...", "stages.collect.path": "..."}``) before validation; ``only``: see parse_config."""
     config_path = Path(path)
     if not config_path.is_file():
         raise UserError(f"config file not found: {config_path}", "pass the path of a pipeline YAML file")
@@ -266,7 +288,7 @@ def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
         for key in parents:
             node = node.setdefault(key, {})
         node[leaf] = value
-    return parse_config(raw, config_path)
+    return parse_config(raw, config_path, only=only)
 
 
 def graph_text(config: PipelineConfig) -> str:
