@@ -1,19 +1,46 @@
-"""Test-wide settings: helper modules in tests/ are importable by name, and the project's bytecode is written
-once before the tests start their stage processes."""
+"""Test-wide settings: helper modules in tests/ are importable by name, the project's bytecode is written
+once before the tests start their stage processes, and the fuzzers' counts are printed at the end (added up
+over pytest-xdist's workers: the suite runs on two, `-n 2` in pyproject.toml)."""
 
 import compileall
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / "fuzz"))
+
+from fuzz_budget import TRIED  # noqa: E402
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """The tests start thousands of stage processes. Where the environment says not to write bytecode
     (PYTHONDONTWRITEBYTECODE), each of them would compile the project's modules from source again (about
     0.3 s of CPU per process); compileall writes it regardless, and reading it is always allowed."""
+    if hasattr(session.config, "workerinput"):  # a pytest-xdist worker: the controller has written it
+        return
     for package in ("pipeline", "pipeline_board", "stages"):
         compileall.compile_dir(ROOT / package, quiet=1)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    worker_output = getattr(session.config, "workeroutput", None)  # set in a pytest-xdist worker
+    if worker_output is not None:
+        worker_output["fuzz_tried"] = dict(TRIED)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """A pytest-xdist worker ended: its fuzzers' counts join the run's."""
+    TRIED.update(getattr(node, "workeroutput", {}).get("fuzz_tried", {}))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not TRIED:
+        return
+    terminalreporter.section("fuzz budget")
+    for name, count in sorted(TRIED.items()):
+        terminalreporter.write_line(f"fuzz: {name} tried {count} inputs")

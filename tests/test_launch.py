@@ -175,9 +175,11 @@ def test_run_launches_the_app_follows_its_profiling_output_and_passes_its_status
     for name, event in marks.items():
         assert event["args"]["event_type"] == "marker" and event["tid"] != 0
         image = int(name.rsplit(" ", 1)[1])
-        # Made in the app right after image N: on the board's clock, near the start of image N + 1.
+        # Made in the app right after image N: on the board's clock, after image N began and near the start of
+        # image N + 1 (within 2 s: the tests may share the machine with another test's pipeline).
         after = frames.get(f"frame {image + 1}", frames[f"frame {image}"])
-        assert abs(float(event["ts"]) - after) < 500_000, (name, event["ts"], after)
+        assert frames[f"frame {image}"] < float(event["ts"]), (name, event["ts"], frames[f"frame {image}"])
+        assert abs(float(event["ts"]) - after) < 2_000_000, (name, event["ts"], after)
     loop = [e for e in events if e.get("name") == "app: inference loop"]
     assert len(loop) == 1 and loop[0]["args"]["event_type"] == "start/end"
     assert frames["frame 1"] < float(loop[0]["ts"]) < frames["frame 2"] + 500_000

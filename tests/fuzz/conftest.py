@@ -1,4 +1,4 @@
-"""Fixtures of the fuzzers: a per-example counter and watchdog, and the count lines at the end of the run."""
+"""Fixtures of the fuzzers: a per-example counter and watchdog (tests/conftest.py prints the counts at the end)."""
 
 from __future__ import annotations
 
@@ -26,11 +26,3 @@ def tried(request: pytest.FixtureRequest) -> Callable[..., Any]:
         return watchdog()
 
     return example
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not TRIED:
-        return
-    terminalreporter.section("fuzz budget")
-    for name, count in sorted(TRIED.items()):
-        terminalreporter.write_line(f"fuzz: {name} tried {count} inputs")
