@@ -175,3 +175,28 @@ def test_a_state_names_the_output_guard_instead_of_copying_it(tmp_path: Path) ->
     second.restore(blob)
     assert second.writer["rows"] == 3
     assert second.writer["guard"] is second.ctx.output_guard
+
+
+def test_a_state_saved_with_persistent_ids_still_restores(tmp_path: Path) -> None:
+    """States written before anchors were named by reduction (pickle persistent ids) load as they did."""
+    import io
+    import pickle
+
+    class _OldPickler(pickle.Pickler):
+        def __init__(self, file: io.BytesIO, anchors: dict[int, str]) -> None:
+            super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+            self.anchors = anchors
+
+        def persistent_id(self, obj: Any) -> str | None:
+            return self.anchors.get(id(obj))
+
+    first = _Counting({"a": 1}, StageContext("t", "run", tmp_path))
+    first.report("early")
+    anchors = {id(first): "stage", id(first.ctx): "ctx", id(first.config): "config"}
+    buffer = io.BytesIO()
+    _OldPickler(buffer, anchors).dump({k: v for k, v in vars(first).items() if k not in ("ctx", "config")})
+    second = _Counting({"a": 1}, StageContext("t", "run", tmp_path))
+    checkpoint.restore_state(second, buffer.getvalue())
+    second.report("early")
+    assert second.seen == Counter(early=2) and second.ctx.rejected == Counter(early=1)
+    assert len(checkpoint.pickle_state(second)) < len(buffer.getvalue()) + 64  # anchors named, not copied

@@ -79,6 +79,36 @@ def test_module_class_type() -> None:
     assert parse_config(raw, Path("c.yaml"), env={}).stages["collect"].cls.__name__ == "CollectorStage"
 
 
+def test_a_stage_process_imports_and_validates_only_its_own_stage(tmp_path: Path) -> None:
+    """`pipeline stage ID` loads the config for one stage: the others' classes are not imported (a sink starts
+    without numpy) and their settings are not validated (the supervisor did that); its own still are."""
+    probe = """
+import sys
+from pipeline.config import load_config
+config = load_config(sys.argv[1], only=sys.argv[2])
+spec = config.stages[sys.argv[2]]
+print(spec.cls.__name__, type(spec.config).__name__, sorted(config.consumers("aggregate", "stats")),
+      "numpy" in sys.modules, "stages.aggregator" in sys.modules, "stages.collector" in sys.modules)
+"""
+    def run(stage: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", probe, str(LIVE), stage], capture_output=True, text=True,
+                              cwd=ROOT, timeout=60)
+
+    timeline = run("timeline")
+    assert timeline.returncode == 0, timeline.stderr
+    assert timeline.stdout.split() == ["TimelineSink", "Config", "['advice',", "'db',", "'summary',", "'top']",
+                                       "False", "False", "False"]
+    aggregate = run("aggregate")
+    assert aggregate.stdout.split()[-3:] == ["True", "True", "False"]  # its own modules only
+    broken = _stages(collect={"type": "collector", "colour": "red"},
+                     decode={"type": "decoder", "inputs": ["collect"]})
+    assert parse_config(broken, Path("c.yaml"), env={}, only="decode").stages["decode"].config is not None
+    with pytest.raises(UserError, match="stages.collect.colour: unknown key"):
+        parse_config(broken, Path("c.yaml"), env={})  # the whole file, as `pipeline run` and `validate` read it
+    with pytest.raises(UserError, match="stages.collect.colour: unknown key"):
+        parse_config(broken, Path("c.yaml"), env={}, only="collect")
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
