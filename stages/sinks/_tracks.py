@@ -194,11 +194,19 @@ class NestedTrack:
         while parent is not None and not (parent.start <= new.start and parent.end >= new.end):
             parent = parent.parent
         new.parent = parent
-        # spans starting inside the new one are nested in it: adopt the top-level ones
-        index = pos
-        while index < len(spans) and spans[index].start < new.end:
-            if spans[index].parent is parent:
-                spans[index].parent = new
+        # spans starting inside the new one are nested in it: adopt the top-level ones. An adopted span's own
+        # descendants follow it and start before it ends: skipped by bisection (an outer API span arrives after
+        # the hundreds of spans it holds, each of which was visited here before)
+        index, count = pos, len(spans)
+        while index < count:
+            span = spans[index]
+            if span.start >= new.end:
+                break
+            if span.parent is parent:
+                span.parent = new
+                if span.end > span.start:
+                    index = bisect_left(starts, span.end, index + 1)
+                    continue
             index += 1
         if pos == len(spans):
             spans.append(new)
@@ -241,30 +249,31 @@ class HostTrack:
     def place(self, start: int, end: int) -> tuple[int, int] | None:
         if end < start:
             end = start
-        span = self._settle(start, end)
-        if span is None:
+        settled = self._settle(start, end)
+        if settled is None:
             self.dropped += 1
             return None
+        span = settled[0], settled[1]
         if span != (start, end):
             self.adjusted += 1
-        start, end = span
-        self.exact.commit(start, end)
-        self.viewer.commit(viewer_ns(start), viewer_end(start, end))
+        self.exact.commit(*span)
+        self.viewer.commit(settled[2], settled[3])
         return span
 
-    def _settle(self, start: int, end: int) -> tuple[int, int] | None:
-        """Trim until both domains accept the span unchanged."""
+    def _settle(self, start: int, end: int) -> tuple[int, int, int, int] | None:
+        """Trim until both domains accept the span unchanged: (start, end) and where a viewer sees them."""
         for _ in range(self.MAX_ROUNDS):
             placed = self.exact.propose(start, end)
             if placed is None:
                 return None
             start, end = placed
-            seen_start, seen_end = viewer_ns(start), viewer_end(start, end)
+            seen_start = viewer_ns(start)
+            seen_end = seen_start + viewer_ns(end - start)  # viewer_end(start, end)
             seen = self.viewer.propose(seen_start, seen_end)
             if seen is None:
                 return None
             if seen == (seen_start, seen_end):
-                return start, end
+                return start, end, seen_start, seen_end
             if seen[0] > seen_start:
                 start = start_seen_at(start, seen[0])
                 if start > end:
