@@ -109,6 +109,7 @@ class SqliteSink(Sink):
         self._messages: dict[str, int] = {}
         self._older_messages: dict[str, int] = {}
         self._symbol_ids: dict[int, int] = {}  # our symbol id -> STRING_IDS id
+        self._shape_ids: dict[int, int] = {}  # our symbol id of a shapes text -> STRING_IDS id of it quoted
         self._new_strings: list[tuple[int, str]] = []
         self._next_task_id = 0
         self._orphan_connection_id = ORPHAN_CONNECTION_IDS
@@ -195,6 +196,7 @@ class SqliteSink(Sink):
                 self._next_string_id = next_string_id
                 self._messages, self._older_messages = {}, {}  # a memo: may hold ids just forgotten
                 self._symbol_ids.clear()
+                self._shape_ids.clear()
                 self._pmu_names.clear()  # it may hold ids of the strings just forgotten
                 self._next_task_id, self._record_span, self._session_row = task_id, span, session
                 self._created = created  # the rolled-back transaction's CREATEs are undone too
@@ -341,8 +343,11 @@ class SqliteSink(Sink):
 
     def _shape(self, symbol: int) -> int:
         """STRING_IDS id of a shapes text as msprof stores it: in double quotes (N/A as it is)."""
-        text = self.symbols[symbol]
-        return self._sid(f'"{text}"' if text and text != NA else NA)
+        found = self._shape_ids.get(symbol)
+        if found is None:
+            text = self.symbols[symbol]
+            found = self._shape_ids[symbol] = self._sid(f'"{text}"' if text and text != NA else NA)
+        return found
 
     # -- run-level tables ----------------------------------------------------------------------
 
