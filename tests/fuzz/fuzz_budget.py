@@ -1,4 +1,4 @@
-"""The fuzzers' budget and watchdog (tests/fuzz/conftest.py reports the counts).
+"""The fuzzers' budget and watchdog (tests/conftest.py reports the counts, over every test worker).
 
 Fuzzing with a fixed budget: every fuzzer runs ``FUZZ_EXAMPLES`` inputs (hypothesis ``max_examples``),
 each under a watchdog, and counts the inputs it tried; the run ends with one line per fuzzer

@@ -292,3 +292,63 @@ def test_folders_that_are_not_device_folders_are_left_alone(tmp_path: Path) -> N
     (prof / "host" / "info.json").write_text("[1, 2]")  # JSON, but not an object
     collector = _collector(prof, tmp_path, follow=False)
     assert sum(b.count for b in _raw(list(collector.batches()))) == 2
+
+
+class _FakeClock:
+    """The collector module's `time`, with monotonic time that moves only when the collector sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.time, self.mktime, self.strptime = time.time, time.mktime, time.strptime
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_a_following_collector_lists_the_tree_every_pass_until_it_settles_then_every_quarter_second(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import stages.collector as collector_module
+
+    clock = _FakeClock()
+    monkeypatch.setattr(collector_module, "time", clock)
+    prof = tmp_path / "PROF_000001_20260101000000000_ABCDEFGHIJKLMNOP"
+    data = prof / "host" / "data"
+    data.mkdir(parents=True)
+    (prof / "host" / "start_info").write_text('{"collectionTimeBegin": "1", "clockMonotonicRaw": "1"}')
+    (data / "unaging.api_event.data.slice_0").write_bytes(_api(3))
+    collector = CollectorStage(CollectorStage.Config(path=str(prof), poll_ms=20), make_ctx("collect", tmp_path))
+    listings: list[float] = []
+    discover = collector._discover_streams
+
+    def counted() -> None:
+        listings.append(clock.now)
+        discover()
+
+    monkeypatch.setattr(collector, "_discover_streams", counted)
+    gen = collector.batches()
+
+    def run_for(seconds: float) -> list[Batch]:
+        got, until = [], clock.now + seconds
+        while clock.now < until:
+            item = next(gen)
+            if item is not None:
+                got.append(item)
+        return got
+
+    assert sum(b.count for b in run_for(0.9) if b.kind == "raw") == 3
+    assert len(listings) >= 40  # every 20 ms pass while the tree may still be filling up
+    run_for(2.0)
+    settled = [at for at in listings if at >= 1001.0]  # a second after the last new file (at the start)
+    gaps = [later - earlier for earlier, later in zip(settled, settled[1:], strict=False)]
+    assert len(settled) >= 6 and all(0.25 <= gap < 0.3 for gap in gaps), gaps  # every 0.25 s, not every pass
+    with open(data / "unaging.api_event.data.slice_0", "ab") as handle:
+        handle.write(_api(2, first=4))  # a slice it reads on: no listing needed
+    (data / "aging.api_event.data.slice_0").write_bytes(_api(4, first=10))  # a new stream: the next listing
+    got = run_for(0.3)
+    assert {b.meta["stream"]: b.count for b in got if b.kind == "raw"} == {
+        "unaging.api_event.data": 2, "aging.api_event.data": 4}
+    assert len([at for at in listings if at > settled[-1]]) >= 10  # a new stream: every pass again for a while
+    collector.stop()
