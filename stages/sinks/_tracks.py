@@ -166,6 +166,38 @@ class NestedTrack:
         """Store a span that :meth:`propose` returned unchanged."""
         self._insert(_Span(start, end))
 
+    def appends(self, start: int, end: int) -> bool:
+        """Whether :meth:`propose` takes ``start <= end`` unchanged and it starts after every span here: the
+        common case (host APIs end in order), checked without bisection. Then :meth:`append` stores it."""
+        spans = self._spans
+        if start < self._floor:
+            return False
+        if not spans:
+            return True
+        span: _Span | None = spans[-1]
+        assert span is not None
+        if span.start >= start:
+            return False
+        # every span starts before ours: only the innermost one holding our start can cut it (at its end)
+        while span is not None and span.end <= start:
+            span = span.parent
+        return span is None or span.end >= end
+
+    def append(self, start: int, end: int) -> None:
+        """Store a span :meth:`appends` accepted: last, inside the innermost span that holds it, adopting none."""
+        spans = self._spans
+        new = _Span(start, end)
+        parent = spans[-1] if spans else None
+        while parent is not None and parent.end < end:  # every span here starts before ours
+            parent = parent.parent
+        new.parent = parent
+        spans.append(new)
+        self._starts.append(start)
+        if start > self._max_start:
+            self._max_start = start
+        if len(spans) >= self._prune_at:
+            self._prune()
+
     def _container(self, point: int) -> _Span | None:
         """Innermost span with start < point < end."""
         spans = self._spans
@@ -247,6 +279,21 @@ class HostTrack:
         return len(self.exact)
 
     def place(self, start: int, end: int) -> tuple[int, int] | None:
+        if end < start:
+            end = start
+        exact = self.exact
+        if exact.appends(start, end):  # after everything in both domains: as placed by _settle, sooner
+            seen_start = viewer_ns(start)
+            seen_end = seen_start + viewer_ns(end - start)
+            viewer = self.viewer
+            if viewer.appends(seen_start, seen_end):
+                exact.append(start, end)
+                viewer.append(seen_start, seen_end)
+                return start, end
+        return self.place_settled(start, end)
+
+    def place_settled(self, start: int, end: int) -> tuple[int, int] | None:
+        """:meth:`place` without the appended-span shortcut (the tests compare the two)."""
         if end < start:
             end = start
         settled = self._settle(start, end)

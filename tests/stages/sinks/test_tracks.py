@@ -78,3 +78,43 @@ def test_serial_track_keeps_tasks_apart_in_both_domains(raw: list[tuple[int, int
     for (s1, e1), (s2, e2) in zip(placed, placed[1:], strict=False):
         assert e1 <= s2 <= e2
         assert viewer_end(s1, e1) <= viewer_ns(s2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(spans_strategy, st.booleans(), st.randoms(use_true_random=False))
+def test_host_track_shortcut_places_as_the_full_settling_does(raw: list[tuple[int, int]], in_end_order: bool,
+                                                               rng: object) -> None:
+    """``place`` takes a span that starts after everything, in both domains, without bisection; it must place
+    every span where ``place_settled`` (no shortcut) does, spans arriving in any order or as host APIs do (by
+    their end), and leave the same spans behind for the next one."""
+    spans = [(EPOCH_NS + start, EPOCH_NS + start + length) for start, length in raw]
+    if in_end_order:
+        spans.sort(key=lambda span: span[1])
+    else:
+        rng.shuffle(spans)  # type: ignore[attr-defined]
+    quick, settled = HostTrack(10**12), HostTrack(10**12)
+    assert [quick.place(*span) for span in spans] == [settled.place_settled(*span) for span in spans]
+    for domain in ("exact", "viewer"):
+        kept = [getattr(track, domain).__getstate__() for track in (quick, settled)]
+        assert kept[0] == kept[1]
+    assert (quick.adjusted, quick.dropped) == (settled.adjusted, settled.dropped)
+
+
+def test_host_track_shortcut_is_taken_by_spans_that_end_in_order() -> None:
+    """Host APIs end in order (inner before outer): each that starts after the others is appended, and an outer
+    one still adopts what it holds."""
+    track = HostTrack(10**12)
+    inner, outer, after = (EPOCH_NS + 100, EPOCH_NS + 200), (EPOCH_NS, EPOCH_NS + 300), (EPOCH_NS + 400,
+                                                                                      EPOCH_NS + 500)
+    assert track.exact.appends(*inner)
+    assert track.place(*inner) == inner
+    assert not track.exact.appends(*outer)  # starts before the inner one: the full path
+    assert track.place(*outer) == outer
+    assert track.exact.appends(*after)
+    assert track.place(*after) == after
+    state = track.exact.__getstate__()
+    assert list(state["starts"]) == [outer[0], inner[0], after[0]]
+    assert list(state["parents"]) == [-1, 0, -1]
+    crossing = (EPOCH_NS + 450, EPOCH_NS + 600)  # starts last but would cross `after`: trimmed, not appended
+    assert not track.exact.appends(*crossing)
+    assert track.place(*crossing) == (crossing[0], after[1])
