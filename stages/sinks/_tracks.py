@@ -29,6 +29,8 @@ from bisect import bisect_left
 from itertools import compress
 from typing import Any
 
+TAIL_LIMIT = 8  # spans a new one may hold and still be placed without the full settling (HostTrack.place)
+
 
 def viewer_ns(ns: int) -> int:
     """Where Perfetto's JSON importer puts a time written as ``us(ns)``.
@@ -198,6 +200,29 @@ class NestedTrack:
         if len(spans) >= self._prune_at:
             self._prune()
 
+    def encloses_tail(self, start: int, end: int) -> int:
+        """Where :meth:`insert_at` puts ``start <= end`` when :meth:`propose` takes it unchanged and the few spans
+        that start after it all end inside it (an outer host API, reported after the ones it holds); else -1."""
+        spans = self._spans
+        if start < self._floor or not spans:
+            return -1
+        pos = bisect_left(self._starts, start)
+        count = len(spans)
+        if pos == count or count - pos > TAIL_LIMIT or spans[pos].start == start:
+            return -1
+        for index in range(pos, count):
+            if spans[index].end > end:
+                return -1
+        # nothing after reaches past our end; of what starts before, only the innermost holding our start cuts it
+        outer = spans[pos - 1] if pos else None
+        while outer is not None and outer.end <= start:
+            outer = outer.parent
+        return -1 if outer is not None and outer.end < end else pos
+
+    def insert_at(self, pos: int, start: int, end: int) -> None:
+        """Store a span :meth:`encloses_tail` placed at ``pos``."""
+        self._insert_at(_Span(start, end), pos)
+
     def _container(self, point: int) -> _Span | None:
         """Innermost span with start < point < end."""
         spans = self._spans
@@ -222,6 +247,10 @@ class NestedTrack:
             pos = bisect_left(starts, new.start)
             while pos < len(spans) and spans[pos].start == new.start and spans[pos].end >= new.end:
                 pos += 1
+        self._insert_at(new, pos)
+
+    def _insert_at(self, new: _Span, pos: int) -> None:
+        spans, starts = self._spans, self._starts
         parent = spans[pos - 1] if pos else None
         while parent is not None and not (parent.start <= new.start and parent.end >= new.end):
             parent = parent.parent
@@ -281,19 +310,26 @@ class HostTrack:
     def place(self, start: int, end: int) -> tuple[int, int] | None:
         if end < start:
             end = start
-        exact = self.exact
-        if exact.appends(start, end):  # after everything in both domains: as placed by _settle, sooner
-            seen_start = viewer_ns(start)
-            seen_end = seen_start + viewer_ns(end - start)
-            viewer = self.viewer
-            if viewer.appends(seen_start, seen_end):
-                exact.append(start, end)
-                viewer.append(seen_start, seen_end)
+        # the two ways host APIs, which end in order, usually arrive, placed as _settle would, sooner: after
+        # everything, or around the last few spans; in both domains
+        exact, viewer = self.exact, self.viewer
+        seen_start = viewer_ns(start)
+        seen_end = seen_start + viewer_ns(end - start)
+        if exact.appends(start, end) and viewer.appends(seen_start, seen_end):
+            exact.append(start, end)
+            viewer.append(seen_start, seen_end)
+            return start, end
+        pos = exact.encloses_tail(start, end)
+        if pos >= 0:
+            seen_pos = viewer.encloses_tail(seen_start, seen_end)
+            if seen_pos >= 0:
+                exact.insert_at(pos, start, end)
+                viewer.insert_at(seen_pos, seen_start, seen_end)
                 return start, end
         return self.place_settled(start, end)
 
     def place_settled(self, start: int, end: int) -> tuple[int, int] | None:
-        """:meth:`place` without the appended-span shortcut (the tests compare the two)."""
+        """:meth:`place` without its shortcuts (the tests compare the two)."""
         if end < start:
             end = start
         settled = self._settle(start, end)

@@ -101,14 +101,15 @@ def test_host_track_shortcut_places_as_the_full_settling_does(raw: list[tuple[in
 
 
 def test_host_track_shortcut_is_taken_by_spans_that_end_in_order() -> None:
-    """Host APIs end in order (inner before outer): each that starts after the others is appended, and an outer
-    one still adopts what it holds."""
+    """Host APIs end in order (inner before outer): each that starts after the others is appended, an outer one
+    goes in before the spans it holds and adopts them; a span that would cross another takes the full path."""
     track = HostTrack(10**12)
     inner, outer, after = (EPOCH_NS + 100, EPOCH_NS + 200), (EPOCH_NS, EPOCH_NS + 300), (EPOCH_NS + 400,
                                                                                       EPOCH_NS + 500)
     assert track.exact.appends(*inner)
     assert track.place(*inner) == inner
-    assert not track.exact.appends(*outer)  # starts before the inner one: the full path
+    assert not track.exact.appends(*outer)  # starts before the inner one, and holds it
+    assert track.exact.encloses_tail(*outer) == 0
     assert track.place(*outer) == outer
     assert track.exact.appends(*after)
     assert track.place(*after) == after
@@ -116,5 +117,5 @@ def test_host_track_shortcut_is_taken_by_spans_that_end_in_order() -> None:
     assert list(state["starts"]) == [outer[0], inner[0], after[0]]
     assert list(state["parents"]) == [-1, 0, -1]
     crossing = (EPOCH_NS + 450, EPOCH_NS + 600)  # starts last but would cross `after`: trimmed, not appended
-    assert not track.exact.appends(*crossing)
+    assert not track.exact.appends(*crossing) and track.exact.encloses_tail(*crossing) == -1
     assert track.place(*crossing) == (crossing[0], after[1])
