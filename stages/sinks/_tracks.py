@@ -32,13 +32,24 @@ from typing import Any
 TAIL_LIMIT = 8  # spans a new one may hold and still be placed without the full settling (HostTrack.place)
 
 
+EXACT_BELOW_NS = 1 << 50  # ns / 1000 and back: two roundings, each off by < 2^-53 of it, stay within 0.5
+
+
 def viewer_ns(ns: int) -> int:
     """Where Perfetto's JSON importer puts a time written as ``us(ns)``.
 
     The importer (trace processor v5x) parses the µs number as a double, then takes integral
     values times 1000 and otherwise rounds ``value * 1000.0`` half away from zero. ``ns / 1000``
-    is the correctly rounded double of the written decimal.
+    is the correctly rounded double of the written decimal. Below 2^50 ns (13 days: every duration)
+    that gives ``ns`` back.
     """
+    if 0 <= ns < EXACT_BELOW_NS:
+        return ns
+    return rounded_ns(ns)
+
+
+def rounded_ns(ns: int) -> int:
+    """:func:`viewer_ns` by the importer's arithmetic, for any ``ns``."""
     value = ns / 1000
     if value.is_integer():
         return int(value) * 1000
@@ -75,14 +86,17 @@ class SerialTrack:
         moved = start < self.last_end
         if moved:
             start = self.last_end
-        if viewer_ns(start) < self.viewer_end:
+        seen = viewer_ns(start)
+        if seen < self.viewer_end:
             moved = True
             start = start_seen_at(start, self.viewer_end)
+            seen = viewer_ns(start)
         if moved:
             self.adjusted += 1
             end = max(end, start)
         self.last_end = end
-        self.viewer_end = viewer_end(start, end)
+        duration = end - start
+        self.viewer_end = seen + (duration if duration < EXACT_BELOW_NS else viewer_ns(duration))  # viewer_end()
         return start, end
 
 
@@ -314,7 +328,8 @@ class HostTrack:
         # everything, or around the last few spans; in both domains
         exact, viewer = self.exact, self.viewer
         seen_start = viewer_ns(start)
-        seen_end = seen_start + viewer_ns(end - start)
+        duration = end - start
+        seen_end = seen_start + (duration if duration < EXACT_BELOW_NS else viewer_ns(duration))
         if exact.appends(start, end) and viewer.appends(seen_start, seen_end):
             exact.append(start, end)
             viewer.append(seen_start, seen_end)

@@ -5,7 +5,15 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.sinks._tracks import HostTrack, SerialTrack, start_seen_at, viewer_end, viewer_ns
+from stages.sinks._tracks import (
+    EXACT_BELOW_NS,
+    HostTrack,
+    SerialTrack,
+    rounded_ns,
+    start_seen_at,
+    viewer_end,
+    viewer_ns,
+)
 
 EPOCH_NS = 1_795_347_125_600_000_000  # wall clock in ns, where doubles of µs are 0.25 µs apart
 
@@ -119,3 +127,11 @@ def test_host_track_shortcut_is_taken_by_spans_that_end_in_order() -> None:
     crossing = (EPOCH_NS + 450, EPOCH_NS + 600)  # starts last but would cross `after`: trimmed, not appended
     assert not track.exact.appends(*crossing) and track.exact.encloses_tail(*crossing) == -1
     assert track.place(*crossing) == (crossing[0], after[1])
+
+
+@given(st.one_of(st.integers(0, EXACT_BELOW_NS - 1), st.integers(EXACT_BELOW_NS - 10**6, EXACT_BELOW_NS - 1),
+                 st.integers(EXACT_BELOW_NS, 2**62)))
+def test_viewer_ns_takes_small_values_as_they_are_where_the_importer_arithmetic_agrees(ns: int) -> None:
+    assert viewer_ns(ns) == rounded_ns(ns)
+    if ns < EXACT_BELOW_NS:
+        assert viewer_ns(ns) == ns
