@@ -40,14 +40,15 @@ def _us_or_na(ns: int | None) -> str:
 def task_time_rows(symbols: SymbolTable, rows: list[list[Any]]) -> Iterator[Keyed]:
     """The kernel name is the runtime's (task_track → hash_dic); without one (legacy data), the op name. An
     FFTS+ task is one row, its first context (msprof's task_time_assembler keeps context 0 of such a group)."""
+    texts = symbols.texts
     for row in rows:
         if len(row) > 23 and row[23] not in (None, 0, CONTEXT_ID_NONE):
             continue  # a later context of an FFTS+ task
         device, stream, task, start, end = row[0], row[3], row[4], row[6], row[7]
-        kernel = symbols[row[24]] if len(row) > 24 else ""
-        name = kernel or symbols[row[8]] or NA
+        kernel = texts[row[24]] if len(row) > 24 else ""
+        name = kernel or texts[row[8]] or NA
         yield (device, start, stream, task), [
-            str(device), name, symbols[row[10]] or NA, str(stream), str(task), us(end - start), us(start), us(end)]
+            str(device), name, texts[row[10]] or NA, str(stream), str(task), us(end - start), us(start), us(end)]
 
 
 def step_trace_rows(_symbols: SymbolTable, rows: list[list[Any]]) -> Iterator[Keyed]:
@@ -77,9 +78,10 @@ def aicpu_rows(symbols: SymbolTable, rows: list[list[Any]]) -> Iterator[Keyed]:
 
 
 def l2_cache_rows(symbols: SymbolTable, rows: list[list[Any]]) -> Iterator[Keyed]:
+    texts = symbols.texts
     for device, stream, task, hit, victim, op_name, sequence in rows:
         yield (device, sequence), [str(device), str(stream), str(task), num6(hit), num6(victim),
-                                   symbols[op_name] or NA]
+                                   texts[op_name] or NA]
 
 
 @dataclass(frozen=True)

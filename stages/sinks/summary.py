@@ -242,7 +242,7 @@ class SummarySink(Sink):
     # -- op_summary -------------------------------------------------------------------------
 
     def _tasks(self, rows: list[list[Any]], pmu_columns: list[str]) -> None:
-        sym = self.symbols
+        sym = self.symbols.texts
         entries: list[tuple[int, int, int, list[str]]] = []
         pmus: list[list[float | None]] = []
         for row in rows:
