@@ -242,9 +242,10 @@ class AggregatorStage(Transform):
         if kind in ("api", "named_api"):  # named_api: a legacy API record, name inline (spec §1.5)
             chunk = ApiChunk.of(arr, self.connection_ids + 1, now)
             self.connection_ids += len(arr)
-            for i in np.flatnonzero(arr["level"] == raw.LEVEL_NODE).tolist():
-                self.host.add_node_api(chunk.threads[i], Interval(chunk.starts[i], chunk.ends[i], chunk.items[i],
-                                                                  chunk.first_connection + i))
+            nodes = np.flatnonzero(arr["level"] == raw.LEVEL_NODE).tolist()
+            self.host.add_node_apis([chunk.threads[i] for i in nodes],
+                                    [Interval(chunk.starts[i], chunk.ends[i], chunk.items[i],
+                                              chunk.first_connection + i) for i in nodes])
             if len(arr):
                 self.pending_apis.append(chunk)
         elif kind == "event":
@@ -254,8 +255,7 @@ class AggregatorStage(Transform):
                 if int(record["type"]) == raw.MODEL_EXECUTE_TYPE:
                     self.static.host_runs.toggle(model, ts, request)
         elif kind == "node_basic":
-            for record in _dicts(arr):
-                self.host.add_node_basic(record["thread_id"], record["ts_ns"], record)
+            self.host.add_node_basics(_dicts(arr))
         elif kind == "tensor":
             for record, texts_key in zip(_dicts(arr, ("tensors",)), _tensor_keys(arr), strict=True):
                 record["texts_key"] = texts_key
@@ -976,7 +976,7 @@ def _record_maker(names: tuple[str, ...]) -> Callable[..., dict[str, Any]]:
 def _tensor_keys(arr: np.ndarray) -> list[tuple[int, bytes]]:
     """What a tensor_info's texts depend on: its tensor count and slot bytes (the same op, the same key)."""
     slots = np.ascontiguousarray(arr["tensors"]).reshape(len(arr), -1)
-    raw_slots = [row.tobytes() for row in slots.view(np.dtype((np.void, slots.shape[1] * slots.itemsize))).ravel()]
+    raw_slots: list[Any] = slots.view(np.dtype((np.void, slots.shape[1] * slots.itemsize))).ravel().tolist()  # bytes
     return list(zip(arr["tensor_num"].tolist(), raw_slots, strict=True))
 
 

@@ -45,6 +45,18 @@ class TimedLog:
             del self.times[:-HARD_LIMIT]
             del self.items[:-HARD_LIMIT]
 
+    def add_many(self, times: list[int], items: list[Any]) -> None:
+        """:meth:`add` of each in turn; entries in order after the last are appended at once."""
+        if not times:
+            return
+        if times == sorted(times) and (not self.times or times[0] >= self.times[-1]) and \
+                len(self.times) + len(times) <= HARD_LIMIT:
+            self.times += times
+            self.items += items
+        else:
+            for ts, item in zip(times, items, strict=True):
+                self.add(ts, item)
+
     def latest_at_or_before(self, ts: int) -> Any:
         position = bisect.bisect_right(self.times, ts)
         return self.items[position - 1] if position else None
@@ -78,11 +90,15 @@ class HostIndex:
             found = table[thread] = TimedLog()
         return found
 
-    def add_node_api(self, thread: int, interval: Interval) -> None:
-        self._log(self.node_apis, thread).add(interval.start, interval)
+    def add_node_apis(self, threads: list[int], intervals: list[Interval]) -> None:
+        """Node-level API intervals, by their thread, at their start."""
+        for thread, group in _by_thread(threads, intervals).items():
+            self._log(self.node_apis, thread).add_many([interval.start for interval in group], group)
 
-    def add_node_basic(self, thread: int, ts: int, record: Any) -> None:
-        self._log(self.node_basic, thread).add(ts, record)
+    def add_node_basics(self, records: list[dict[str, Any]]) -> None:
+        """node_basic_info records (dicts), by their thread_id, at their ts_ns."""
+        for thread, group in _by_thread([record["thread_id"] for record in records], records).items():
+            self._log(self.node_basic, thread).add_many([record["ts_ns"] for record in group], group)
 
     def add_tensor(self, thread: int, ts: int, record: Any) -> None:
         """An op with more than five tensors reports them in several records of one time stamp: they make one
@@ -176,3 +192,17 @@ class FlipLog:
     def prune_before(self, ts: int) -> None:
         for log in self.flips.values():
             log.prune_before(ts)
+
+
+def _by_thread(threads: list[int], items: list[Any]) -> dict[int, list[Any]]:
+    """Items grouped by their thread, each group in the given order."""
+    if threads and threads.count(threads[0]) == len(threads):
+        return {threads[0]: items}  # the usual batch: one thread
+    groups: dict[int, list[Any]] = {}
+    for thread, item in zip(threads, items, strict=True):
+        found = groups.get(thread)
+        if found is None:
+            groups[thread] = [item]
+        else:
+            found.append(item)
+    return groups

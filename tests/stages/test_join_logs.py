@@ -1,0 +1,49 @@
+"""The aggregator's host-side logs (stages/aggregator/join.py): a batch added at once is as added one by one."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stages.aggregator import join
+from stages.aggregator.join import HostIndex, Interval, TimedLog
+
+
+def _one_by_one(log: TimedLog, times: list[int], items: list[int]) -> None:
+    for ts, item in zip(times, items, strict=True):
+        log.add(ts, item)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 50), max_size=20), st.lists(st.lists(st.integers(0, 60), max_size=12), max_size=5))
+def test_add_many_keeps_what_adding_each_in_turn_keeps(first: list[int], batches: list[list[int]]) -> None:
+    at_once, in_turn = TimedLog(), TimedLog()
+    _one_by_one(at_once, first, first)
+    _one_by_one(in_turn, first, first)
+    for times in batches:  # in order or not, before or after what is there
+        items = [ts * 100 + i for i, ts in enumerate(times)]
+        at_once.add_many(times, items)
+        _one_by_one(in_turn, times, items)
+        assert (at_once.times, at_once.items) == (in_turn.times, in_turn.items)
+        assert at_once.times == sorted(at_once.times)
+
+
+def test_add_many_still_keeps_to_the_hard_limit(monkeypatch: object) -> None:
+    monkeypatch.setattr(join, "HARD_LIMIT", 16)  # type: ignore[attr-defined]
+    log = TimedLog()
+    log.add_many(list(range(10)), list(range(10)))
+    log.add_many(list(range(10, 30)), list(range(10, 30)))
+    assert len(log.times) <= 16 + 1 and log.times[-1] == 29  # the newest kept, the oldest gone
+
+
+def test_host_index_takes_a_batch_of_several_threads_by_thread_in_order() -> None:
+    index = HostIndex()
+    intervals = [Interval(10, 20, 1, 1), Interval(12, 15, 2, 2), Interval(30, 40, 3, 3)]
+    index.add_node_apis([7, 8, 7], intervals)
+    assert index.node_apis[7].items == [intervals[0], intervals[2]]
+    assert index.node_apis[8].items == [intervals[1]]
+    assert index.node_api(7, 35) is intervals[2] and index.node_api(7, 25) is None
+    records = [{"thread_id": 7, "ts_ns": 11, "op_name": 1}, {"thread_id": 7, "ts_ns": 31, "op_name": 3}]
+    index.add_node_basics(records)
+    assert index.node_info(7, 32, since=30) is records[1]
+    assert index.node_info(7, 25, since=10) is records[0]
