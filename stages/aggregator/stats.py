@@ -47,15 +47,15 @@ class StatsBook:
         self.changed = False
 
     def add_op(self, device: int, op_type: str, core_type: str, duration_ns: int) -> None:
-        self.ops.setdefault((device, op_type, core_type), RunningStats()).add(duration_ns)
+        _entry(self.ops, (device, op_type, core_type)).add(duration_ns)
         self.changed = True
 
     def add_api(self, level: str, name: str, duration_ns: int) -> None:
-        self.apis.setdefault((level, name), RunningStats()).add(duration_ns)
+        _entry(self.apis, (level, name)).add(duration_ns)
         self.changed = True
 
     def add_apis(self, level: str, name: str, durations_ns: list[int]) -> None:
-        self.apis.setdefault((level, name), RunningStats()).add_many(durations_ns)
+        _entry(self.apis, (level, name)).add_many(durations_ns)
         self.changed = True
 
     def op_rows(self) -> list[list[Any]]:
@@ -63,3 +63,11 @@ class StatsBook:
 
     def api_rows(self) -> list[list[Any]]:
         return [[level, name, s.count, s.total, s.low, s.high, s.sum_sq_us2] for (level, name), s in self.apis.items()]
+
+
+def _entry(table: dict[Any, RunningStats], key: Any) -> RunningStats:
+    """The statistics under ``key``, made when first needed (``setdefault`` would make one every time)."""
+    found = table.get(key)
+    if found is None:
+        found = table[key] = RunningStats()
+    return found
