@@ -21,7 +21,7 @@ import zmq
 from pipeline import checkpoint, transport, wire
 from pipeline.config import PipelineConfig, StageSpec
 from pipeline.errors import UserError
-from pipeline.heap import return_large_buffers
+from pipeline.heap import collect_young_less_often, return_large_buffers
 from pipeline.logs import configure_logging
 from pipeline.peers import PeerWatch
 from pipeline.security import stop_authenticators
@@ -83,6 +83,7 @@ class StageRunner:
         self.run_id = run_id
         self.log = configure_logging(stage_id, run_id)
         return_large_buffers()  # RSS stays flat over a long run (pipeline/heap.py)
+        collect_young_less_often()  # every stage makes rows by the thousand per batch (pipeline/heap.py)
         self.zctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self.curve = config.curve_keys()
         self.control = Control(self.zctx, control, stage_id)
