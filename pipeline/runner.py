@@ -664,7 +664,6 @@ class StageRunner:
         try:
             self._restored = self._resume()
             self._open_outputs()
-            gc.freeze()  # what start-up made (modules, classes) lives on: no collection need walk it again
             if isinstance(self.stage, Source):
                 self._run_source(self.stage)
             else:
