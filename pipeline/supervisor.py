@@ -464,15 +464,18 @@ class Supervisor:
             self._check_heartbeats(now)
             running = [p for p in self.procs.values() if p.popen.poll() is None]
             app_running = self._app_running()
-            if not running and not app_running:
-                self._drain_control(control)
-                return
             failed = [p for p in self.procs.values() if p.popen.poll() not in (None, 0)]
             if failed and failure_seen_at is None:
+                # a crash is recovered even when nothing else runs any more: its producers may have ended
+                # just because it went (their last consumer left), a moment before this pass saw it
                 crashed = next((p for p in failed if self._can_recover(p) and self._crashed(p, control)), None)
                 if crashed is not None:
                     self._recover(crashed, control, publisher)
                     continue
+            if not running and not app_running:
+                self._drain_control(control)
+                return
+            if failed and failure_seen_at is None:
                 failure_seen_at = now
                 self.state = "failing"
                 self._stop_others()
