@@ -257,7 +257,7 @@ class AggregatorStage(Transform):
         elif kind == "node_basic":
             self.host.add_node_basics(_dicts(arr))
         elif kind == "tensor":
-            for record, texts_key in zip(_dicts(arr, ("tensors",)), _tensor_keys(arr), strict=True):
+            for record, texts_key in zip(_dicts(arr, leave=("tensors",)), _tensor_keys(arr), strict=True):
                 record["texts_key"] = texts_key
                 self.host.add_tensor(record["thread_id"], record["ts_ns"], record)
         elif kind == "context_id":
@@ -945,12 +945,12 @@ def _chip_name(platform: Any) -> str:
     return raw.CHIP_NAMES.get(platform, "UNKNOWN") if isinstance(platform, int) else "UNKNOWN"
 
 
-def _dicts(arr: np.ndarray, arrays: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def _dicts(arr: np.ndarray, arrays: tuple[str, ...] = (), leave: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Records as dicts of Python values: what the join looks up field by field, many times per record.
-    ``arrays``: large array fields, kept as numpy rows (most records never read them). Values are taken a column
-    at a time (a structured array's own ``tolist`` costs some twenty times more); a small array field
-    (PMU counters) stays a numpy row, as in a record's ``tolist``."""
-    names = tuple(name for name in arr.dtype.names or () if name not in arrays)
+    ``arrays``: large array fields, kept as numpy rows (most records never read them); ``leave``: fields left
+    out. Values are taken a column at a time (a structured array's own ``tolist`` costs some twenty times more);
+    a small array field (PMU counters) stays a numpy row, as in a record's ``tolist``."""
+    names = tuple(name for name in arr.dtype.names or () if name not in arrays and name not in leave)
     columns = [arr[name].tolist() if arr.dtype[name].shape == () else list(arr[name]) for name in names]
     out: list[dict[str, Any]] = list(map(_record_maker(names), *columns))
     for name in arrays:
@@ -974,14 +974,28 @@ def _record_maker(names: tuple[str, ...]) -> Callable[..., dict[str, Any]]:
 
 
 def _tensor_keys(arr: np.ndarray) -> list[tuple[int, bytes]]:
-    """What a tensor_info's texts depend on: its tensor count and slot bytes (the same op, the same key)."""
+    """What a tensor_info's texts depend on: its tensor count and slot bytes (the same op, the same key). The
+    record keeps only this (its slots are read back from the bytes, :func:`_tensor_slots`), one shared copy per
+    distinct key: the join holds seconds of tensor records, and a checkpoint pickles each object once."""
     slots = np.ascontiguousarray(arr["tensors"]).reshape(len(arr), -1)
     raw_slots: list[Any] = slots.view(np.dtype((np.void, slots.shape[1] * slots.itemsize))).ravel().tolist()  # bytes
-    return list(zip(arr["tensor_num"].tolist(), raw_slots, strict=True))
+    if len(_shared_keys) >= TEXTS_CACHE_LIMIT:
+        _shared_keys.clear()
+    shared = _shared_keys.setdefault
+    return [shared(key, key) for key in zip(arr["tensor_num"].tolist(), raw_slots, strict=True)]
+
+
+def _tensor_slots(record: Any) -> Any:
+    """A tensor record's slots (TENSOR_SLOTS rows of 11 uint32): its numpy field, or read back from its key."""
+    if isinstance(record, dict) and "tensors" not in record:
+        return np.frombuffer(record["texts_key"][1], dtype=TENSOR_SLOT_TYPE).reshape(raw.TENSOR_SLOTS, -1)
+    return record["tensors"]
 
 
 TEXTS_CACHE_LIMIT = 4096
 _texts_cache: dict[tuple[tuple[int, bytes], ...], dict[str, str]] = {}
+_shared_keys: dict[tuple[int, bytes], tuple[int, bytes]] = {}
+TENSOR_SLOT_TYPE = np.dtype("<u4")  # records.DTYPES["tensor"]: tensors <u4 (5, 11)
 
 
 def _tensor_texts(tensor: Any) -> dict[str, str]:
@@ -1009,7 +1023,7 @@ def _tensor_texts_of(tensor: Any) -> dict[str, str]:
     sides: dict[str, dict[str, list[str]]] = {"input": {"shapes": [], "dtypes": [], "formats": []},
                                               "output": {"shapes": [], "dtypes": [], "formats": []}}
     records = tensor if isinstance(tensor, list) else [tensor]
-    slots = [slot for record in records for slot in record["tensors"][: min(int(record["tensor_num"]), 5)]]
+    slots = [slot for record in records for slot in _tensor_slots(record)[: min(int(record["tensor_num"]), 5)]]
     for slot in slots:
         side = "input" if int(slot[0]) == 0 else "output"
         dims = [str(int(d)) for d in slot[3:] if int(d) != 0]
