@@ -973,6 +973,12 @@ def _record_maker(names: tuple[str, ...]) -> Callable[..., dict[str, Any]]:
     return maker
 
 
+TEXTS_CACHE_LIMIT = 4096
+_texts_cache: dict[tuple[tuple[int, bytes], ...], dict[str, str]] = {}
+_shared_keys: dict[tuple[int, bytes], tuple[int, bytes]] = {}
+TENSOR_SLOT_TYPE = np.dtype("<u4")  # records.DTYPES["tensor"]: tensors <u4 (5, 11)
+
+
 def _tensor_keys(arr: np.ndarray) -> list[tuple[int, bytes]]:
     """What a tensor_info's texts depend on: its tensor count and slot bytes (the same op, the same key). The
     record keeps only this (its slots are read back from the bytes, :func:`_tensor_slots`), one shared copy per
@@ -990,12 +996,6 @@ def _tensor_slots(record: Any) -> Any:
     if isinstance(record, dict) and "tensors" not in record:
         return np.frombuffer(record["texts_key"][1], dtype=TENSOR_SLOT_TYPE).reshape(raw.TENSOR_SLOTS, -1)
     return record["tensors"]
-
-
-TEXTS_CACHE_LIMIT = 4096
-_texts_cache: dict[tuple[tuple[int, bytes], ...], dict[str, str]] = {}
-_shared_keys: dict[tuple[int, bytes], tuple[int, bytes]] = {}
-TENSOR_SLOT_TYPE = np.dtype("<u4")  # records.DTYPES["tensor"]: tensors <u4 (5, 11)
 
 
 def _tensor_texts(tensor: Any) -> dict[str, str]:

@@ -30,8 +30,6 @@ from itertools import compress
 from typing import Any
 
 TAIL_LIMIT = 8  # spans a new one may hold and still be placed without the full settling (HostTrack.place)
-
-
 EXACT_BELOW_NS = 1 << 50  # ns / 1000 and back: two roundings, each off by < 2^-53 of it, stay within 0.5
 
 

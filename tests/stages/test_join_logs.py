@@ -30,10 +30,12 @@ def test_add_many_keeps_what_adding_each_in_turn_keeps(first: list[int], batches
 
 def test_add_many_still_keeps_to_the_hard_limit(monkeypatch: object) -> None:
     monkeypatch.setattr(join, "HARD_LIMIT", 16)  # type: ignore[attr-defined]
-    log = TimedLog()
-    log.add_many(list(range(10)), list(range(10)))
-    log.add_many(list(range(10, 30)), list(range(10, 30)))
-    assert len(log.times) <= 16 + 1 and log.times[-1] == 29  # the newest kept, the oldest gone
+    at_once, in_turn = TimedLog(), TimedLog()
+    for times in (list(range(10)), list(range(10, 30))):
+        at_once.add_many(times, times)
+        _one_by_one(in_turn, times, times)
+    assert (at_once.times, at_once.items) == (in_turn.times, in_turn.items)
+    assert len(at_once.times) <= 16 + 1 and at_once.times[-1] == 29  # the newest kept, the oldest gone
 
 
 def test_host_index_takes_a_batch_of_several_threads_by_thread_in_order() -> None:

@@ -92,9 +92,9 @@ def test_serial_track_keeps_tasks_apart_in_both_domains(raw: list[tuple[int, int
 @given(spans_strategy, st.booleans(), st.randoms(use_true_random=False))
 def test_host_track_shortcut_places_as_the_full_settling_does(raw: list[tuple[int, int]], in_end_order: bool,
                                                                rng: object) -> None:
-    """``place`` takes a span that starts after everything, in both domains, without bisection; it must place
-    every span where ``place_settled`` (no shortcut) does, spans arriving in any order or as host APIs do (by
-    their end), and leave the same spans behind for the next one."""
+    """``place`` takes a span that starts after everything, or holds the last few, without the full settling;
+    it must place every span where ``place_settled`` (no shortcut) does, spans arriving in any order or as
+    host APIs do (by their end), and leave the same spans behind for the next one."""
     spans = [(EPOCH_NS + start, EPOCH_NS + start + length) for start, length in raw]
     if in_end_order:
         spans.sort(key=lambda span: span[1])
