@@ -6,6 +6,7 @@ import sqlite3
 from typing import Any
 
 import pytest
+import sqlite_utils
 from pydantic import ValidationError
 from sink_batches import TIMESTAMP, Feed
 
@@ -304,6 +305,13 @@ def test_statistics_tables_replaced_on_each_snapshot(ctx: StageContext, feed: Fe
     row = db.execute("SELECT deviceId, level, apiName, timeUs, count, avgUs, variance FROM API_STATISTIC").fetchone()
     assert row[:6] == ("host", "acl", "aclmdlExecute", 6.0, 3, 2.0) and row[6] == pytest.approx(2 / 3)
     db.close()
+    # a reader with sqlite-utils (or Datasette on top of it) sees typed columns and the rows
+    reader = sqlite_utils.Database(sink.path)
+    assert reader["OP_STATISTIC"].columns_dict == {
+        "deviceId": int, "opType": str, "coreType": str, "count": int, "totalTimeUs": float, "minTimeUs": float,
+        "avgTimeUs": float, "maxTimeUs": float, "ratio": float}
+    assert [row["apiName"] for row in reader["API_STATISTIC"].rows] == ["aclmdlExecute"]
+    reader.close()
     sink.close()
 
 
