@@ -65,7 +65,8 @@ class StreamState:
 
 def _unread_bytes(state: StreamState) -> int:
     """Bytes on disk not read yet, over the current slice and every later one (an estimate: it only shares out
-    a pass's bytes, so a slice missing before the last one seen counts as empty)."""
+    a pass's bytes, so a slice missing before the last one seen counts as empty). Negative when the current
+    slice is now shorter than what was read of it."""
     total, index = -state.offset, state.slice_index
     while True:
         size = state.closed_sizes.get(index)
@@ -82,7 +83,7 @@ def _unread_bytes(state: StreamState) -> int:
         index += 1
     for done in [i for i in state.closed_sizes if i < state.slice_index]:
         del state.closed_sizes[done]
-    return max(total, 0)
+    return total
 
 
 @dataclass
@@ -242,21 +243,24 @@ class CollectorStage(Source):
                 self._changed_at = time.monotonic()
         self._take_tx(final)
         states = list(self.tree.streams.values())
-        for state, budget in zip(states, self._budgets(states), strict=True):
+        unread = [_unread_bytes(state) for state in states]
+        for state, left, budget in zip(states, unread, self._budgets(unread), strict=True):
+            if left == 0 and not final and not state.buffer:
+                continue  # nothing new on disk, nothing held back: opening the slice would find nothing
             yield from self._read_stream(state, final, budget)
             yield None  # all read so far is shipped: a safe point for a checkpoint, also while sends are slow
 
-    def _budgets(self, states: list[StreamState]) -> list[int]:
-        """Bytes to read per stream this pass: each stream advances by the same share of what it has unread,
-        so streams stay together in time (a stream of large records, such as tensor_info, is not left behind
-        by one of small records; the join would hold everything in between). A pass reads
-        ``read_quantum_bytes`` per stream in all."""
-        unread = [_unread_bytes(state) for state in states]
+    def _budgets(self, unread: list[int]) -> list[int]:
+        """Bytes to read per stream this pass (``unread``: each stream's bytes on disk not read yet): each stream
+        advances by the same share of what it has unread, so streams stay together in time (a stream of large
+        records, such as tensor_info, is not left behind by one of small records; the join would hold everything
+        in between). A pass reads ``read_quantum_bytes`` per stream in all."""
+        unread = [max(left, 0) for left in unread]
         total = sum(unread)
         quantum = self.config.read_quantum_bytes
-        if total <= quantum * len(states):
+        if total <= quantum * len(unread):
             return [max(left, quantum) for left in unread]  # everything there is, in one pass
-        return [max(MIN_BUDGET_BYTES, quantum * len(states) * left // total) for left in unread]
+        return [max(MIN_BUDGET_BYTES, quantum * len(unread) * left // total) for left in unread]
 
     # -- control files --------------------------------------------------------------------
     def _control_files(self) -> Iterator[Batch]:
