@@ -79,6 +79,9 @@ def _unread_bytes(state: StreamState) -> int:
                 size = 0
             if index < state.last_index or os.path.exists(state.slice_path(index + 1)):
                 state.closed_sizes[index] = size  # a closed slice no longer grows
+            else:
+                total += size
+                break  # the last slice: no later one to look for
         total += size
         index += 1
     for done in [i for i in state.closed_sizes if i < state.slice_index]:
