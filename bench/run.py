@@ -19,6 +19,9 @@ Rows, all on the simulated Ascend 910 (`cloud`) unless said otherwise:
   op-statistics GROUP BY of reference/peers.md §3.2;
 - import vs msprof's own parser (``--msprof-src``; import + export summary + export timeline) on a directory
   of ``--msprof-records`` records;
+- idle: the live stages following a job that has stopped writing (its files read, no end_info yet), CPU of
+  each stage over ``--idle-seconds`` from /proc, as a share of one core: what the pipeline costs the machine
+  it shares with the job while nothing happens;
 - peak RSS and CPU seconds of every stage in every run (second table).
 
 The machine is shared and noisy: wall figures carry the load of whatever else runs; CPU seconds are steadier.
@@ -308,14 +311,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="a checkout of github.com/Ascend/msprof (absent: that row is skipped)")
     parser.add_argument("--msprof-records", type=int, default=100_000, help="records of the msprof comparison")
     parser.add_argument("--decode-records", type=int, default=200_000)
+    parser.add_argument("--idle-seconds", type=float, default=10.0, help="how long the idle pipeline is measured")
     parser.add_argument("--skip", default="", help="comma-separated parts to leave out: decode,import,live,lag,"
-                                                   "perfetto,msprof")
+                                                   "idle,perfetto,msprof")
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test of the benchmark itself")
     parser.add_argument("--markdown", type=Path, help="also write both tables to this file")
     args = parser.parse_args(argv)
     if args.quick:
         args.large, args.live_records, args.lag_seconds = 150_000, 100_000, 2.0
         args.msprof_records, args.decode_records, args.lag_rates = 20_000, 20_000, "10000,100000"
+        args.idle_seconds = 3.0
     return args
 
 
@@ -386,6 +391,56 @@ def lag_rows(args: argparse.Namespace, work: Path, runs: list[Stages]) -> list[R
     return rows
 
 
+def idle_row(args: argparse.Namespace, work: Path) -> Row:
+    """The live stages following a job that writes nothing more: CPU of each, as a share of one core."""
+    made, board, out = work / "idle-made", work / "idle-board", work / "idle"
+    for path in (made, board, out):
+        shutil.rmtree(path, ignore_errors=True)
+    prof = simulate(made, 20_000)
+    for end_info in prof.rglob("end_info*"):
+        end_info.unlink()  # the job is still on: the collector keeps following it
+    board.mkdir(parents=True)
+    out.mkdir(parents=True)
+    config = live_config(out, board, 1.0, probes=False)
+    with open(work / "idle.pipeline.log", "w") as log:
+        run = subprocess.Popen(pipeline("run", str(config), "--live", "off"), stdout=log, stderr=subprocess.STDOUT,
+                               env=env(), cwd=ROOT)
+        try:
+            time.sleep(6.0)  # the stages are up (the collector waits for a job that starts after the run)
+            moved = board / prof.name
+            prof.rename(moved)
+            os.utime(moved)
+            time.sleep(6.0)  # its 20 k records read and through every stage
+            before, started = stage_cpu_s(out), time.monotonic()
+            time.sleep(args.idle_seconds)
+            after, elapsed = stage_cpu_s(out), time.monotonic() - started
+        finally:
+            run.send_signal(signal.SIGINT)
+            run.wait(timeout=60)
+    shares = {stage: (after[stage] - before.get(stage, 0.0)) / elapsed * 100 for stage in after}
+    if not shares:
+        return Row("idle, following a job that writes nothing", "no stage found", "")
+    busiest = max(shares, key=lambda stage: shares[stage])
+    return Row(f"idle, following a job that writes nothing ({len(shares)} stages, {elapsed:.0f} s)",
+               f"{sum(shares.values()):.1f} % of a core", f"busiest: {busiest} {shares[busiest]:.1f} %")
+
+
+def stage_cpu_s(out: Path) -> dict[str, float]:
+    """CPU seconds so far of each stage process of the run writing to ``out`` (Linux /proc)."""
+    found: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+            if "stage" not in args or "--output" not in args or args[args.index("--output") + 1] != str(out):
+                continue
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended meanwhile
+        found[args[args.index("stage") + 1]] = (int(fields[11]) + int(fields[12])) / tick
+    return found
+
+
 def rss_row(runs: list[Stages]) -> Row:
     worst = max((mb, stage, run.label) for run in runs for stage, mb in run.rss_mb.items())
     verdict = "met" if worst[0] < RSS_TARGET_MB else miss(worst[0], RSS_TARGET_MB, higher_is_better=False)
@@ -418,6 +473,9 @@ def main(argv: list[str] | None = None) -> int:
             rows += live_rows(args, work, runs)
         if "lag" not in skip:
             rows += lag_rows(args, work, runs)
+        if "idle" not in skip:
+            print("idle …", flush=True)
+            rows.append(idle_row(args, work))
         if runs:
             rows.append(rss_row(runs))
     finally:
