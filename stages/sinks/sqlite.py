@@ -237,7 +237,7 @@ class SqliteSink(Sink):
         """Every batch is a committed transaction: the checkpoint is where each table ends now (the small
         tables that are replaced or updated in place: their rows)."""
         db = self.db
-        tables = set(db.table_names()) if db is not None else set()
+        tables = _tables(db) if db is not None else set()
         ends: dict[str, int] = {}
         rows: dict[str, list[tuple[Any, ...]]] = {}
         for name in tables - FIXED_AT_OPEN:
@@ -272,7 +272,7 @@ class SqliteSink(Sink):
         self.db = self.ctx.output_guard.attempt(self.path, cut_back)  # a full disk waits here too
 
     def _cut_back(self, db: sqlite_utils.Database, tables: set[str], saved: dict[str, Any]) -> None:
-        for later in sorted(set(db.table_names()) - tables):
+        for later in sorted(_tables(db) - tables):
             db.table(later).drop()
         for name, end in saved["ends"].items():
             db.table(name).delete_where("rowid > ?", [end])
@@ -507,6 +507,11 @@ class SqliteSink(Sink):
                            low / 1000, high / 1000, variance))
         self._replace(conn, msdb.API_STATISTIC, values)
         self.counts["statistic_snapshots"] += 1
+
+
+def _tables(db: sqlite_utils.Database) -> set[str]:
+    """The database's tables but SQLite's own (``sqlite_sequence``, ``sqlite_stat1`` …)."""
+    return {name for name in db.table_names() if not name.startswith("sqlite_")}
 
 
 def _open(path: Path) -> sqlite_utils.Database:

@@ -315,6 +315,27 @@ def test_statistics_tables_replaced_on_each_snapshot(ctx: StageContext, feed: Fe
     sink.close()
 
 
+def test_restore_after_a_readers_analyze_keeps_sqlites_own_tables(ctx: StageContext, feed: Feed) -> None:
+    """A reader may run ANALYZE (SQLite then keeps sqlite_stat1): cutting back to a checkpoint drops the sink's
+    later tables only, never SQLite's own."""
+    sink = make_sink(ctx)
+    sink.write_batch(feed.batch("task", [feed.task(0, 10)]))
+    saved = sink.snapshot()
+    sink.write_batch(feed.batch("task", [feed.task(20, 30, op_name="Conv_9", op_type="Conv2D")]))
+    with sqlite3.connect(sink.path) as reader:
+        reader.execute("ANALYZE")
+    assert sink.conn is not None
+    sink.conn.close()  # killed
+    again = SqliteSink(SqliteSink.Config(timestamp=TIMESTAMP), ctx)
+    again.restore(saved)
+    again.write_batch(feed.batch("task", [feed.task(40, 50)]))
+    again.close()
+    db = sqlite3.connect(sink.path)
+    assert db.execute("SELECT startNs FROM TASK ORDER BY startNs").fetchall() == [(0,), (40,)]
+    assert db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'sqlite_stat1'").fetchone() == (1,)
+    db.close()
+
+
 def test_failed_batch_rolls_back_and_string_ids_stay_consistent(ctx: StageContext, feed: Feed) -> None:
     sink = make_sink(ctx)
     good = feed.task(0, 10)
