@@ -404,9 +404,9 @@ class Supervisor:
         transport.secure_bind(self.zctx, publisher, transport.top_endpoint(self.config), self.config.curve_keys())
         publisher.bind(transport.top_endpoint(self.config))
         self.exporter = serve_metrics(self.config)
-        (out_dir / "run.json").write_text(json.dumps({
+        checkpoint.write_atomic(out_dir / "run.json", json.dumps({  # `pipeline top` may read it at once
             "run_id": self.run_id, "config": str(self.config.path), "pid": os.getpid(),
-            "top_endpoint": transport.top_endpoint(self.config), "curve": self._curve_paths()}, indent=2))
+            "top_endpoint": transport.top_endpoint(self.config), "curve": self._curve_paths()}, indent=2).encode())
         previous = signal.signal(signal.SIGINT, self._on_interrupt)
         signal.signal(signal.SIGTERM, self._on_interrupt)
         if self.app is not None:
@@ -561,7 +561,7 @@ class Supervisor:
         out_dir = self.config.output_dir
         self._keep_or_clear_checkpoints(finals)
         try:
-            (out_dir / "run_report.json").write_text(json.dumps(report, indent=2, default=str))
+            checkpoint.write_atomic(out_dir / "run_report.json", json.dumps(report, indent=2, default=str).encode())
         except OSError as exc:
             print(f"error: cannot write {out_dir / 'run_report.json'}: {exc.strerror} (free space or fix "
                   "permissions; the report follows on stdout)", file=sys.stderr)

@@ -240,27 +240,28 @@ def _follow(board: Board, collector: CollectorStage) -> StreamState | None:
     return state
 
 
-def _counting_reads(collector: CollectorStage) -> list[int]:
-    """Count the collector's stream reads (a pass pauses after each stream, so a None is not a pass's end)."""
-    reads = [0]
-    read_stream = collector._read_stream
+def _counting_passes(collector: CollectorStage) -> list[int]:
+    """Count the collector's finished passes over the tree (a pass pauses after each stream it reads, so a None is
+    not a pass's end; and a stream with nothing new on disk is not read at all)."""
+    passes = [0]
+    run_pass = collector._pass
 
-    def counted(state: StreamState, final: bool, budget: int) -> Iterator[Batch]:
-        reads[0] += 1
-        yield from read_stream(state, final, budget)
+    def counted(final: bool, scan: bool) -> Iterator[Batch | None]:
+        yield from run_pass(final, scan)
+        passes[0] += 1
 
-    collector._read_stream = counted  # type: ignore[method-assign]
-    return reads
+    collector._pass = counted  # type: ignore[method-assign]
+    return passes
 
 
-def _one_pass(gen: Iterator[Batch | None], shipped: list[Batch], reads: list[int]) -> None:
-    """Run the collector until it has read the stream again (once it is known) and paused."""
-    target = reads[0] + 1
+def _one_pass(gen: Iterator[Batch | None], shipped: list[Batch], passes: list[int]) -> None:
+    """Run the collector until it has finished one more pass (it has looked at the stream again) and paused."""
+    target = passes[0] + 1
     for _ in range(10_000):
         item = next(gen, None)
         if item is not None:
             shipped.append(item)
-        elif reads[0] >= target or not reads[0]:
+        elif passes[0] >= target:
             return
 
 
@@ -271,7 +272,7 @@ def test_collector_survives_a_misbehaving_tree(tried: Callable[..., Any], ops: l
         board = Board(Path(folder))
         collector = CollectorStage(CollectorStage.Config(path=str(board.prof), poll_ms=1, wait_s=5),
                                    make_ctx("collect", Path(folder) / "out"))
-        reads = _counting_reads(collector)
+        passes = _counting_passes(collector)
         gen = collector.batches()
         shipped: list[Batch] = []
         for op, arg in ops:
@@ -280,10 +281,10 @@ def test_collector_survives_a_misbehaving_tree(tried: Callable[..., Any], ops: l
             opened = reading and state is not None and state.file_id is not None
             if op == "pass":
                 for _ in range(arg):
-                    _one_pass(gen, shipped, reads)
+                    _one_pass(gen, shipped, passes)
             elif op == "shrink":
                 if board.shrink(arg, state.offset if reading and state is not None else 0, opened):
-                    _one_pass(gen, shipped, reads)  # the collector looks before anything more is written
+                    _one_pass(gen, shipped, passes)  # the collector looks before anything more is written
             elif op in ("replace", "delete", "symlink_slice"):
                 getattr(board, op)(*([bool(arg)] if op == "replace" else []), opened)
             elif op == "rotate":
