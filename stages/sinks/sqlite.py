@@ -316,7 +316,7 @@ class SqliteSink(Sink):
 
     def _replace(self, conn: sqlite3.Connection, table: msdb.Table, rows: list[tuple[Any, ...]]) -> None:
         self._create(conn, table)
-        conn.execute(f"DELETE FROM {table.name}")  # most batches (SESSION_TIME_INFO): plain SQL
+        conn.execute(f"DELETE FROM {table.name}")  # plain SQL: SESSION_TIME_INFO is replaced on most batches
         self._insert(conn, table, rows)
 
     def _sid(self, text: str) -> int:
@@ -515,7 +515,8 @@ def _tables(db: sqlite_utils.Database) -> set[str]:
 
 
 def _open(path: Path) -> sqlite_utils.Database:
-    """The database at ``path`` in WAL mode, ``synchronous=NORMAL`` (no sqlite-utils plugins: its rows are ours)."""
+    """The database at ``path`` in WAL mode, ``synchronous=NORMAL``; sqlite-utils plugins found on the machine are
+    not run on its connection."""
     db = sqlite_utils.Database(path, execute_plugins=False)
     db.enable_wal()
     db.execute("PRAGMA synchronous=NORMAL")
