@@ -259,7 +259,7 @@ class Supervisor:
         data["stage_pids"] = {sid: proc.popen.pid for sid, proc in self.procs.items()}
         if self.app is not None:
             data["app"] = {"command": self.app.command, "pid": self.app.pid}
-        run_file.write_text(json.dumps(data, indent=2))
+        checkpoint.write_atomic(run_file, json.dumps(data, indent=2).encode())  # read by `pipeline top`, ctl, tests
 
     def _stop_others(self) -> None:
         """A stage failed: stop the others now (they report what they had), kill stragglers later."""
