@@ -22,17 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import procfs  # bench/, beside this script
 import zmq
 
 from pipeline import wire
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_RATE = 100_000
-
-
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _peak_rss_mb(pid: int) -> float:
@@ -74,7 +70,7 @@ def main() -> None:
                     ended = time.monotonic()
                     break
                 if first is None:
-                    first = (time.monotonic(), _cpu_s(agent.pid))
+                    first = (time.monotonic(), procfs.cpu_s(agent.pid))
                 records += message.batch.count if message.batch else 0
                 peak = max(peak, _peak_rss_mb(agent.pid))
             elif agent.poll() is not None:

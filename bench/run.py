@@ -52,6 +52,7 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
 import peers  # noqa: E402
+import procfs  # noqa: E402
 
 RECORDS_PER_ITERATION = 656  # the simulated 910's face-mask SSD writes about this many records per image
 E2E_TARGET = 300_000
@@ -428,16 +429,14 @@ def idle_row(args: argparse.Namespace, work: Path) -> Row:
 def stage_cpu_s(out: Path) -> dict[str, float]:
     """CPU seconds so far of each stage process of the run writing to ``out`` (Linux /proc)."""
     found: dict[str, float] = {}
-    tick = os.sysconf("SC_CLK_TCK")
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
             if "stage" not in args or "--output" not in args or args[args.index("--output") + 1] != str(out):
                 continue
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            found[args[args.index("stage") + 1]] = procfs.cpu_s(pid)
         except (OSError, IndexError):
             continue  # ended meanwhile
-        found[args[args.index("stage") + 1]] = (int(fields[11]) + int(fields[12])) / tick
     return found
 
 
