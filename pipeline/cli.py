@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.errors import UserError
+from pipeline.errors import UserError, path_error_line
 
 if TYPE_CHECKING:
     from pipeline.config import PipelineConfig
@@ -176,9 +176,11 @@ CHIP_ALIASES = {"310": "mini", "910": "cloud"}  # the chips' own names for the s
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from stages.simulator.run import records_per_second
+    from stages.simulator.run import MIN_SLICE_BYTES, records_per_second
     from stages.simulator.writer import simulate
 
+    if args.iterations < 0:
+        raise UserError(f"--iterations must be 0 or more, not {args.iterations}")
     if args.subscribe is not None:
         return _simulate_subscription(args)
     if args.out_dir is None:
@@ -187,6 +189,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         raise UserError("--mode static is not supported with --layout legacy", "the legacy layout is launch mode only")
     if args.sleep_ms < 0:
         raise UserError(f"--sleep-ms must be 0 or more, not {args.sleep_ms}")
+    if args.slice_bytes < MIN_SLICE_BYTES:
+        raise UserError(f"--slice-bytes must be at least {MIN_SLICE_BYTES}, not {args.slice_bytes}")
     try:
         records_per_second(args.rate)
     except ValueError as exc:
@@ -525,6 +529,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `pipeline graph … | head`
         sys.stderr.close()
         return 0
+    except OSError as exc:
+        if exc.filename is None:  # not about a path the user named: a bug, shown whole
+            raise
+        print(path_error_line(exc), file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -13,17 +13,16 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TextIO
 
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from pipeline.errors import UserError
 from pipeline.results import RunResults, count, micros, read_rows, results_of
+from pipeline.views import output_console
 
 CSV_HEADER = ["Section", "Name", "Kind", "Count A", "Count B", "Count Delta", "Total A(us)", "Total B(us)",
               "Total Delta(us)", "Total Delta(%)", "Avg A(us)", "Avg B(us)", "Avg Delta(us)", "Avg Delta(%)"]
 EXECUTE = ("api", "aclmdlExecute", "acl")
-WIDTH_OFF_TERMINAL = 200
 NA = "N/A"
 
 
@@ -111,7 +110,7 @@ def run_compare(target_a: str, target_b: str, csv_path: str | None = None, top: 
                 write_csv(rows, handle)
         except OSError as exc:
             raise UserError(f"compare: cannot write {csv_path}: {exc.strerror}") from None
-    console = Console() if sys.stdout.isatty() else Console(width=WIDTH_OFF_TERMINAL)
+    console = output_console()
     console.print(f"A: {run_a.folder}  ({run_a.stamp})\nB: {run_b.folder}  ({run_b.stamp})")
     headline = next((row for row in rows if (row.section, row.name, row.kind) == EXECUTE), None)
     if headline is not None and headline.a.avg_us is not None and headline.b.avg_us is not None:

@@ -13,3 +13,18 @@ class UserError(Exception):
 
     def line(self) -> str:
         return f"error: {self.what}" + (f" ({self.hint})" if self.hint else "")
+
+
+def path_error_line(exc: OSError) -> str:
+    """One line for a path the system refused (an output folder that is a file, under /proc, read-only …)."""
+    where = exc.filename if exc.filename2 is None else f"{exc.filename} → {exc.filename2}"
+    reason = exc.strerror or type(exc).__name__
+    if isinstance(exc, FileExistsError):
+        hint = "a file of that name is in the way: choose another path or move the file"
+    elif isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+        hint = "check the path: an output goes where its folder exists or can be made"
+    elif isinstance(exc, PermissionError):
+        hint = "choose a path you can write to, or change its permissions"
+    else:
+        hint = "check the path and the disk, then run again"
+    return f"error: {where}: {reason} ({hint})"

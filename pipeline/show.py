@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import heapq
 import json
-import sys
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
 from pipeline.results import RunResults, iter_rows, micros, read_rows, results_of
-from pipeline.views import advice_table
+from pipeline.views import advice_table, output_console
 
 OP_STATISTIC_COLUMNS = ("Device_id", "OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)",
                         "Avg Time(us)", "Max Time(us)", "Ratio(%)")
@@ -22,12 +20,11 @@ OP_SUMMARY_COLUMNS = ("Device_id", "Op Name", "OP Type", "Task Type", "Task Star
 NUMERIC = {"Device_id", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)", "Max Time(us)", "Ratio(%)",
            "Time(us)", "Avg(us)", "Min(us)", "Max(us)", "Variance", "Task Start Time(us)", "Task Duration(us)",
            "Task Wait Time(us)", "Block Dim"}
-WIDTH_OFF_TERMINAL = 200
 
 
 def run_show(target: str, top: int = 20, output: Path | None = None) -> int:
     results = results_of(target, "show", output)
-    console = Console() if sys.stdout.isatty() else Console(width=WIDTH_OFF_TERMINAL)
+    console = output_console()
     console.print(f"[bold]{results.folder}[/bold]  (timestamp {results.stamp})")
     for table in show_tables(results, top):
         console.print(table)

@@ -220,7 +220,8 @@ class Supervisor:
     def _effective_config(self) -> Path:
         """The config as this run sees it (overrides applied), for the stage processes to load."""
         path = transport.socket_dir(self.config) / "config.yaml"
-        path.write_text(yaml.safe_dump(self.config.raw, sort_keys=False))
+        # a restarted stage reads it while the run goes on: it sees the old file or the whole new one
+        checkpoint.write_atomic(path, yaml.safe_dump(self.config.raw, sort_keys=False).encode())
         return path
 
     def _private_socket_dir(self) -> None:

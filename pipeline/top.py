@@ -14,7 +14,7 @@ import zmq
 from pipeline.errors import UserError
 from pipeline.security import CurveKeys
 from pipeline.transport import secure_connect
-from pipeline.views import render_view
+from pipeline.views import output_console, render_view
 
 
 def _connectable(endpoint: str) -> str:
@@ -86,9 +86,7 @@ def _loop(sub: zmq.Socket[bytes], endpoint: str, once: bool, as_json: bool, time
             if as_json:
                 print(json.dumps(view), flush=True)
             else:
-                from rich.console import Console
-
-                Console().print(render_view(view))
+                output_console().print(render_view(view))
             if once or view.get("state") == "ended":
                 return 0
             time.sleep(1.0)

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from rich.console import Group
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
 TOP_ROWS = 20
+WIDTH_OFF_TERMINAL = 200  # piped into a file or `less`: rich would squeeze the tables to 80 columns
+
+
+def output_console() -> Console:
+    """A console for standard output: the terminal's width, or a wide page when it is not a terminal."""
+    return Console() if sys.stdout.isatty() else Console(width=WIDTH_OFF_TERMINAL)
 
 
 def op_rows(view: dict[str, Any]) -> list[dict[str, Any]]:

@@ -33,6 +33,46 @@ def test_simulating_a_stars_chip_in_the_legacy_layout_is_one_line(tmp_path: Path
     assert not (tmp_path / "board").exists()
 
 
+@pytest.mark.parametrize(("flag", "value", "expected"), [
+    ("--iterations", "-5", "error: --iterations must be 0 or more, not -5"),
+    ("--slice-bytes", "10", "error: --slice-bytes must be at least 1024, not 10"),
+])
+def test_simulate_refuses_values_out_of_range_in_one_line(tmp_path: Path, flag: str, value: str,
+                                                         expected: str) -> None:
+    result = run_cli("simulate", str(tmp_path / "board"), flag, value)
+    assert result.returncode == 2 and NO_TRACEBACK not in result.stderr
+    assert result.stderr.strip().splitlines() == [expected]
+    assert not (tmp_path / "board").exists()
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("command", [
+    ("run", str(REPO / "configs" / "live.yaml"), "--live", "off", "--output", "{path}"),
+    ("simulate", "{path}"),
+    ("keys", "generate", "{path}"),
+    ("acl-json", "{path}"),
+])
+@pytest.mark.parametrize("in_the_way", ["a file", "under /proc"])
+def test_an_output_path_that_cannot_be_written_is_one_line(tmp_path: Path, command: tuple[str, ...],
+                                                           in_the_way: str) -> None:
+    if in_the_way == "a file":
+        path = tmp_path / "notes.txt"
+        path.write_text("kept\n")
+        if command[0] == "acl-json":  # it writes a file: the folder above it is the one in the way
+            path = path / "acl.json"
+    else:
+        path = Path("/proc/pipeline-test/out")
+    result = run_cli(*(part.replace("{path}", str(path)) for part in command), timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert NO_TRACEBACK not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "(" in lines[0], lines
+    if in_the_way == "a file":
+        assert (tmp_path / "notes.txt").read_text() == "kept\n"
+
+
 def test_run_with_missing_prof_dir_names_the_collector(tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
     config.write_text(f"""

@@ -40,6 +40,9 @@ def test_top_attaches_and_ctrl_c_drains(tmp_path: Path) -> None:
         op_types = {row[1] for row in view["stats"]["ops"]}
         assert {"Conv2D", "TransData", "NonMaxSuppressionV3"} <= op_types
         assert all(row[3] > 0 and row[4] >= row[5] * row[3] for row in view["stats"]["ops"])  # total ≥ min × count
+        shown = run_cli("top", str(out), "--once", "--timeout", "5", timeout=30)  # piped: not a terminal
+        assert shown.returncode == 0, shown.stderr
+        assert all(stage in shown.stdout for stage in view["stages"]), shown.stdout  # not cut to 80 columns
         run.send_signal(signal.SIGINT)
         stdout, stderr = run.communicate(timeout=120)
     finally:
