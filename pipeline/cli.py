@@ -161,7 +161,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     enabled = len(config.enabled_stages())
-    print(f"{args.config}: valid ({enabled} stages enabled, {len(config.stages) - enabled} disabled)")
+    noun = "stage" if enabled == 1 else "stages"
+    print(f"{args.config}: valid ({enabled} {noun} enabled, {len(config.stages) - enabled} disabled)")
     return 0
 
 
@@ -305,8 +306,10 @@ def _cmd_ctl(args: argparse.Namespace) -> int:
 def _cmd_plugins(args: argparse.Namespace) -> int:
     from pipeline.plugins import available_types
 
-    for name, target in sorted(available_types().items()):
-        print(f"{name:<12} {target}")
+    types = sorted(available_types().items())
+    width = max((len(name) for name, _ in types), default=0)
+    for name, target in types:
+        print(f"{name:<{width}}  {target}")
     return 0
 
 
@@ -350,8 +353,8 @@ def build_parser() -> argparse.ArgumentParser:
     acl.add_argument("--output", default="profiling",
                      help="where the runtime writes PROF_… (default: ./profiling, written as an absolute path)")
     acl.add_argument("--env", action="store_true",
-                     help="also print the environment (PIPELINE_ACL_JSON, PROFILING_MODE, PROFILING_OPTIONS) "
-                          "as shell export lines, instead of the summary line")
+                     help="print the environment (PIPELINE_ACL_JSON, PIPELINE_PROFILE_SINCE, PROFILING_MODE, "
+                          "PROFILING_OPTIONS) as shell export lines, instead of the summary line")
     _add_switch_flags(acl, with_switch=True)
     acl.set_defaults(func=_cmd_acl_json)
 

@@ -150,13 +150,18 @@ def _parse_input(ref: Any, where: str) -> tuple[str, str]:
     return stage, port or "out"
 
 
+def _sentence(message: str) -> str:
+    """pydantic's message as the middle of our line: its first letter small, the rest (a pattern) as it is."""
+    return message[:1].lower() + message[1:]
+
+
 def _format_validation(exc: ValidationError, where: str, cls: type[Stage]) -> UserError:
     error = exc.errors()[0]
     key = ".".join(str(part) for part in error["loc"])
     allowed = ", ".join(list(COMMON_STAGE_KEYS) + list(cls.Config.model_fields))
     if error["type"] == "extra_forbidden":
         return _located(f"{where}.{key}", "unknown key", f"allowed keys: {allowed}")
-    return _located(f"{where}.{key}" if key else where, error["msg"].lower(), f"allowed keys: {allowed}")
+    return _located(f"{where}.{key}" if key else where, _sentence(error["msg"]), f"allowed keys: {allowed}")
 
 
 def parse_config(raw: Any, path: Path, env: Mapping[str, str] | None = None, only: str | None = None) -> PipelineConfig:
@@ -166,7 +171,8 @@ def parse_config(raw: Any, path: Path, env: Mapping[str, str] | None = None, onl
     only its class is imported and its settings validated; the others are read for their wiring."""
     where = str(path)
     if not isinstance(raw, dict):
-        raise _located(where, "a pipeline config is a mapping with 'run' and 'stages'")
+        raise _located(where, "a pipeline config is a mapping with 'run' and 'stages'",
+                       "configs/live.yaml is one to start from; docs/configuration.md has every key")
     unknown = set(raw) - {"run", "stages", "version"}
     if unknown:
         raise _located(f"{where}: {sorted(unknown)[0]}", "unknown top-level key", "allowed: version, run, stages")
@@ -181,7 +187,7 @@ def parse_config(raw: Any, path: Path, env: Mapping[str, str] | None = None, onl
     except ValidationError as exc:
         error = exc.errors()[0]
         key = ".".join(str(part) for part in error["loc"])
-        message = "unknown key" if error["type"] == "extra_forbidden" else error["msg"].lower()
+        message = "unknown key" if error["type"] == "extra_forbidden" else _sentence(error["msg"])
         raise _located(f"{where}: run.{key}", message,
                        f"allowed keys: {', '.join(RunSettings.model_fields)}") from None
     stages_tree = tree.get("stages")
@@ -266,6 +272,20 @@ def _check_acyclic(stages: dict[str, StageSpec], where: str) -> None:
         visit(sid, [])
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader that refuses a key given twice in one mapping (plain YAML keeps the last one silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"key {key!r} given twice in one mapping",
+                                                        key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None, only: str | None = None
                 ) -> PipelineConfig:
     """Read, interpolate and validate a config file. ``overrides`` patch the parsed tree
@@ -274,14 +294,15 @@ def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None, on
     if not config_path.is_file():
         raise UserError(f"config file not found: {config_path}", "pass the path of a pipeline YAML file")
     try:
-        raw = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+        raw = yaml.load(config_path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # a SafeLoader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         place = f"{config_path}:{mark.line + 1}:{mark.column + 1}" if mark else str(config_path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise UserError(f"{place}: invalid YAML: {problem}", "fix the syntax at that line") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read config {config_path}: {exc}") from None
+        raise UserError(f"cannot read config {config_path}: {exc}",
+                        "a pipeline config is a YAML text file in UTF-8, such as configs/live.yaml") from None
     for dotted, value in (overrides or {}).items():
         node = raw
         *parents, leaf = dotted.split(".")

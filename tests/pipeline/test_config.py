@@ -115,6 +115,11 @@ print(spec.cls.__name__, type(spec.config).__name__, sorted(config.consumers("ag
         ("run: [unclosed\n", "invalid YAML"),
         ("stages:\n  x: {type: nope}\n", "unknown stage type 'nope'"),
         ("stages:\n  c: {type: collector, colour: red}\n", "stages.c.colour: unknown key"),
+        ("run:\n  name: a\n  name: b\nstages:\n  c: {type: collector}\n",
+         ":3:3: invalid YAML: key 'name' given twice in one mapping"),
+        ("run: {name: 'live run!'}\nstages:\n  c: {type: collector}\n",
+         "run.name: string should match pattern '^[A-Za-z0-9_.-]{1,40}$'"),
+        ("", "a pipeline config is a mapping with 'run' and 'stages' (configs/live.yaml is one to start from"),
     ],
 )
 def test_cli_validate_one_line_no_traceback(tmp_path: Path, text: str, expected: str) -> None:
