@@ -108,9 +108,17 @@ def _stall_lines(stalls: list[dict[str, Any]]) -> list[str]:
             f"{', then responding again' if stall['ended'] else ''}" for stall in stalls]
 
 
-def outputs_line(out_dir: Path) -> str:
-    """Where the results are, for the user to open next."""
-    found = sorted(out_dir.glob("msprof_*.db")) + sorted((out_dir / "mindstudio_profiler_output").glob("*"))
+def outputs_line(out_dir: Path, since: float) -> str:
+    """Where this run's results are, for the user to open next: the files it wrote or changed (from ``since``,
+    epoch seconds), not an earlier run's in the same folder. The database and msprof's folder first."""
+    def written(folder: Path) -> list[Path]:
+        if not folder.is_dir():
+            return []
+        return sorted(path for path in folder.iterdir() if path.is_file() and not path.name.startswith(".")
+                      and path.name != "run.json" and path.stat().st_mtime >= since)
+    top_level = written(out_dir)
+    found = ([path for path in top_level if path.suffix == ".db"] + written(out_dir / "mindstudio_profiler_output")
+             + [path for path in top_level if path.suffix != ".db"])
     if not found:
         return f"outputs: none written under {out_dir}"
     names = ", ".join(p.name for p in found[:8]) + (f" (+{len(found) - 8} more)" if len(found) > 8 else "")

@@ -61,6 +61,7 @@ class Supervisor:
         self.interrupts = 0
         self.drain_timed_out: list[str] = []  # what each stage still waited for when the drain timed out
         self.started = time.monotonic()
+        self.started_wall = time.time()  # files changed from here on are this run's (the outputs line)
         self.stamp = time.strftime("%Y%m%d%H%M%S")
         self.owns_socket_dir = False
         self.exporter: ViewCollector | None = None
@@ -567,7 +568,7 @@ class Supervisor:
             print(f"error: cannot write {out_dir / 'run_report.json'}: {exc.strerror} (free space or fix "
                   "permissions; the report follows on stdout)", file=sys.stderr)
         print(render_report(report), flush=True)
-        print(outputs_line(out_dir), flush=True)
+        print(outputs_line(out_dir, int(self.started_wall)), flush=True)  # whole seconds: coarse file systems
         for line in root_causes(problems):
             print(f"error: {line}", file=sys.stderr)
         if self.state == "aborted":

@@ -8,6 +8,7 @@ import io
 import json
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -179,6 +180,13 @@ def test_export_runs_only_the_chosen_sinks(case: dict[str, Any], tmp_path: Path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert [p.name[:7] for p in (both / "mindstudio_profiler_output").iterdir()] == ["msprof_"]
     assert len(list(both.glob("msprof_*.db"))) == 1
+
+    time.sleep(1.0)  # the outputs line goes by whole seconds of modification time
+    again = run_cli("export", "db", str(run.prof), "--output", str(summary))  # beside the first export's files
+    assert again.returncode == 0, again.stderr[-3000:]
+    (line,) = [line for line in again.stdout.splitlines() if line.startswith("outputs in ")]
+    listed = line.split(": ", 1)[1].split(", ")
+    assert [name[:7] for name in listed] == ["msprof_", "run_rep"], line  # not the summary export's files
 
 
 def test_a_third_party_rule_from_an_entry_point_appears(case: dict[str, Any], tmp_path: Path) -> None:
