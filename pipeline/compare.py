@@ -112,6 +112,9 @@ def run_compare(target_a: str, target_b: str, csv_path: str | None = None, top: 
             raise UserError(f"compare: cannot write {csv_path}: {exc.strerror}") from None
     console = output_console()
     console.print(f"A: {run_a.folder}  ({run_a.stamp})\nB: {run_b.folder}  ({run_b.stamp})")
+    for side, run in (("A", run_a), ("B", run_b)):
+        if run.unfinished:
+            console.print(f"[yellow]note: {side}: {run.unfinished}[/yellow]")
     headline = next((row for row in rows if (row.section, row.name, row.kind) == EXECUTE), None)
     if headline is not None and headline.a.avg_us is not None and headline.b.avg_us is not None:
         cells = headline.cells()

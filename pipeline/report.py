@@ -58,7 +58,9 @@ def _rate(records: int, seconds: float) -> str:
 
 
 def render_report(report: dict[str, Any]) -> str:
-    lines = [f"run {report['run_id']}: {report['state']} in {report['wall_s']:.1f} s"]
+    lines = [f"run {report['run_id']}: {report['state']} in {report['wall_s']:.1f} s"
+             + (" (Ctrl-C, then drained: the outputs hold what was read until then)"
+                if report["state"] == "interrupted" else "")]
     header = (f"  {'stage':<12} {'type':<11} {'in':>11} {'out':>11} {'rejected':>9} {'wall s':>7} {'throughput':>12}"
               f" {'peak MB':>8}")
     lines.append(header)

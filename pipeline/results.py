@@ -35,6 +35,22 @@ class RunResults:
     op_summary: list[Path] = field(default_factory=list)
 
     @property
+    def unfinished(self) -> str | None:
+        """Why these files may not hold the whole job: the run that wrote them was interrupted or failed."""
+        try:
+            report = json.loads((self.folder / "run_report.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None  # msprof's folder, or a run still going (its report is written at the end)
+        if not isinstance(report, dict) or report.get("stamp") != self.stamp:
+            return None  # a later run's report (an export into the same folder)
+        state = report.get("state")
+        if state in (None, "completed"):
+            return None
+        how = {"interrupted": "was interrupted (Ctrl-C)", "aborted": "was aborted"}.get(str(state), f"ended {state}")
+        return (f"run {report.get('run_id', '?')}, which wrote these files, {how} after "
+                f"{float(report.get('wall_s', 0)):.1f} s: they may not hold the whole job")
+
+    @property
     def advice(self) -> Path | None:
         path = self.folder / "advice.json"
         return path if path.is_file() else None

@@ -26,6 +26,8 @@ def run_show(target: str, top: int = 20, output: Path | None = None) -> int:
     results = results_of(target, "show", output)
     console = output_console()
     console.print(f"[bold]{results.folder}[/bold]  (timestamp {results.stamp})")
+    if results.unfinished:
+        console.print(f"[yellow]note: {results.unfinished}[/yellow]")
     for table in show_tables(results, top):
         console.print(table)
     return 0

@@ -552,8 +552,10 @@ class Supervisor:
         problems += [f"drain timeout: {line}" for line in self.drain_timed_out]
         if self.state == "running":
             self.state = "completed" if not problems else "failed"
+        elif self.state == "draining":  # Ctrl-C, drained: whole outputs of what was read until then
+            self.state = "interrupted"
         now = time.monotonic()
-        report = {"run_id": self.run_id, "config": str(self.config.path), "state": self.state,
+        report = {"run_id": self.run_id, "stamp": self.stamp, "config": str(self.config.path), "state": self.state,
                   "wall_s": now - self.started, "stages": finals, "exit_codes": exit_codes,
                   "problems": problems, "recovery": self._recovery_report(),
                   "stalls": {sid: self.procs[sid].health.stalls(now, self.started) for sid in self._in_config_order()

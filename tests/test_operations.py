@@ -50,7 +50,11 @@ def test_top_attaches_and_ctrl_c_drains(tmp_path: Path) -> None:
     assert run.returncode == 0, stderr[-2000:]
     assert "draining" in stderr
     report = read_report(out)
-    assert report["problems"] == []
+    assert report["problems"] == [] and report["state"] == "interrupted"
+    assert f"run {report['run_id']}: interrupted in " in stdout
+    shown = run_cli("show", str(out), timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert f"note: run {report['run_id']}, which wrote these files, was interrupted (Ctrl-C)" in shown.stdout
     for final in report["stages"].values():
         assert all(row["ok"] for row in final["reconcile"])
     decoder = report["stages"]["decode"]["accounting"]

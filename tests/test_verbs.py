@@ -114,6 +114,7 @@ def test_show_parses_a_prof_dir_once_and_prints_the_tables(case: dict[str, Any])
     assert f"parsing {run.prof}" in first.stderr
     again = run_cli("show", str(run.prof), "--top", "3")
     assert again.returncode == 0 and "parsing" not in again.stderr
+    assert "note:" not in again.stdout  # a completed run's files: nothing to warn about
     assert again.stdout.count("\n") > 20
     by_total = sorted(run.table("op_statistic"), key=lambda r: -Decimal(r["Total Time(us)"]))
     lines = [line for line in again.stdout.splitlines() if "AI_C" in line and "│" in line]
