@@ -28,6 +28,7 @@ def run_problems(finals: dict[str, dict[str, Any] | None], exit_codes: dict[str,
         elif final.get("error"):
             problems.append(final["error"].removeprefix("error: "))
         problems.extend(final.get("problems", []))
+        problems.extend(final.get("input_problems", []))
     problems.extend(_cross_checks(finals, interrupted))
     return problems + stopped
 

@@ -643,6 +643,7 @@ class StageRunner:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         return {"type": "final", "stage_type": self.spec.type_name, "role": self.spec.cls.role,
                 "ok": error is None and not problems, "error": error, "problems": problems,
+                "input_problems": self.stage.input_problems() if error is None else [],
                 "epoch": self.epoch, "resumed_from": self.resume_epoch, "checkpoint_error": self.checkpoint_error,
                 "checkpoints": {k: round(v, 4) for k, v in self.checkpoint_cost.items()},
                 "wall_s": time.monotonic() - self.started,

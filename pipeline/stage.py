@@ -110,6 +110,12 @@ class Stage:
         """Final figures the run report shows and checks (e.g. written vs collected)."""
         return {}
 
+    def input_problems(self) -> list[str]:
+        """At the end: what the input lacked that the outputs lack too (a damaged control file, a device whose data
+        could not be read), one line each. The stage still ends well and the others drain; the run ends failed
+        with these lines, so a script sees it."""
+        return []
+
     # -- crash recovery -------------------------------------------------------------------------
     # True when snapshot() reads only this process's memory (no file sizes, no queries): the runtime then takes
     # it in a forked child, so a large state costs the stage a fork instead of the time to pickle it.

@@ -137,6 +137,7 @@ class CollectorStage(Source):
         self.tx_socket_records = 0
         self._scanned_at = -RESCAN_S  # monotonic time of the last listing of the tree
         self._changed_at = 0.0  # ... and of the last listing that found a new stream or control file
+        self.end_problems: list[str] = []  # what the end of the job left unread, for the run report
 
     def stop(self) -> None:
         self._stop = True
@@ -209,6 +210,7 @@ class CollectorStage(Source):
                 continue  # more to read: keep going before deciding anything
             if finished or not self.config.follow:
                 yield from self._pass(final=True, scan=True)
+                self.end_problems = self._left_unread()
                 return
             yield None
             time.sleep(self.config.poll_ms / 1000)
@@ -432,6 +434,39 @@ class CollectorStage(Source):
         return f"{SPOOL_FOLDER}/{os.path.basename(folder)}/{name}"
 
     # -- report ---------------------------------------------------------------------------
+    def _left_unread(self) -> list[str]:
+        """At the end of the job: control files that never parsed, and device data that waited for one in vain.
+        Each is a problem of the run (a device or its PMU columns missing from every output), not a silence."""
+        assert self.tree is not None
+        problems = []
+        for folder, name in _folders(self.tree.root):
+            for path in _listdir(folder):
+                rel = f"{name}/{path.name}"
+                if (path.name.startswith(slices.CONTROL_PREFIXES) and not path.name.endswith(".done")
+                        and path not in self.refused and rel not in self.tree.control_sent
+                        and not path.is_symlink() and path.is_file() and _size(path) > 0):
+                    self.ctx.reject("control file damaged or cut short at the end of the job", _size(path))
+                    problems.append(f"collector: {self.tree.root / rel} is damaged or cut short (neither JSON nor "
+                                    "whole lines, or not the size its .done gives): not read, so what it "
+                                    "describes is missing from the outputs (copy it again from the board)")
+            device = slices.device_id(name)
+            data = folder / "data"
+            if device is None or device in self.tree.platforms or not data.is_dir() or data.is_symlink():
+                continue
+            files = [path for path in _listdir(data) if split_slice_name(path.name) is not None]
+            if files:
+                unread = sum(_size(path) for path in files)
+                self.ctx.reject("device data not read: no readable info.json.N", unread)
+                problems.append(f"collector: {folder} has {len(files)} data files ({unread:,} bytes) but no readable "
+                                f"info.json.{device}: the chip decides how they are read, so device {device} is "
+                                "missing from the outputs (copy info.json.N from the board's PROF directory)")
+        for problem in problems:
+            log.warning("left unread at the end of the job", stage=self.ctx.stage_id, problem=problem)
+        return problems
+
+    def input_problems(self) -> list[str]:
+        return self.end_problems
+
     def progress(self) -> dict[str, Any]:
         streams = len(self.tree.streams) if self.tree else 0
         return {"streams": streams, "records": self.collected, "MB_read": round(self.bytes_read / 1e6, 1)}
@@ -505,6 +540,13 @@ def _job_device(path: Path) -> int | None:
     return None
 
 
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _listdir(folder: Path) -> list[Path]:

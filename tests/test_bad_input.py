@@ -145,3 +145,37 @@ def test_garbage_appended_to_slices_is_counted_and_the_rest_decoded(tmp_path: Pa
     with open(out_csv, newline="") as handle:
         counts = {(r["OP Type"], r["Core Type"]): int(r["Count"]) for r in csv.DictReader(handle)}
     assert counts == {(t["op_type"], t["core_type"]): t["count"] for t in truth["op_statistic"]}
+
+
+@pytest.mark.parametrize("damaged", ["device_0/info.json.0", "device_0/sample.json"])
+def test_a_damaged_control_file_fails_the_run_by_name_and_the_rest_is_written(tmp_path: Path, damaged: str) -> None:
+    result = run_cli("simulate", str(tmp_path / "board"), "--chip", "cloud", "--iterations", "20", "--rate", "max")
+    assert result.returncode == 0, result.stderr
+    truth = json.loads((tmp_path / "board" / "simulator_truth.json").read_text())
+    prof = Path(truth["prof_dir"])
+    spoilt = prof / damaged
+    spoilt.write_bytes(bytes(range(200, 256)) * 5)  # not JSON, not the size its .done gives
+
+    out = tmp_path / "out"
+    result = run_cli("import", str(prof), "--output", str(out))
+    assert result.returncode == 1 and NO_TRACEBACK not in result.stderr
+    errors = _error_lines(result.stderr)
+    assert errors[0].startswith(f"error: collector: {spoilt} is damaged or cut short")
+    report = read_report(out)
+    assert report["state"] == "failed" and report["problems"] == [line.removeprefix("error: ") for line in errors]
+    assert all(final["ok"] for final in report["stages"].values())  # every stage drained: nothing else lost
+    collector = report["stages"]["collect"]
+    summaries = out / "mindstudio_profiler_output"
+    assert list(summaries.glob("api_statistic_*.csv"))  # the host's tables are whole
+    if damaged.endswith("info.json.0"):  # no chip: the device's data cannot be read at all
+        assert len(errors) == 2 and "device 0 is missing from the outputs" in errors[1]
+        device_bytes = sum(p.stat().st_size for p in (prof / "device_0" / "data").iterdir()
+                           if not p.name.endswith(".done"))
+        assert collector["rejected"]["device data not read: no readable info.json.N"] == device_bytes
+        assert not list(summaries.glob("op_statistic_*.csv"))  # a table without rows has no file
+    else:  # no PMU event list: the tasks are there, their PMU columns are not
+        assert len(errors) == 1
+        (op_summary,) = summaries.glob("op_summary_*.csv")
+        header = op_summary.read_text().splitlines()[0]
+        assert "Task Duration(us)" in header and "aicore_time(us)" not in header
+    assert collector["rejected"]["control file damaged or cut short at the end of the job"] == 280

@@ -309,6 +309,8 @@ class SummarySink(Sink):
         headers = {"op_statistic": OP_STATISTIC_HEADER, "api_statistic": API_STATISTIC_HEADER}
         for kind, rows in self._pending.items():
             path = self.directory / f"{kind}_{self.timestamp}.{self.config.format}"
+            if not rows and not path.exists():
+                continue  # a table without rows has no file, as in msprof (no device task read, say)
             write_table(path, headers[kind], rows, self.config.format, self.ctx.output_guard)
             self.counts[f"{kind}_writes"] += 1
         self._pending.clear()
