@@ -106,6 +106,7 @@ class StageRunner:
         self.stop_requested = False
         self.abort = False
         self.stopped_by_supervisor = False
+        self.input_error = False  # it ended on a UserError of its own: the run exits 2, as for a bad config
         self.early_signals = early_signals if early_signals is not None else []
         self.outputs: dict[str, list[tuple[str, zmq.Socket[bytes]]]] = {}
         self.out_seq: Counter[tuple[str, str]] = Counter()
@@ -644,6 +645,7 @@ class StageRunner:
         return {"type": "final", "stage_type": self.spec.type_name, "role": self.spec.cls.role,
                 "ok": error is None and not problems, "error": error, "problems": problems,
                 "input_problems": self.stage.input_problems() if error is None else [],
+                "input_error": self.input_error,
                 "epoch": self.epoch, "resumed_from": self.resume_epoch, "checkpoint_error": self.checkpoint_error,
                 "checkpoints": {k: round(v, 4) for k, v in self.checkpoint_cost.items()},
                 "wall_s": time.monotonic() - self.started,
@@ -671,6 +673,7 @@ class StageRunner:
                 self._run_consumer()
         except UserError as exc:
             error = exc.line()
+            self.input_error = not self.stopped_by_supervisor
             if self.stopped_by_supervisor:
                 error = f"stopped: stage '{self.stage_id}' was stopped after another stage failed"
             if self.control.sock is None:  # supervised stages report through the supervisor

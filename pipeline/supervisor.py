@@ -577,6 +577,8 @@ class Supervisor:
             print(self._aborted_line(), file=sys.stderr)
             return 130
         code = 1 if problems else 0
+        if problems and set(root_causes(problems)) <= _input_errors(finals):
+            code = 2  # a stage refused the user's input (a path, a folder with no PROF_…), as a bad config is
         if self.app is not None and self.app_status:
             print(f"error: the application exited with status {self.app_status}"
                   + (" (and the pipeline reported the problems above)" if problems else ""), file=sys.stderr)
@@ -632,3 +634,9 @@ def run_pipeline(config: PipelineConfig, live: bool | None = None, app: Applicat
 def read_run_file(output_dir: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((output_dir / "run.json").read_text())
     return data
+
+
+def _input_errors(finals: dict[str, dict[str, Any] | None]) -> set[str]:
+    """The problem lines of stages that ended on the user's input rather than on a failure of their own."""
+    return {final["error"].removeprefix("error: ") for final in finals.values()
+            if final is not None and final.get("input_error") and final.get("error")}

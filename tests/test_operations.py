@@ -32,10 +32,15 @@ def _top_view(out: Path, deadline_s: float = 60) -> dict:
 def test_top_attaches_and_ctrl_c_drains(tmp_path: Path) -> None:
     out = tmp_path / "out"
     config = tmp_path / "c.yaml"
-    config.write_text(stage_config(out, iterations=100_000))
+    # A short heartbeat timeout: the simulated board writes for longer than it, and must not look stuck.
+    config.write_text(stage_config(out, iterations=100_000).replace("progress_s: 1}", "progress_s: 1, "
+                                                                    "heartbeat_timeout_s: 4}"))
     run = start_run(config)
     try:
         view = _top_view(out)
+        time.sleep(max(0.0, 5.0 - view["elapsed_s"]))  # past the heartbeat timeout
+        view = _top_view(out)
+        assert view["stages"]["board"]["progress"]["records_written"] > 0  # its figures move while it writes
         assert set(view["stages"]) == {"board", "collect", "decode", "aggregate", "timeline", "summary", "db", "top"}
         op_types = {row[1] for row in view["stats"]["ops"]}
         assert {"Conv2D", "TransData", "NonMaxSuppressionV3"} <= op_types
@@ -51,6 +56,7 @@ def test_top_attaches_and_ctrl_c_drains(tmp_path: Path) -> None:
     assert "draining" in stderr
     report = read_report(out)
     assert report["problems"] == [] and report["state"] == "interrupted"
+    assert report["stalls"] == {}, report["stalls"]
     assert f"run {report['run_id']}: interrupted in " in stdout
     shown = run_cli("show", str(out), timeout=60)
     assert shown.returncode == 0, shown.stderr

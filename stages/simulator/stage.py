@@ -16,6 +16,7 @@ workload.py); sleep_ms: the app sleeps this long inside its model-load msproftx 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -26,6 +27,8 @@ from stages.simulator.run import MIN_SLICE_BYTES, Simulation, records_per_second
 from stages.simulator.workload import Model
 
 __all__ = ["SimulatorStage", "simulate"]
+
+PROGRESS_EVERY_S = 0.1  # how often the stage's loop reports while the board writes
 
 AicMetrics = Literal["PipeUtilization", "ArithmeticUtilization", "Memory", "ResourceConflictRatio",
                      "PipeUtilizationExct", "PipelineExecuteUtilization", "MemoryL0", "MemoryUB", "L2Cache",
@@ -66,9 +69,24 @@ class SimulatorStage(Source):
                                      aic_metrics=config.aic_metrics, layout=config.layout, model=config.model,
                                      sleep_ms=config.sleep_ms)
 
-    def batches(self) -> Iterator[Batch]:
-        self.simulation.run()
-        return iter(())
+    def batches(self) -> Iterator[Batch | None]:
+        """The board writes in a thread of its own; this loop keeps the stage's figures and heartbeat going
+        (a board that ran longer than run.heartbeat_timeout_s in one call was shown as stuck)."""
+        failure: list[BaseException] = []
+
+        def write() -> None:
+            try:
+                self.simulation.run()
+            except BaseException as exc:  # raised again in the stage's own thread, where the runner reports it
+                failure.append(exc)
+
+        writer = threading.Thread(target=write, name="simulated-board", daemon=True)
+        writer.start()
+        while writer.is_alive():
+            writer.join(PROGRESS_EVERY_S)
+            yield None
+        if failure:
+            raise failure[0]
 
     def stop(self) -> None:
         self.simulation.stop()
