@@ -10,7 +10,7 @@ import shutil
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from pipeline.errors import UserError, path_error_line
 
@@ -237,6 +237,14 @@ def _cmd_import(args: argparse.Namespace) -> int:
     return run_import(prof, Path(args.output).expanduser() if args.output else None)
 
 
+def _export_kind(text: str) -> str:
+    if text not in EXPORT_KINDS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a kind to export: name one or more of {', '.join(EXPORT_KINDS)} before the PROF_… "
+            "directory")
+    return text
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
     from pipeline.offline import EXPORT_STAGES, checked_prof_dir, run_import
 
@@ -328,8 +336,15 @@ def _add_switch_flags(parser: argparse.ArgumentParser, with_switch: bool) -> Non
                              "pipeline.tx annotations do not need it)")
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse's usage errors as the rest of the tool's: one `error:` line saying what to do, status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {self.prog}: {message} (`{self.prog} -h` shows the usage)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pipeline", description="Live Ascend profile-data pipeline")
+    parser = _OneLineParser(prog="pipeline", description="Live Ascend profile-data pipeline")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run every stage of a config, each as its own process")
@@ -430,7 +445,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp.set_defaults(func=_cmd_import)
 
     export = sub.add_parser("export", help="run only the chosen sinks over a finished PROF_… directory")
-    export.add_argument("what", nargs="+", choices=EXPORT_KINDS, help="summary, timeline, db and/or advice")
+    export.add_argument("what", nargs="+", type=_export_kind, metavar="KIND",
+                        help="summary, timeline, db and/or advice")
     export.add_argument("prof_dir")
     export.add_argument("--output", help="output folder (default: PROF_DIR/pipeline_output)")
     export.add_argument("--format", choices=("csv", "json"), help="summary files as csv (default) or json")

@@ -210,6 +210,8 @@ def test_a_third_party_rule_from_an_entry_point_appears(case: dict[str, Any], tm
     (["show", "{empty}"], "holds no op_statistic / api_statistic files and is not a PROF directory"),
     (["compare", "{empty}", "/nonexistent/run"], "compare: {empty} holds no op_statistic"),
     (["show", "{empty}", "--top", "0"], "--top must be 1 or more"),
+    (["export", "{empty}"], "is not a kind to export: name one or more of summary, timeline, db, advice before"),
+    (["show"], "pipeline show: the following arguments are required: target (`pipeline show -h` shows"),
 ])
 def test_bad_verb_input_is_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     result = run_cli(*[arg.replace("{empty}", str(tmp_path)) for arg in args])
