@@ -36,6 +36,7 @@ from stages.tx_inbox import RECORD_BYTES, SPOOL_FOLDER, STREAM_BASE, TxInbox
 MIN_BUDGET_BYTES = 16 << 10  # the least a pass reads of a stream that has bytes left
 RESCAN_S = 0.25  # how often a following collector lists the tree for new files (slices it reads on are probed)
 SETTLE_S = 1.0  # ... but every pass until no new stream or control file has turned up for this long
+WAIT_NOTICE_S = 2.0  # a directory not there after this long is said to be awaited (the wait is wait_s)
 STALE_SLACK_S = 1.0  # file times lag the clock by a tick: a directory this much older than the run is not its job
 log = structlog.get_logger()
 
@@ -152,6 +153,7 @@ class CollectorStage(Source):
         deadline = time.monotonic() + (self.config.wait_s if self.config.follow else 0)
         # Following a folder: PROF_ directories that finished before this run started belong to earlier jobs.
         old = _finished_children(base, self._run_started()) if self.config.follow else set()
+        said_waiting = False
         while True:
             app_ended = self._app_ended()  # looked at first: a directory the app made before it ended is found
             if self.config.end_marker is not None:  # a launched app's job: only a directory made during this run
@@ -169,6 +171,11 @@ class CollectorStage(Source):
                     "holds no PROF_… directory (no host/ or device_N/, nor a JOB…/data/ folder)"
                 raise UserError(f"collector: {base} {what}",
                                 "point the collector's path (or PROF_DIR) at a CANN profiling output directory")
+            if not said_waiting and self.config.end_marker is None and time.monotonic() > deadline - \
+                    self.config.wait_s + WAIT_NOTICE_S:
+                said_waiting = True  # once: a typo in the path should not look like a hang
+                log.warning("waiting for a PROF_… directory", stage=self.ctx.stage_id, path=str(base),
+                            exists=base.exists(), gives_up_in_s=round(deadline - time.monotonic(), 1))
             yield None
             time.sleep(self.config.poll_ms / 1000)
 
@@ -538,8 +545,6 @@ def _job_device(path: Path) -> int | None:
             if device is not None:
                 return device
     return None
-
-
 
 
 def _size(path: Path) -> int:

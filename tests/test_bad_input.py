@@ -78,13 +78,15 @@ def test_run_with_missing_prof_dir_names_the_collector(tmp_path: Path) -> None:
     config.write_text(f"""
 run: {{name: missing, output: "{tmp_path / 'out'}"}}
 stages:
-  collect: {{type: collector, path: "{tmp_path / 'absent'}", wait_s: 0.5}}
+  collect: {{type: collector, path: "{tmp_path / 'absent'}", wait_s: 3}}
   decode: {{type: decoder, inputs: [collect]}}
   aggregate: {{type: aggregator, inputs: [decode]}}
   summary: {{type: summary, inputs: [aggregate.tasks, aggregate.stats]}}
 """)
     result = run_cli("run", str(config), "--live", "off", timeout=120)
     assert result.returncode == 2  # the input, as for a bad config: not a failure of the pipeline
+    assert '"event": "waiting for a PROF_\\u2026 directory"' in result.stderr  # said while it waits, once
+    assert result.stderr.count("waiting for a PROF_") == 1
     assert NO_TRACEBACK not in result.stderr
     errors = _error_lines(result.stderr)
     assert errors == [f"error: collector: {tmp_path / 'absent'} does not exist (point the collector's path "
