@@ -93,8 +93,11 @@ def write_acl_json(path: Path, switches: ProfilerSwitches) -> Path:
     document["profiler"] = switches.profiler()
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    temporary.replace(path)
+    try:
+        temporary.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        temporary.replace(path)
+    except OSError as exc:  # named by the file the user asked for, not by its temporary twin
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
     return path
 
 

@@ -378,7 +378,8 @@ def test_stage_runs_stops_and_accounts(tmp_path: Path) -> None:
     timer = threading.Timer(0.15, stage.stop)
     timer.start()
     t0 = time.monotonic()
-    assert list(stage.batches()) == []
+    ticks = list(stage.batches())
+    assert ticks and set(ticks) == {None}  # the board writes files, not batches: its loop only keeps reporting
     assert time.monotonic() - t0 < 1.0
     truth = json.loads((tmp_path / "board" / "simulator_truth.json").read_text())
     assert stage.accounting() == {"records_written": truth["records_total"]}
