@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from pipeline.errors import UserError, path_error_line
+from pipeline.errors import UserError, refused_path
 
 if TYPE_CHECKING:
     from pipeline.config import PipelineConfig
@@ -117,7 +117,10 @@ def _cmd_acl_json(args: argparse.Namespace) -> int:
     output = Path(args.output).expanduser().resolve()
     output.mkdir(parents=True, exist_ok=True)  # the runtime wants it to exist (seed 000)
     switches = _switches(args, output)
-    path = write_acl_json(Path(args.path).expanduser(), switches)
+    try:
+        path = write_acl_json(Path(args.path).expanduser(), switches)
+    except OSError as exc:
+        raise refused_path(exc) from None
     if args.env:
         env = app_environment(path.resolve(), switches, base={})
         for name, value in env.items():
@@ -182,6 +185,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     if args.iterations < 0:
         raise UserError(f"--iterations must be 0 or more, not {args.iterations}")
+    if not 0 <= args.seed < 2**32:
+        raise UserError(f"--seed must be from 0 to 2**32 - 1, not {args.seed}")
     if args.subscribe is not None:
         return _simulate_subscription(args)
     if args.out_dir is None:
@@ -200,9 +205,12 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if chip in ("910b", "v6") and args.layout == "legacy":
         raise UserError(f"--chip {chip} is not supported with --layout legacy",
                         "the legacy layout (CANN 5/6 files) predates the STARS chips: use --layout current")
-    prof = simulate(Path(args.out_dir), chip=chip, iterations=args.iterations, rate=args.rate, seed=args.seed,
-                    slice_bytes=args.slice_bytes, aic_metrics=args.aic_metrics, mode=args.mode,
-                    layout=args.layout, model=args.model, sleep_ms=args.sleep_ms)
+    try:
+        prof = simulate(Path(args.out_dir), chip=chip, iterations=args.iterations, rate=args.rate, seed=args.seed,
+                        slice_bytes=args.slice_bytes, aic_metrics=args.aic_metrics, mode=args.mode,
+                        layout=args.layout, model=args.model, sleep_ms=args.sleep_ms)
+    except OSError as exc:  # the folder it writes: a file in the way, no permission, a full disk
+        raise refused_path(exc) from None
     print(f"wrote {prof}")
     return 0
 
@@ -293,7 +301,10 @@ def _cmd_collect(args: argparse.Namespace) -> int:
 def _cmd_keys(args: argparse.Namespace) -> int:
     from pipeline.security import generate_keys
 
-    public, secret = generate_keys(Path(args.folder), args.name)
+    try:
+        public, secret = generate_keys(Path(args.folder), args.name)
+    except OSError as exc:
+        raise refused_path(exc) from None
     print(f"wrote {public} (public: give it to the hosts that connect to this one, or put it in their "
           f"allowed_clients folder)\nwrote {secret} (secret, mode 0600: keep it on this host)")
     return 0
@@ -548,11 +559,6 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `pipeline graph … | head`
         sys.stderr.close()
         return 0
-    except OSError as exc:
-        if exc.filename is None:  # not about a path the user named: a bug, shown whole
-            raise
-        print(path_error_line(exc), file=sys.stderr)
-        return 2
 
 
 if __name__ == "__main__":

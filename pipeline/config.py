@@ -272,13 +272,18 @@ def _check_acyclic(stages: dict[str, StageSpec], where: str) -> None:
         visit(sid, [])
 
 
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """YAML's safe loader that refuses a key given twice in one mapping (plain YAML keeps the last one silently)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if key_node.tag == MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
+                continue  # `<<: *base` may be overridden by a key of its own; odd keys are YAML's to judge
+            key = self.construct_scalar(key_node)
             if key in seen:
                 raise yaml.constructor.ConstructorError(None, None, f"key {key!r} given twice in one mapping",
                                                         key_node.start_mark)

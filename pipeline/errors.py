@@ -15,7 +15,12 @@ class UserError(Exception):
         return f"error: {self.what}" + (f" ({self.hint})" if self.hint else "")
 
 
-def path_error_line(exc: OSError) -> str:
+class InputError(UserError):
+    """The user's input, refused by a stage at run time (a collector path with no PROF_… directory): the run
+    then exits 2, as for a bad config. Other errors a stage raises are the run's failures (exit 1)."""
+
+
+def refused_path(exc: OSError) -> UserError:
     """One line for a path the system refused (an output folder that is a file, under /proc, read-only …)."""
     where = exc.filename if exc.filename2 is None else f"{exc.filename} → {exc.filename2}"
     reason = exc.strerror or type(exc).__name__
@@ -27,4 +32,4 @@ def path_error_line(exc: OSError) -> str:
         hint = "choose a path you can write to, or change its permissions"
     else:
         hint = "check the path and the disk, then run again"
-    return f"error: {where}: {reason} ({hint})"
+    return UserError(f"{where}: {reason}", hint)

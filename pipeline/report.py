@@ -115,10 +115,11 @@ def outputs_line(out_dir: Path, since: float) -> str:
     """Where this run's results are, for the user to open next: the files it wrote or changed (from ``since``,
     epoch seconds), not an earlier run's in the same folder. The database and msprof's folder first."""
     def written(folder: Path) -> list[Path]:
-        if not folder.is_dir():
+        try:
+            return sorted(path for path in folder.iterdir() if path.is_file() and not path.name.startswith(".")
+                          and path.name != "run.json" and path.stat().st_mtime >= since)
+        except OSError:  # gone or unreadable, or a file removed while listed: the line is only a pointer
             return []
-        return sorted(path for path in folder.iterdir() if path.is_file() and not path.name.startswith(".")
-                      and path.name != "run.json" and path.stat().st_mtime >= since)
     top_level = written(out_dir)
     found = ([path for path in top_level if path.suffix == ".db"] + written(out_dir / "mindstudio_profiler_output")
              + [path for path in top_level if path.suffix != ".db"])

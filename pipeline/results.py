@@ -39,16 +39,16 @@ class RunResults:
         """Why these files may not hold the whole job: the run that wrote them was interrupted or failed."""
         try:
             report = json.loads((self.folder / "run_report.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None  # msprof's folder, or a run still going (its report is written at the end)
-        if not isinstance(report, dict) or report.get("stamp") != self.stamp:
-            return None  # a later run's report (an export into the same folder)
-        state = report.get("state")
+            if not isinstance(report, dict) or report.get("stamp") != self.stamp:
+                return None  # a later run's report (an export into the same folder)
+            state, wall_s = report.get("state"), float(report.get("wall_s", 0))
+        except (OSError, ValueError, TypeError):
+            return None  # msprof's folder, a run still going (its report is written at the end), or not ours
         if state in (None, "completed"):
             return None
         how = {"interrupted": "was interrupted (Ctrl-C)", "aborted": "was aborted"}.get(str(state), f"ended {state}")
-        return (f"run {report.get('run_id', '?')}, which wrote these files, {how} after "
-                f"{float(report.get('wall_s', 0)):.1f} s: they may not hold the whole job")
+        return (f"run {report.get('run_id', '?')}, which wrote these files, {how} after {wall_s:.1f} s: they may "
+                "not hold the whole job")
 
     @property
     def advice(self) -> Path | None:

@@ -20,7 +20,7 @@ import zmq
 
 from pipeline import checkpoint, transport, wire
 from pipeline.config import PipelineConfig, StageSpec
-from pipeline.errors import UserError
+from pipeline.errors import InputError, UserError
 from pipeline.heap import collect_young_less_often, return_large_buffers
 from pipeline.logs import configure_logging
 from pipeline.peers import PeerWatch
@@ -106,7 +106,7 @@ class StageRunner:
         self.stop_requested = False
         self.abort = False
         self.stopped_by_supervisor = False
-        self.input_error = False  # it ended on a UserError of its own: the run exits 2, as for a bad config
+        self.input_error = False  # it ended on the user's input (InputError): the run exits 2, as for a bad config
         self.early_signals = early_signals if early_signals is not None else []
         self.outputs: dict[str, list[tuple[str, zmq.Socket[bytes]]]] = {}
         self.out_seq: Counter[tuple[str, str]] = Counter()
@@ -634,6 +634,13 @@ class StageRunner:
                                 f"{tally.eos_batches} ({tally.gaps} sequence gaps)")
         return rows, problems
 
+    def _input_problems(self) -> list[str]:
+        try:
+            return list(self.stage.input_problems())
+        except Exception as exc:  # a plugin's bug: one line in the report, not a stage gone without one
+            self.log.error("input_problems failed", traceback=traceback.format_exc())
+            return [f"stage '{self.stage_id}': input_problems() failed: {type(exc).__name__}: {exc}"]
+
     def report(self, error: str | None) -> dict[str, Any]:
         reconcile, problems = self._reconcile() if error is None else ([], [])
         check = getattr(self.stage, "check", None)
@@ -644,7 +651,7 @@ class StageRunner:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         return {"type": "final", "stage_type": self.spec.type_name, "role": self.spec.cls.role,
                 "ok": error is None and not problems, "error": error, "problems": problems,
-                "input_problems": self.stage.input_problems() if error is None else [],
+                "input_problems": self._input_problems() if error is None else [],
                 "input_error": self.input_error,
                 "epoch": self.epoch, "resumed_from": self.resume_epoch, "checkpoint_error": self.checkpoint_error,
                 "checkpoints": {k: round(v, 4) for k, v in self.checkpoint_cost.items()},
@@ -673,7 +680,7 @@ class StageRunner:
                 self._run_consumer()
         except UserError as exc:
             error = exc.line()
-            self.input_error = not self.stopped_by_supervisor
+            self.input_error = isinstance(exc, InputError) and not self.stopped_by_supervisor
             if self.stopped_by_supervisor:
                 error = f"stopped: stage '{self.stage_id}' was stopped after another stage failed"
             if self.control.sock is None:  # supervised stages report through the supervisor

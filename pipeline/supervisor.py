@@ -22,7 +22,7 @@ import zmq
 
 from pipeline import checkpoint, transport
 from pipeline.config import PipelineConfig
-from pipeline.errors import UserError
+from pipeline.errors import UserError, refused_path
 from pipeline.health import StageHealth
 from pipeline.launch import Application, combined_exit_code
 from pipeline.metrics import ViewCollector, serve_metrics
@@ -277,7 +277,8 @@ class Supervisor:
     def _on_interrupt(self, signum: int, frame: FrameType | None) -> None:
         self.interrupts += 1
         if self.interrupts == 1:
-            self.state = "draining"
+            if self.state != "failing":  # a failure before the Ctrl-C stays what the run is
+                self.state = "draining"
             if self.app is not None and self.app.poll() is None:
                 # The application gets the Ctrl-C (or SIGTERM); the collector drains once it has exited.
                 print("\ninterrupted: stopping the application, then draining (Ctrl-C again to abort)",
@@ -395,7 +396,12 @@ class Supervisor:
     # -- main loop ------------------------------------------------------------------------
     def run(self) -> int:
         out_dir = self.config.output_dir
-        out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / ".writable").touch()  # a read-only folder is said here, not by a stage later
+            (out_dir / ".writable").unlink()
+        except OSError as exc:
+            raise refused_path(exc) from None
         resume = self._prepare_checkpoints()
         self._private_socket_dir()
         control_ep = self.control_endpoint = transport.control_endpoint(self.config)
@@ -553,7 +559,7 @@ class Supervisor:
         if self.state == "running":
             self.state = "completed" if not problems else "failed"
         elif self.state == "draining":  # Ctrl-C, drained: whole outputs of what was read until then
-            self.state = "interrupted"
+            self.state = "interrupted" if not problems else "failed"
         now = time.monotonic()
         report = {"run_id": self.run_id, "stamp": self.stamp, "config": str(self.config.path), "state": self.state,
                   "wall_s": now - self.started, "stages": finals, "exit_codes": exit_codes,

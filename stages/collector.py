@@ -25,7 +25,7 @@ from typing import Any
 import structlog
 from pydantic import Field
 
-from pipeline.errors import UserError
+from pipeline.errors import InputError
 from pipeline.stage import Batch, Source, StageConfig
 from pipeline_board import slices  # the reading rules, shared with the board agent
 from stages import framing
@@ -36,6 +36,7 @@ from stages.tx_inbox import RECORD_BYTES, SPOOL_FOLDER, STREAM_BASE, TxInbox
 MIN_BUDGET_BYTES = 16 << 10  # the least a pass reads of a stream that has bytes left
 RESCAN_S = 0.25  # how often a following collector lists the tree for new files (slices it reads on are probed)
 SETTLE_S = 1.0  # ... but every pass until no new stream or control file has turned up for this long
+CONTROL_GRACE_S = 2.0  # at the end of a followed job, how long a control file still being copied may take
 WAIT_NOTICE_S = 2.0  # a directory not there after this long is said to be awaited (the wait is wait_s)
 STALE_SLACK_S = 1.0  # file times lag the clock by a tick: a directory this much older than the run is not its job
 log = structlog.get_logger()
@@ -163,13 +164,13 @@ class CollectorStage(Source):
                 self.tree = ProfTree(root)
                 return
             if app_ended:
-                raise UserError(f"collector: the application ended without writing a PROF_… directory in {base}",
+                raise InputError(f"collector: the application ended without writing a PROF_… directory in {base}",
                                 "does it switch profiling on? pass $PIPELINE_ACL_JSON to acl.init, or read "
                                 "PROFILING_OPTIONS (docs/board.md)")
             if self._stop or (time.monotonic() >= deadline and self.config.end_marker is None):
                 what = "does not exist" if not base.exists() else \
                     "holds no PROF_… directory (no host/ or device_N/, nor a JOB…/data/ folder)"
-                raise UserError(f"collector: {base} {what}",
+                raise InputError(f"collector: {base} {what}",
                                 "point the collector's path (or PROF_DIR) at a CANN profiling output directory")
             if not said_waiting and self.config.end_marker is None and time.monotonic() > deadline - \
                     self.config.wait_s + WAIT_NOTICE_S:
@@ -216,8 +217,7 @@ class CollectorStage(Source):
                 yield None
                 continue  # more to read: keep going before deciding anything
             if finished or not self.config.follow:
-                yield from self._pass(final=True, scan=True)
-                self.end_problems = self._left_unread()
+                yield from self._end_of_job()
                 return
             yield None
             time.sleep(self.config.poll_ms / 1000)
@@ -441,22 +441,47 @@ class CollectorStage(Source):
         return f"{SPOOL_FOLDER}/{os.path.basename(folder)}/{name}"
 
     # -- report ---------------------------------------------------------------------------
+    def _end_of_job(self) -> Iterator[Batch | None]:
+        """The last passes: control files still being copied get CONTROL_GRACE_S (following a job), then the tree
+        is read until a pass finds nothing new (a late info.json.N makes a device's streams readable, and a final
+        pass reads only its budget of each), then once more framing what is left, then what stayed unread."""
+        assert self.tree is not None
+        deadline = time.monotonic() + (CONTROL_GRACE_S if self.config.follow else 0)
+        while self._unsent_control_files() and time.monotonic() < deadline and not self._stop:
+            yield None
+            time.sleep(self.config.poll_ms / 1000)
+            yield from self._pass(final=False, scan=True)
+        while True:
+            before = self.bytes_read
+            yield from self._pass(final=False, scan=True)
+            if self.bytes_read == before:
+                break
+        yield from self._pass(final=True, scan=True)
+        self.end_problems = self._left_unread()
+
+    def _unsent_control_files(self) -> list[Path]:
+        """Control files on disk that never parsed (damaged, or still being written), not refused otherwise."""
+        assert self.tree is not None
+        return [path for folder, name in _folders(self.tree.root) for path in _listdir(folder)
+                if path.name.startswith(slices.CONTROL_PREFIXES) and not path.name.endswith(".done")
+                and path not in self.refused and f"{name}/{path.name}" not in self.tree.control_sent
+                and not path.is_symlink() and path.is_file() and _size(path) > 0]
+
     def _left_unread(self) -> list[str]:
         """At the end of the job: control files that never parsed, and device data that waited for one in vain.
         Each is a problem of the run (a device or its PMU columns missing from every output), not a silence."""
         assert self.tree is not None
         problems = []
-        for folder, name in _folders(self.tree.root):
-            for path in _listdir(folder):
-                rel = f"{name}/{path.name}"
-                if (path.name.startswith(slices.CONTROL_PREFIXES) and not path.name.endswith(".done")
-                        and path not in self.refused and rel not in self.tree.control_sent
-                        and not path.is_symlink() and path.is_file() and _size(path) > 0):
-                    self.ctx.reject("control file damaged or cut short at the end of the job", _size(path))
-                    problems.append(f"collector: {self.tree.root / rel} is damaged or cut short (neither JSON nor "
-                                    "whole lines, or not the size its .done gives): not read, so what it "
-                                    "describes is missing from the outputs (copy it again from the board)")
-            device = slices.device_id(name)
+        for path in self._unsent_control_files():
+            self.ctx.reject("control file damaged or cut short at the end of the job", _size(path))
+            problems.append(f"collector: {path} is damaged or cut short (neither JSON nor whole lines, or not the "
+                            "size its .done gives): not read, so what it describes is missing from the outputs "
+                            "(copy it again from the board)")
+        folders: list[tuple[Path, int | str | None]] = [
+            (folder, slices.device_id(name)) for folder, name in _folders(self.tree.root) if name != "host"]
+        if not folders:
+            folders = [(self.tree.root, "N")]  # a legacy JOB folder: named by its info.json.N, none found
+        for folder, device in folders:
             data = folder / "data"
             if device is None or device in self.tree.platforms or not data.is_dir() or data.is_symlink():
                 continue

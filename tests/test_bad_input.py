@@ -78,7 +78,7 @@ def test_run_with_missing_prof_dir_names_the_collector(tmp_path: Path) -> None:
     config.write_text(f"""
 run: {{name: missing, output: "{tmp_path / 'out'}"}}
 stages:
-  collect: {{type: collector, path: "{tmp_path / 'absent'}", wait_s: 3}}
+  collect: {{type: collector, path: "{tmp_path / 'absent'}", wait_s: 4}}
   decode: {{type: decoder, inputs: [collect]}}
   aggregate: {{type: aggregator, inputs: [decode]}}
   summary: {{type: summary, inputs: [aggregate.tasks, aggregate.stats]}}

@@ -34,11 +34,11 @@ def test_top_attaches_and_ctrl_c_drains(tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
     # A short heartbeat timeout: the simulated board writes for longer than it, and must not look stuck.
     config.write_text(stage_config(out, iterations=100_000).replace("progress_s: 1}", "progress_s: 1, "
-                                                                    "heartbeat_timeout_s: 4}"))
+                                                                    "heartbeat_timeout_s: 6}"))
     run = start_run(config)
     try:
         view = _top_view(out)
-        time.sleep(max(0.0, 5.0 - view["elapsed_s"]))  # past the heartbeat timeout
+        time.sleep(max(0.0, 7.5 - view["elapsed_s"]))  # past the heartbeat timeout
         view = _top_view(out)
         assert view["stages"]["board"]["progress"]["records_written"] > 0  # its figures move while it writes
         assert set(view["stages"]) == {"board", "collect", "decode", "aggregate", "timeline", "summary", "db", "top"}
@@ -47,7 +47,8 @@ def test_top_attaches_and_ctrl_c_drains(tmp_path: Path) -> None:
         assert all(row[3] > 0 and row[4] >= row[5] * row[3] for row in view["stats"]["ops"])  # total ≥ min × count
         shown = run_cli("top", str(out), "--once", "--timeout", "5", timeout=30)  # piped: not a terminal
         assert shown.returncode == 0, shown.stderr
-        assert all(stage in shown.stdout for stage in view["stages"]), shown.stdout  # not cut to 80 columns
+        assert all(stage in shown.stdout for stage in view["stages"]), shown.stdout
+        assert max(len(line) for line in shown.stdout.splitlines()) > 80, shown.stdout  # not cut to 80 columns
         run.send_signal(signal.SIGINT)
         stdout, stderr = run.communicate(timeout=120)
     finally:

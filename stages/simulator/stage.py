@@ -82,9 +82,14 @@ class SimulatorStage(Source):
 
         writer = threading.Thread(target=write, name="simulated-board", daemon=True)
         writer.start()
-        while writer.is_alive():
-            writer.join(PROGRESS_EVERY_S)
-            yield None
+        try:
+            while writer.is_alive():
+                writer.join(PROGRESS_EVERY_S)
+                yield None
+        finally:  # the loop left early (the runner failed, or closed this generator): the board stops too
+            if writer.is_alive():
+                self.simulation.stop()
+                writer.join()
         if failure:
             raise failure[0]
 

@@ -29,7 +29,7 @@ import numpy as np
 import structlog
 from pydantic import Field
 
-from pipeline.errors import UserError
+from pipeline.errors import InputError, UserError
 from pipeline.stage import Batch, Source, StageConfig
 from stages.formats import op_desc
 from stages.schema import SymbolTable
@@ -121,14 +121,14 @@ class SubscriptionStage(Source):
                     pass
                 continue
             if self._stop or deadline is not None and time.monotonic() > deadline:
-                raise UserError(f"subscription: {self.path} does not exist",
-                                "point path at the FIFO the board side writes, or set create: true")
+                raise InputError(f"subscription: {self.path} does not exist",
+                                 "point path at the FIFO the board side writes, or set create: true")
             yield None
             time.sleep(self.config.poll_ms / 1000)
         mode = self.path.stat().st_mode
         if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
-            raise UserError(f"subscription: {self.path} is neither a FIFO nor a regular file",
-                            "point path at the FIFO aclprofModelSubscribe's records are forwarded to")
+            raise InputError(f"subscription: {self.path} is neither a FIFO nor a regular file",
+                             "point path at the FIFO aclprofModelSubscribe's records are forwarded to")
         self.fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
         if stat.S_ISFIFO(mode):
             self.poller = select.poll()

@@ -130,3 +130,15 @@ def test_cli_validate_one_line_no_traceback(tmp_path: Path, text: str, expected:
     assert expected in result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_merge_key_may_be_overridden_but_a_key_given_twice_is_refused(tmp_path: Path) -> None:
+    shared = "run: {name: m}\nstages:\n  c: &base {type: collector, follow: false, path: a}\n"
+    merged = tmp_path / "merged.yaml"
+    merged.write_text(shared + "  c2:\n    <<: *base\n    path: b\n")
+    config = load_config(merged)
+    assert config.stages["c2"].config.path == "b" and config.stages["c2"].config.follow is False
+    twice = tmp_path / "twice.yaml"
+    twice.write_text(shared + "  c2:\n    <<: *base\n    path: b\n    path: c\n")
+    with pytest.raises(UserError, match=r"twice.yaml:7:5: invalid YAML: key 'path' given twice in one mapping"):
+        load_config(twice)
