@@ -147,6 +147,17 @@ def test_the_stage_counts_tasks_by_their_start_whenever_they_arrive(tmp_path: Pa
     assert status["2"]["cycles"] == {"1": {"steps": [4, 4], "tasks": 2}, "2": {"steps": [5, 5], "tasks": 2}}
     assert status["schedule"]["cycles"]["2"]["steps"] == [6, 7]
     assert status["1"]["tasks"] == 5 and status["1"]["api_calls"] == 1
+    # The job ended: window 2 (and the schedule) closed with it, so a next run's tasks are not counted in it,
+    # and a window without rows of that run gets no file.
+    windows = read_control(control).windows
+    assert [w.id for w in windows if w.is_open] == [] and windows[1].end_ns is not None
+    after = WindowsSink({"refresh_s": 0}, StageContext("windows", "test", tmp_path, export_stamp="20240101000100"))
+    after.open()
+    fresh = SymbolTable()  # the next run's aggregator
+    later = [_task(fresh, it, windows[1].end_ns + it * 1000, 100, "Conv2D") for it in range(1, 3)]
+    after.write_batch(pack_rows("task", later, "tasks", {"symbols": fresh.take_unsent()}))
+    after.close()
+    assert not list(out.glob("*/*_20240101000100.csv"))
 
 
 def test_an_endless_schedule_keeps_only_max_cycles_folders(tmp_path: Path) -> None:

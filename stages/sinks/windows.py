@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.errors import UserError
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
-from pipeline.windows import Control, Schedule, Window, read_control
+from pipeline.windows import Control, Schedule, Window, read_control, update_control
 from stages.aggregator.stats import StatsBook
 from stages.formats import raw
 from stages.schema import API_COLUMNS, TASK_COLUMNS, SymbolTable, unpack_rows
@@ -169,6 +169,7 @@ class WindowsSink(Sink):
         if not self.timestamp:
             self.open()
         self._read_control()
+        self._close_open_windows()
         self._refresh(force=True)
 
     def accounting(self) -> dict[str, Any]:
@@ -243,6 +244,24 @@ class WindowsSink(Sink):
                     book.api_calls += 1
                     book.dirty = True
 
+    def _close_open_windows(self) -> None:
+        """The job has ended: a window still open closes with it (a schedule's too), as torch_npu's collection
+        ends with its job. Left open, it would count every task of the next run into this folder."""
+        if not any(book.window.is_open for book in self.books.values()):
+            return
+        now = time.time_ns()  # later than every record of this run: the windows keep what they counted
+
+        def close_all(control: Control) -> None:
+            for window in control.windows:
+                if window.is_open:
+                    window.end_ns = max(now, window.start_ns)
+        try:
+            update_control(self.control_path, close_all)
+        except (OSError, UserError) as exc:
+            self.ctx.reject(f"control file not updated at the end: {exc}", 1)
+            return
+        self._read_control()
+
     # -- files --------------------------------------------------------------------------------
 
     def _refresh(self, force: bool) -> None:
@@ -274,6 +293,8 @@ class WindowsSink(Sink):
 
     def _table(self, folder: Path, kind: str, rows: list[list[str]]) -> None:
         header = OP_STATISTIC_HEADER if kind == "op_statistic" else API_STATISTIC_HEADER
-        write_table(folder / f"{kind}_{self.timestamp}.{self.config.format}", header, rows, self.config.format,
-                    self.ctx.output_guard)
+        path = folder / f"{kind}_{self.timestamp}.{self.config.format}"
+        if not rows and not path.exists():
+            return  # a table without rows has no file (an earlier run's window, closed before this run's data)
+        write_table(path, header, rows, self.config.format, self.ctx.output_guard)
         self.counts["files_written"] += 1
