@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TextIO
 
 import msgpack
 import yaml
@@ -64,6 +64,7 @@ class Supervisor:
         self.started_wall = time.time()  # files changed from here on are this run's (the outputs line)
         self.stamp = time.strftime("%Y%m%d%H%M%S")
         self.owns_socket_dir = False
+        self.stage_log: TextIO | None = None  # the stages' stderr while the live view holds the terminal
         self.exporter: ViewCollector | None = None
         self.app_status: int | None = None
         self.zctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
@@ -247,7 +248,8 @@ class Supervisor:
                        "--stamp", self.stamp]
             if resume is not None and spec.stage_id in self.participants:
                 command += ["--resume", str(resume)]
-            popen = subprocess.Popen(command, start_new_session=True)  # Ctrl-C reaches the supervisor only
+            popen = subprocess.Popen(command, start_new_session=True,  # Ctrl-C reaches the supervisor only
+                                     stderr=self.stage_log)
             self.procs[spec.stage_id] = StageProcess(spec.stage_id, spec.cls.role, popen)
 
     def _signal_sources(self) -> None:
@@ -402,6 +404,10 @@ class Supervisor:
             (out_dir / ".writable").unlink()
         except OSError as exc:
             raise refused_path(exc) from None
+        if self.live and sys.stderr.isatty():  # their log lines would tear the live view's redraws apart
+            log_path = out_dir / "logs" / f"stages_{self.stamp}.log"
+            log_path.parent.mkdir(exist_ok=True)
+            self.stage_log = open(log_path, "a", encoding="utf-8")  # closed in _finish
         resume = self._prepare_checkpoints()
         self._private_socket_dir()
         control_ep = self.control_endpoint = transport.control_endpoint(self.config)
@@ -577,6 +583,9 @@ class Supervisor:
                   "permissions; the report follows on stdout)", file=sys.stderr)
         print(render_report(report), flush=True)
         print(outputs_line(out_dir, int(self.started_wall)), flush=True)  # whole seconds: coarse file systems
+        if self.stage_log is not None:
+            self.stage_log.close()
+            print(f"stage logs in {self.stage_log.name}", flush=True)
         for line in root_causes(problems):
             print(f"error: {line}", file=sys.stderr)
         if self.state == "aborted":

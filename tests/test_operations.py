@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -102,3 +105,37 @@ stages:
     assert codes == dict.fromkeys(processes, 0), {sid: p.stderr.read()[-500:] for sid, p in processes.items()}
     op_statistic = next((tmp_path / "out" / "mindstudio_profiler_output").glob("op_statistic_*.csv"))
     assert "Conv2D" in op_statistic.read_text()
+
+
+def test_on_a_terminal_the_live_view_is_not_torn_by_stage_logs(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    config = tmp_path / "c.yaml"
+    config.write_text(stage_config(out, iterations=40, rate="max"))
+    controller, terminal = pty.openpty()  # stdout and stderr on one terminal, as a user's shell has them
+    run = subprocess.Popen([sys.executable, "-m", "pipeline", "run", str(config)], stdin=subprocess.DEVNULL,
+                           stdout=terminal, stderr=terminal, env=pipeline_env())
+    os.close(terminal)
+    shown = bytearray()
+
+    def read() -> None:  # keep the terminal drained, or the live view's writes would block
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # the run ended: its side of the terminal is closed
+                return
+            if not chunk:
+                return
+            shown.extend(chunk)
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert run.wait(timeout=240) == 0, shown.decode(errors="replace")[-3000:]
+    finally:
+        run.kill()
+    reader.join(timeout=10)
+    os.close(controller)
+    text = shown.decode(errors="replace")
+    (log,) = (out / "logs").glob("stages_*.log")
+    assert f"stage logs in {log}" in text
+    assert "peer connected" not in text and "stage finished" not in text  # in the log, not on the view
+    assert log.read_text().count('"event": "stage finished"') == 8  # every stage's own lines
