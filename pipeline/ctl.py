@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 def control_file(target: str) -> tuple[Path, Path | None]:
     """(control file, the windows stage's status file if known) of ``target``."""
     path = Path(target).expanduser()
-    if path.suffix == ".json" and not path.is_dir():
-        return path, None
+    if path.suffix == ".json" and not path.is_dir():  # the windows stage's status beside it, by its default name
+        status = path.resolve().parent / "windows" / STATUS_FILE
+        return path, status if status.is_file() else None
     if path.is_file() and path.suffix in (".yaml", ".yml"):
         from pipeline.config import load_config
 

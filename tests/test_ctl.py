@@ -308,3 +308,6 @@ def test_ctl_opens_and_closes_windows_of_a_running_job(tmp_path: Path) -> None:
 
     shown = run_cli("ctl", "status", str(out), timeout=60)
     assert shown.returncode == 0 and "cycle 1: steps" in shown.stdout
+    by_file = run_cli("ctl", "status", str(out / "control.json"), timeout=60)  # the same counts from its file
+    assert by_file.returncode == 0 and by_file.stdout == shown.stdout
+    assert not any(window.is_open for window in windows.values())  # the schedule closed with the job
