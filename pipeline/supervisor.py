@@ -404,6 +404,7 @@ class Supervisor:
             (out_dir / ".writable").unlink()
         except OSError as exc:
             raise refused_path(exc) from None
+        _refuse_a_running_run(out_dir)
         if self.live and sys.stderr.isatty():  # their log lines would tear the live view's redraws apart
             log_path = out_dir / "logs" / f"stages_{self.stamp}.log"
             log_path.parent.mkdir(exist_ok=True)
@@ -655,3 +656,19 @@ def _input_errors(finals: dict[str, dict[str, Any] | None]) -> set[str]:
     """The problem lines of stages that ended on the user's input rather than on a failure of their own."""
     return {final["error"].removeprefix("error: ") for final in finals.values()
             if final is not None and final.get("input_error") and final.get("error")}
+
+
+def _refuse_a_running_run(out_dir: Path) -> None:
+    """Two runs writing one folder would overwrite each other's run.json, acl.json and outputs."""
+    try:
+        other = json.loads((out_dir / "run.json").read_text())
+        pid = int(other["pid"])
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # no run there, or its supervisor is gone (a crash: this run may resume it)
+    report = out_dir / "run_report.json"
+    if pid == os.getpid() or b"pipeline" not in command or \
+            (report.is_file() and report.stat().st_mtime_ns >= (out_dir / "run.json").stat().st_mtime_ns):
+        return
+    raise UserError(f"run {other.get('run_id', '?')} (pid {pid}) is writing to {out_dir}",
+                    "wait for it, stop it with Ctrl-C where it runs, or pass another --output")

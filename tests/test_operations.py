@@ -44,6 +44,9 @@ def test_top_attaches_and_ctrl_c_drains(tmp_path: Path) -> None:
         time.sleep(max(0.0, 7.5 - view["elapsed_s"]))  # past the heartbeat timeout
         view = _top_view(out)
         assert view["stages"]["board"]["progress"]["records_written"] > 0  # its figures move while it writes
+        second = run_cli("run", str(config), "--live", "off", timeout=60)  # into the folder this run writes
+        assert second.returncode == 2 and second.stderr.startswith(f"error: run {view['run_id']} (pid "), \
+            second.stderr[-2000:]
         assert set(view["stages"]) == {"board", "collect", "decode", "aggregate", "timeline", "summary", "db", "top"}
         op_types = {row[1] for row in view["stats"]["ops"]}
         assert {"Conv2D", "TransData", "NonMaxSuppressionV3"} <= op_types
