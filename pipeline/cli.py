@@ -358,7 +358,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(prog="pipeline", description="Live Ascend profile-data pipeline")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run every stage of a config, each as its own process")
+    run = sub.add_parser("run", help="run every stage of a config, each as its own process",
+                         usage="pipeline run [-h] [flags] CONFIG [-- APP ARGS…]",
+                         epilog="-- APP ARGS… launches the application to profile (its acl.json, environment "
+                                "and PROF_… folder set up) and follows what it writes: docs/cli.md")
     run.add_argument("config", help="pipeline YAML, e.g. configs/live.yaml")
     run.add_argument("--output", help="override run.output")
     run.add_argument("--live", choices=("auto", "on", "off"), default="auto",

@@ -588,6 +588,8 @@ class Supervisor:
             self.stage_log.close()
             print(f"stage logs in {self.stage_log.name}", flush=True)
         for line in root_causes(problems):
+            if self.state == "aborted" and "ended without a report" in line:
+                continue  # killed by the second Ctrl-C, as asked: the line below says what that cost
             print(f"error: {line}", file=sys.stderr)
         if self.state == "aborted":
             print(self._aborted_line(), file=sys.stderr)
@@ -619,8 +621,11 @@ class Supervisor:
         """What a second Ctrl-C lost: records read from disk but not through every stage."""
         read = sum(sum(p.metrics.get("out", {}).values()) for p in self.procs.values() if p.role == "source")
         through = min((p.metrics.get("in", 0) for p in self.procs.values() if p.role == "transform"), default=0)
-        return (f"aborted: {read:,} records were read but only {through:,} reached every transform; the rest are "
-                f"not in the outputs. The raw files are untouched: `pipeline import` parses them completely.")
+        lost = (f"{read:,} records were read but only {through:,} reached every transform; the rest are not in the "
+                "outputs" if through < read else
+                f"the {read:,} records read had all reached every transform; what the sinks had not written yet is "
+                "not in the outputs")
+        return f"aborted: {lost}. The raw files are untouched: `pipeline import` parses them completely."
 
 
 class _LiveDisplay:

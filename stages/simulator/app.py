@@ -93,4 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C (pipeline run passes it on): stop as a real job would, without a traceback
+        sys.exit(130)
