@@ -5,7 +5,8 @@ consumer or for a full disk. A stage silent for ``run.heartbeat_timeout_s`` is s
 is blocked inside a call that does not return); it is shown as such and, with
 ``run.kill_stuck``, killed. The stage's own state (``paused: disk full: …``,
 ``peer disconnected: …``, ``waiting for 'db' to read``) is shown as it reports it; entering and
-leaving a pause or a peer disconnect is printed once.
+leaving a pause (and a change of its reason: a full disk that turns read-only) or a peer disconnect is
+printed once.
 """
 
 from __future__ import annotations
@@ -17,9 +18,14 @@ ANNOUNCED = ("paused", "peer disconnected")  # states worth a line on the superv
 
 
 def _kind(state: str | None) -> str | None:
+    """What a state is worth a line for: ``paused: <reason>`` (a disk that filled and then turned read-only is
+    two lines), ``peer disconnected``; None for the rest."""
     if state is None:
         return None
-    return next((kind for kind in ANNOUNCED if state.startswith(kind)), None)
+    kind = next((kind for kind in ANNOUNCED if state.startswith(kind)), None)
+    if kind == "paused":
+        return ": ".join(state.split(": ")[:2])
+    return kind
 
 
 @dataclass
@@ -46,11 +52,13 @@ class StageHealth:
         if has_state:
             before, after = _kind(self.state), _kind(state)
             if before != after:
-                if before is not None:
-                    again = "resumed" if before == "paused" else "peer connected again"
+                paused_before = before is not None and before.startswith("paused")
+                if before is not None and not (paused_before and after is not None and after.startswith("paused")):
+                    again = "resumed" if paused_before else "peer connected again"
                     lines.append(f"{again} after {now - self.state_since:.1f} s")
                 if after is not None:
-                    hint = "; it goes on by itself when the disk takes writes again" if after == "paused" else ""
+                    paused = after.startswith("paused")
+                    hint = "; it goes on by itself when the disk takes writes again" if paused else ""
                     lines.append(f"{state}{hint}")
                 self.state_since = now
             self.state = state

@@ -35,10 +35,13 @@ def test_pause_and_peer_states_are_announced_once_each_way() -> None:
     full = "paused: disk full: /out/x.db (0 B free)"
     assert health.heard(1.0, "waiting for 'db' to read (2 s)", True) == []  # backpressure: shown, not printed
     assert health.heard(2.0, full, True) == [f"{full}; it goes on by itself when the disk takes writes again"]
-    assert health.heard(3.0, "paused: read-only file system: /out/y.csv", True) == []  # still paused
-    assert health.status(3.5) == "paused: read-only file system: /out/y.csv"
+    assert health.heard(2.5, "paused: disk full: /out/y.csv (10 B free)", True) == []  # the same pause goes on
+    read_only = "paused: read-only file system: /out/y.csv"
+    assert health.heard(3.0, read_only, True) == [  # still paused, for another reason: said once
+        f"{read_only}; it goes on by itself when the disk takes writes again"]
+    assert health.status(3.5) == read_only
     assert health.heard(4.0, "view-less hello", False) == []  # not a metrics message: state unchanged
-    assert health.heard(9.5, None, True) == ["resumed after 7.5 s"]
+    assert health.heard(9.5, None, True) == ["resumed after 6.5 s"]
     lost = "peer disconnected: 0 of 1 producers connected on tcp://h:1 (0 s)"
     assert health.heard(10.0, lost, True) == [lost]
     assert health.heard(12.0, None, True) == ["peer connected again after 2.0 s"]
