@@ -276,6 +276,16 @@ class Supervisor:
             if proc.popen.poll() is None:
                 proc.popen.kill()
 
+    def _on_hangup(self, signum: int, frame: FrameType | None) -> None:
+        """The terminal was closed: nothing can be shown on it any more (a write would fail), so the view and the
+        report go nowhere; the run drains and writes run_report.json, as for Ctrl-C."""
+        if self.interrupts == 0:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.dup2(devnull, sys.stderr.fileno())
+            os.close(devnull)
+        self._on_interrupt(signum, frame)
+
     def _on_interrupt(self, signum: int, frame: FrameType | None) -> None:
         self.interrupts += 1
         if self.interrupts == 1:
@@ -424,6 +434,7 @@ class Supervisor:
             "top_endpoint": transport.top_endpoint(self.config), "curve": self._curve_paths()}, indent=2).encode())
         previous = signal.signal(signal.SIGINT, self._on_interrupt)
         signal.signal(signal.SIGTERM, self._on_interrupt)
+        signal.signal(signal.SIGHUP, self._on_hangup)
         if self.app is not None:
             self.app.reset()
         self._spawn(control_ep, resume=resume)

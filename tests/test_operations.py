@@ -142,3 +142,21 @@ def test_on_a_terminal_the_live_view_is_not_torn_by_stage_logs(tmp_path: Path) -
     assert f"stage logs in {log}" in text
     assert "peer connected" not in text and "stage finished" not in text  # in the log, not on the view
     assert log.read_text().count('"event": "stage finished"') == 8  # every stage's own lines
+
+
+def test_a_closed_terminal_drains_the_run_and_writes_its_report(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    config = tmp_path / "c.yaml"
+    config.write_text(stage_config(out, iterations=100_000))
+    run = start_run(config)
+    try:
+        _top_view(out)
+        run.send_signal(signal.SIGHUP)  # what a shell sends its jobs when its terminal closes
+        stdout, _ = run.communicate(timeout=120)
+    finally:
+        run.kill()
+    assert run.returncode == 0
+    report = read_report(out)
+    assert report["state"] == "interrupted" and report["problems"] == []
+    assert "all counts reconcile" not in stdout  # the report went to the file, not to the closed terminal
+
