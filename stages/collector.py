@@ -165,13 +165,13 @@ class CollectorStage(Source):
                 return
             if app_ended:
                 raise InputError(f"collector: the application ended without writing a PROF_… directory in {base}",
-                                "does it switch profiling on? pass $PIPELINE_ACL_JSON to acl.init, or read "
-                                "PROFILING_OPTIONS (docs/board.md)")
+                                 "does it switch profiling on? pass $PIPELINE_ACL_JSON to acl.init, or read "
+                                 "PROFILING_OPTIONS (docs/board.md)")
             if self._stop or (time.monotonic() >= deadline and self.config.end_marker is None):
                 what = "does not exist" if not base.exists() else \
                     "holds no PROF_… directory (no host/ or device_N/, nor a JOB…/data/ folder)"
                 raise InputError(f"collector: {base} {what}",
-                                "point the collector's path (or PROF_DIR) at a CANN profiling output directory")
+                                 "point the collector's path (or PROF_DIR) at a CANN profiling output directory")
             if not said_waiting and self.config.end_marker is None and time.monotonic() > deadline - \
                     self.config.wait_s + WAIT_NOTICE_S:
                 said_waiting = True  # once: a typo in the path should not look like a hang
