@@ -52,13 +52,12 @@ class StageHealth:
         if has_state:
             before, after = _kind(self.state), _kind(state)
             if before != after:
-                paused_before = before is not None and before.startswith("paused")
-                if before is not None and not (paused_before and after is not None and after.startswith("paused")):
+                paused_before, paused_after = (before or "").startswith("paused"), (after or "").startswith("paused")
+                if before is not None and not (paused_before and paused_after):  # a new reason is not a resume
                     again = "resumed" if paused_before else "peer connected again"
                     lines.append(f"{again} after {now - self.state_since:.1f} s")
                 if after is not None:
-                    paused = after.startswith("paused")
-                    hint = "; it goes on by itself when the disk takes writes again" if paused else ""
+                    hint = "; it goes on by itself when the disk takes writes again" if paused_after else ""
                     lines.append(f"{state}{hint}")
                 self.state_since = now
             self.state = state
