@@ -25,7 +25,8 @@ from pydantic import Field
 
 from pipeline.stage import Batch, StageConfig, StageContext, Transform
 from stages.nats.message import API_PART, OP_PART, PART_KINDS
-from stages.schema import pack_rows, unpack_rows
+from stages.schema import unpack_rows
+from stages.tables import OP_STATISTIC_ALL_DEVICES, pack_columns
 
 ALL_DEVICES = "all"
 Row = list[Any]
@@ -129,4 +130,6 @@ class ClusterMerge(Transform):
                             all_devices=self.config.devices == "all")
         apis = merge_api_rows(rows for (kind, _), (_, rows) in sorted(self.parts.items()) if kind == API_PART)
         meta = {"final": final}
-        return [pack_rows("op_statistic", ops, "out", dict(meta)), pack_rows("api_statistic", apis, "out", dict(meta))]
+        devices = OP_STATISTIC_ALL_DEVICES if self.config.devices == "all" else None
+        return [pack_columns("op_statistic", ops, "out", dict(meta), devices),
+                pack_columns("api_statistic", apis, "out", dict(meta))]

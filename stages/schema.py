@@ -2,12 +2,13 @@
 
 Port ``tasks`` carries batches of kind ``run_info``, ``task``, ``api``, ``tx``, ``step_trace``,
 ``aicpu``, ``l2_cache`` and ``aicore_freq``; port ``stats`` carries full snapshots of kind ``op_statistic``
-and ``api_statistic``. Row bodies are msgpack arrays of positional tuples in the column order below.
+and ``api_statistic``. Their bodies are Arrow tables with the columns below, in this order (typed schemas in
+stages/tables.py); ``run_info`` is one msgpack row holding a dict of the run's facts.
 Text columns (``*_TEXT_COLUMNS``) are symbol ids; each batch's ``meta["symbols"]`` lists the
 ``[id, text]`` pairs its port has not sent before, so a sink keeps a :class:`SymbolTable`.
 New columns are only ever appended, so a sink that reads the first ones keeps working.
 
-All times are integer nanoseconds of local wall clock (spec §1.3).
+All times are integer nanoseconds of local wall clock.
 """
 
 from __future__ import annotations
@@ -110,5 +111,10 @@ def pack_rows(kind: str, rows: list[tuple[Any, ...]] | list[list[Any]], port: st
 
 
 def unpack_rows(batch: Batch) -> list[list[Any]]:
+    """Positional rows of a batch: msgpack rows, or the rows of a column batch (stages/tables.py)."""
+    if batch.body[:4] == b"\xff\xff\xff\xff":  # an Arrow IPC stream (msgpack rows never open so)
+        from stages import tables  # pyarrow: only for the readers of column batches
+
+        return tables.rows_of_table(tables.unpack_table(batch))
     rows: list[list[Any]] = msgpack.unpackb(batch.body, raw=False, use_list=True)
     return rows

@@ -39,6 +39,7 @@ from stages.decoder import host_records, records
 from stages.formats import ge_enums, raw
 from stages.schema import SymbolTable, pack_rows, unpack_rows
 from stages.subscription import records as subscribed_records
+from stages.tables import pack_columns
 
 MAX_PENDING = 200_000
 PRUNE_EVERY_S = 0.5
@@ -777,7 +778,7 @@ class AggregatorStage(Transform):
                 if kind == "task":
                     meta["pmu_columns"] = self._pmu_columns()
                     meta["hidden_pmu_columns"] = self._hidden_pmu_columns()
-                yield pack_rows(kind, chunk, "tasks", meta)
+                yield pack_columns(kind, chunk, "tasks", meta)
 
     def _fill_pmu(self) -> None:
         """The PMU values of the task rows waiting for them, device by device in one batch each."""
@@ -829,8 +830,8 @@ class AggregatorStage(Transform):
     def _snapshot(self, final: bool) -> Iterator[Batch]:
         self.stats.changed = False
         meta = {"final": final}
-        yield pack_rows("op_statistic", self.stats.op_rows(), "stats", dict(meta))
-        yield pack_rows("api_statistic", self.stats.api_rows(), "stats", dict(meta))
+        yield pack_columns("op_statistic", self.stats.op_rows(), "stats", dict(meta))
+        yield pack_columns("api_statistic", self.stats.api_rows(), "stats", dict(meta))
 
     def _prune(self) -> None:
         """Host context older than every task still to come is no longer needed, nor are flips and
