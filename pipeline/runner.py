@@ -723,6 +723,8 @@ def _rss_mb() -> float:
 def run_stage(config: PipelineConfig, stage_id: str, run_id: str, control: str | None,
               export_stamp: str | None = None, early_signals: list[int] | None = None,
               heartbeat: Path | None = None, resume: int | None = None) -> int:
+    # the stages share the machine's cores: a columnar stage's polars works on one thread (less CPU in total)
+    os.environ.setdefault("POLARS_MAX_THREADS", "1")
     runner = StageRunner(config, stage_id, run_id, control, export_stamp, early_signals, resume)
     runner.heartbeat = heartbeat
     return runner.run()
