@@ -10,10 +10,11 @@ import json
 import os
 from typing import Any
 
+import polars as pl
 from pydantic import Field
 
 from pipeline.stage import Batch, Sink, StageConfig
-from stages.schema import unpack_rows
+from stages.tables import unpack_table
 
 
 class SlowestOps(Sink):
@@ -29,10 +30,11 @@ class SlowestOps(Sink):
         if batch.kind != "op_statistic":  # the stats port also carries api_statistic
             return
         self.tables += 1
-        # op_statistic rows: [device, op_type, core_type, count, total_ns, min_ns, max_ns]
-        ranked = sorted(unpack_rows(batch), key=lambda row: (-row[4], row[1]))
-        self.rows = [{"op_type": row[1], "core_type": row[2], "count": row[3], "total_us": row[4] / 1000}
-                     for row in ranked[: self.config.top]]
+        # one column batch: device_id, op_type, core_type, count, total_ns, min_ns, max_ns
+        table = pl.from_arrow(unpack_table(batch))
+        assert isinstance(table, pl.DataFrame)
+        ranked = table.sort(["total_ns", "op_type"], descending=[True, False]).head(self.config.top)
+        self.rows = ranked.select("op_type", "core_type", "count", total_us=pl.col("total_ns") / 1000).to_dicts()
         self.flush()
 
     def flush(self) -> None:
