@@ -1,4 +1,4 @@
-"""The benchmark (issue 6, design §8): one table, every figure beside a baseline measured in the same run.
+"""The benchmark: one table, every figure beside a baseline measured in the same run.
 
     python bench/run.py [--quick] [--work DIR] [--markdown FILE]
 
@@ -17,12 +17,15 @@ Rows, all on the simulated Ascend 910 (`cloud`) unless said otherwise:
   The aggregator snapshots every 0.1 s here (live.yaml: 1 s, which alone adds up to 1 s);
 - the large import vs Perfetto: trace_processor_shell loads the timeline JSON that import wrote and runs the
   op-statistics GROUP BY of reference/peers.md §3.2;
-- import vs msprof's own parser (``--msprof-src``; import + export summary + export timeline) on a directory
-  of ``--msprof-records`` records;
+- CPU per record of an import of ``--msprof-records`` records (1 M), over the whole process tree (supervisor and
+  stages, from the kernel's accounting of waited-for children), beside msprof's parser on the same directory;
+- import vs msprof's own parser (``--msprof-src``; import + export summary + export timeline) on that directory;
+- rows on a slow path: what the stages' accounting counts as rows handled one at a time (``slow_path_rows``);
 - idle: the live stages following a job that has stopped writing (its files read, no end_info yet), CPU of
   each stage over ``--idle-seconds`` from /proc, as a share of one core: what the pipeline costs the machine
   it shares with the job while nothing happens;
-- peak RSS and CPU seconds of every stage in every run (second table).
+- peak RSS and CPU seconds of every stage in every run (second table); the sum over the stages of the large
+  import and each stage's growth from the 1 M to the large import (flat in run length).
 
 The machine is shared and noisy: wall figures carry the load of whatever else runs; CPU seconds are steadier.
 "CPU-bound" is what the run's CPU seconds allow on 2 cores of its own: records / max(all stages' CPU s / 2,
@@ -35,6 +38,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -59,6 +63,10 @@ E2E_TARGET = 300_000
 LAG_TARGET_MS = 250
 LAG_TARGET_RATE = 100_000
 RSS_TARGET_MB = 200
+RSS_SUM_TARGET_MB = 1024
+CPU_US_TARGET = 6.7  # µs per record: 300 k records/s on two cores
+MSPROF_RATIO_TARGET = 20
+RSS_GROWTH_TARGET = 0.10  # peak RSS of a stage, 1 M vs 5 M records
 DECODE_LINE = re.compile(r"^(\S+)\s+([\d,]+)\s+([\d,]+)\s+([\d.]+)×")
 LIVE_SINKS = """
   timeline: {type: timeline, inputs: [aggregate.tasks]}
@@ -86,6 +94,8 @@ class Stages:
     label: str
     rss_mb: dict[str, float] = field(default_factory=dict)
     cpu_s: dict[str, float] = field(default_factory=dict)
+    tree_cpu_s: float = 0.0  # an import's whole process tree: supervisor and stages
+    slow_rows: int = 0
 
 
 def env() -> dict[str, str]:
@@ -165,14 +175,27 @@ def collected(data: dict[str, Any]) -> int:
 
 
 def import_dir(prof: Path, out: Path) -> tuple[float, int, Stages]:
-    """`pipeline import`: (wall s, records, stages)."""
+    """`pipeline import`: (wall s, records, stages); ``stages.tree_cpu_s``: CPU of the whole process tree."""
     shutil.rmtree(out, ignore_errors=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     subprocess.run(pipeline("import", str(prof), "--output", str(out)), check=True, capture_output=True, env=env(),
                    cwd=ROOT)
     wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the supervisor and every stage it waited for
     data, stages = report(out, f"import {prof.parent.name}")
+    stages.tree_cpu_s = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    stages.slow_rows = slow_path_rows(data)
     return wall, collected(data), stages
+
+
+def slow_path_rows(data: dict[str, Any]) -> int:
+    """Rows the stages handled one at a time (their accounting's ``slow_path_rows``, by reason)."""
+    total = 0
+    for final in data["stages"].values():
+        found = (final.get("accounting") or {}).get("slow_path_rows") or {}
+        total += sum(found.values()) if isinstance(found, dict) else int(found)
+    return total
 
 
 def live_config(out: Path, board: Path, snapshot_s: float, probes: bool) -> Path:
@@ -310,34 +333,44 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--lag-seconds", type=float, default=8.0, help="how long the board writes at each rate")
     parser.add_argument("--msprof-src", type=Path, default=Path("/tmp/msprof-src"),
                         help="a checkout of github.com/Ascend/msprof (absent: that row is skipped)")
-    parser.add_argument("--msprof-records", type=int, default=100_000, help="records of the msprof comparison")
+    parser.add_argument("--msprof-records", type=int, default=1_000_000,
+                        help="records of the directory for CPU per record and the msprof comparison")
     parser.add_argument("--decode-records", type=int, default=200_000)
     parser.add_argument("--idle-seconds", type=float, default=10.0, help="how long the idle pipeline is measured")
-    parser.add_argument("--skip", default="", help="comma-separated parts to leave out: decode,import,live,lag,"
-                                                   "idle,perfetto,msprof")
+    parser.add_argument("--skip", default="", help="comma-separated parts to leave out: decode,cpu,import,live,"
+                                                   "lag,idle,perfetto,msprof")
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test of the benchmark itself")
     parser.add_argument("--markdown", type=Path, help="also write both tables to this file")
     args = parser.parse_args(argv)
     if args.quick:
         args.large, args.live_records, args.lag_seconds = 150_000, 100_000, 2.0
-        args.msprof_records, args.decode_records, args.lag_rates = 20_000, 20_000, "10000,100000"
+        args.msprof_records, args.decode_records, args.lag_rates = 30_000, 20_000, "10000,100000"
         args.idle_seconds = 3.0
     return args
 
 
-def msprof_rows(args: argparse.Namespace, work: Path, runs: list[Stages]) -> tuple[list[Row], float | None]:
-    """Import vs msprof's parser on a small directory; msprof's records/s (None: it could not run)."""
+def msprof_rows(args: argparse.Namespace, work: Path, runs: list[Stages],
+                with_msprof: bool) -> tuple[list[Row], float | None]:
+    """CPU per record of the whole process tree, and import vs msprof's parser, on one directory of
+    ``--msprof-records``; returns msprof's records/s too (None: it could not run)."""
     small = simulate(work / "small-board", args.msprof_records)
     wall, records, stages = import_dir(small, work / "small-import")
     runs.append(stages)
-    measure = f"import vs msprof parser ({records:,} records)"
-    msprof = peers.msprof_parse(small, args.msprof_src, work / "msprof")
+    per_record = stages.tree_cpu_s / records * 1e6
+    measure = f"import vs msprof parser ({records / 1e6:.2f} M records)"
+    msprof = peers.msprof_parse(small, args.msprof_src, work / "msprof") if with_msprof else "skipped"
+    cpu_row = Row(f"CPU per record, import ({records / 1e6:.2f} M records, whole process tree)",
+                  f"{per_record:.2f} µs ({stages.tree_cpu_s:.1f} CPU s)", "", "", f"≤ {CPU_US_TARGET} µs",
+                  miss(per_record, CPU_US_TARGET, higher_is_better=False))
     if isinstance(msprof, str):
-        return [Row(measure, rate(records / wall), msprof)], None
-    return [Row(measure, f"{rate(records / wall)} ({wall:.1f} s, {sum(stages.cpu_s.values()):.1f} CPU s)",
-                f"msprof {rate(records / msprof.wall_s)} ({msprof.wall_s:.1f} s, {msprof.cpu_s:.1f} CPU s, "
-                f"{msprof.peak_mb:.0f} MB)", f"{msprof.wall_s / wall:.1f}×", "faster",
-                "met" if wall < msprof.wall_s else "missed")], records / msprof.wall_s
+        return [cpu_row, Row(measure, rate(records / wall), msprof)], None
+    cpu_row.baseline = f"msprof {msprof.cpu_s / records * 1e6:.1f} µs"
+    cpu_row.ratio = f"{msprof.cpu_s / stages.tree_cpu_s:.1f}×"
+    ratio = msprof.wall_s / wall
+    return [cpu_row, Row(measure, f"{rate(records / wall)} ({wall:.1f} s, {stages.tree_cpu_s:.1f} CPU s)",
+                         f"msprof {rate(records / msprof.wall_s)} ({msprof.wall_s:.1f} s, {msprof.cpu_s:.1f} CPU s, "
+                         f"{msprof.peak_mb:.0f} MB)", f"{ratio:.1f}×", f"≥ {MSPROF_RATIO_TARGET}×",
+                         miss(ratio, MSPROF_RATIO_TARGET))], records / msprof.wall_s
 
 
 def import_rows(args: argparse.Namespace, work: Path, runs: list[Stages], msprof_rate: float | None,
@@ -351,7 +384,9 @@ def import_rows(args: argparse.Namespace, work: Path, runs: list[Stages], msprof
                 f"{rate(records / wall)}; CPU-bound {rate(capacity(records, stages))} ({cpu:.0f} CPU s)",
                 f"msprof {rate(msprof_rate)} (row above)" if msprof_rate else "",
                 f"{records / wall / msprof_rate:.0f}×" if msprof_rate else "", f"≥ {rate(E2E_TARGET)}",
-                miss(records / wall, E2E_TARGET))]
+                miss(records / wall, E2E_TARGET)),
+            Row("rows on a slow path (one at a time), large import", f"{stages.slow_rows:,}",
+                f"of {records:,} records", f"{stages.slow_rows / max(records, 1) * 100:.3f} %")]
     if not with_perfetto:
         return rows
     print("perfetto …", flush=True)
@@ -440,11 +475,28 @@ def stage_cpu_s(out: Path) -> dict[str, float]:
     return found
 
 
-def rss_row(runs: list[Stages]) -> Row:
+def rss_rows(runs: list[Stages]) -> list[Row]:
+    """The largest stage of any run; the sum of all stages and each stage's growth from the 1 M to the 5 M import."""
     worst = max((mb, stage, run.label) for run in runs for stage, mb in run.rss_mb.items())
     verdict = "met" if worst[0] < RSS_TARGET_MB else miss(worst[0], RSS_TARGET_MB, higher_is_better=False)
-    return Row("peak RSS, largest stage", f"{worst[0]:.0f} MB ({worst[1]}, {worst[2]})", "", "",
-               f"< {RSS_TARGET_MB} MB", verdict)
+    rows = [Row("peak RSS, largest stage", f"{worst[0]:.0f} MB ({worst[1]}, {worst[2]})", "", "",
+                f"< {RSS_TARGET_MB} MB", verdict)]
+    small = next((run for run in runs if run.label == "import small-board"), None)
+    large = next((run for run in runs if run.label == "import large-board"), None)
+    if large is not None:
+        total = sum(large.rss_mb.values())
+        rows.append(Row("peak RSS, all stages summed (large import)", f"{total:.0f} MB", "", "",
+                        f"< {RSS_SUM_TARGET_MB} MB", "met" if total < RSS_SUM_TARGET_MB else
+                        miss(total, RSS_SUM_TARGET_MB, higher_is_better=False)))
+    if small is not None and large is not None:
+        growth = {stage: large.rss_mb[stage] / small.rss_mb[stage] - 1 for stage in large.rss_mb
+                  if small.rss_mb.get(stage)}
+        stage = max(growth, key=lambda name: growth[name])
+        rows.append(Row("peak RSS growth, CPU-row import → large import (largest)", f"{growth[stage] * 100:+.0f} % ({stage})",
+                        f"{small.rss_mb[stage]:.0f} → {large.rss_mb[stage]:.0f} MB", "",
+                        f"≤ {RSS_GROWTH_TARGET * 100:.0f} %", "met" if growth[stage] <= RSS_GROWTH_TARGET else
+                        f"missed ({growth[stage] * 100:.0f} %)"))
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -460,9 +512,9 @@ def main(argv: list[str] | None = None) -> int:
             print("decode …", flush=True)
             rows += decode_rows(args.decode_records, 3)
         msprof_rate = None
-        if "msprof" not in skip:
-            print("msprof …", flush=True)
-            found, msprof_rate = msprof_rows(args, work, runs)
+        if "cpu" not in skip:
+            print("1 M import and msprof …", flush=True)
+            found, msprof_rate = msprof_rows(args, work, runs, "msprof" not in skip)
             rows += found
         if "import" not in skip:
             print("large import …", flush=True)
@@ -476,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
             print("idle …", flush=True)
             rows.append(idle_row(args, work))
         if runs:
-            rows.append(rss_row(runs))
+            rows += rss_rows(runs)
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
