@@ -1,4 +1,4 @@
-"""Batch builders shared by the sink tests: rows as the aggregator sends them (stages.schema)."""
+"""Batch builders shared by the sink tests: rows as the aggregator sends them (stages.schema, stages.tables)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from stages.schema import (
     SymbolTable,
     pack_rows,
 )
+from stages.tables import SCHEMAS, pack_columns
 
 SAMPLES = Path(__file__).resolve().parents[3].parent / "shared" / "samples"
 TRACE_VIEW = SAMPLES / "mstt_torch_npu_outputs" / "trace_view.json"
@@ -63,8 +64,10 @@ class Feed:
         return self._row(TX_COLUMNS, TX_TEXT_COLUMNS, values)
 
     def batch(self, kind: str, rows: list[Any], **meta: Any) -> Batch:
+        """A batch as the aggregator sends it: a column batch of a row kind, msgpack for ``run_info``."""
         port = "stats" if kind.endswith("statistic") else "tasks"
-        return pack_rows(kind, rows, port, {"symbols": self.symbols.take_unsent(), **meta})
+        pack = pack_columns if kind in SCHEMAS else pack_rows
+        return pack(kind, rows, port, {"symbols": self.symbols.take_unsent(), **meta})
 
     def run_info(self, pid: int = 4242, **extra: Any) -> Batch:
         info = {"pid": pid, "hostname": "board", "devices": {"0": {"platform": 5, "chip": "Ascend910B"}},

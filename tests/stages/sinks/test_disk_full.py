@@ -42,7 +42,7 @@ def batches() -> list[Batch]:
             for k in range(3)], pmu_columns=["aic_time", "aic_total_cycles"]))
         out.append(feed.batch("tx", [feed.tx(base, base + 20_000, message=f"step {i}")]))
         out.append(feed.batch("op_statistic", [[0, "MatMul", "AI_CORE", i + 1, 700 * (i + 1), 700, 700]]))
-        out.append(feed.batch("api_statistic", [[10000, f"Op_{i}_0", 1, 1_500, 1_500, 1_500, 2.25]]))
+        out.append(feed.batch("api_statistic", [["node", f"Op_{i}_0", 1, 1_500, 1_500, 1_500, 2.25]]))
     return out
 
 

@@ -33,7 +33,7 @@ def _batches() -> list[Batch]:
     for i in range(10):
         base = T0 + i * 1_000_000
         if i in (3, 6):  # AI Core clock changes: AICORE_FREQ rows
-            out.append(feed.batch("aicore_freq", [[0, base, 1600.0 - 100 * i]]))
+            out.append(feed.batch("aicore_freq", [[0, base, 1600 - 100 * i]]))
         if i == 8:  # end_info: the session's end row is written, then updated in place
             out.append(feed.run_info(devices=devices, end_ns=T0 + 20_000_000))
         out.append(feed.batch("api", [feed.api(base + k * 1_000, base + k * 1_000 + 800, connection_id=i * 10 + k,
@@ -45,7 +45,7 @@ def _batches() -> list[Batch]:
         out.append(feed.batch("api", [feed.api(base + 900_000, base + 900_100, connection_id=None)]))  # minted id
         out.append(feed.batch("tx", [feed.tx(base + 100, base + 600, message=f"step {i}")]))
         out.append(feed.batch("op_statistic", [[0, "MatMul", "AI_CORE", i + 1, 1_000 * (i + 1), 500, 1_500]]))
-        out.append(feed.batch("api_statistic", [[10000, "MatMul_1", i + 1, 800 * (i + 1), 800, 800, 0.0]]))
+        out.append(feed.batch("api_statistic", [["node", "MatMul_1", i + 1, 800 * (i + 1), 800, 800, 0.0]]))
     out.append(feed.batch("op_statistic", [[0, "MatMul", "AI_CORE", 11, 11_000, 500, 1_500]], final=True))
     return out
 

@@ -170,8 +170,8 @@ def test_statistics_files(ctx: StageContext, feed: Feed) -> None:
                     ["0", "MatMul", "AI_CORE", "3", "3", "0.5", "1", "1.5", "75"],
                     ["0", "Add", "AI_VECTOR_CORE", "1", "1", "1", "1", "1", "25"]]
     # durations 1, 2, 3 µs: mean 2, population variance 2/3
-    sink.write_batch(feed.batch("api_statistic", [[20000, "aclmdlExecute", 3, 6_000, 1_000, 3_000, 14.0],
-                                                  [5000, "rtKernelLaunch", 1, 1_234, 1_234, 1_234, 1.522756]]))
+    sink.write_batch(feed.batch("api_statistic", [["acl", "aclmdlExecute", 3, 6_000, 1_000, 3_000, 14.0],
+                                                  ["runtime", "rtKernelLaunch", 1, 1_234, 1_234, 1_234, 1.522756]]))
     assert not api_path.exists()  # rate-limited: the next write is due in an hour
     sink.flush()
     assert not api_path.exists()
