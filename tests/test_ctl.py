@@ -22,9 +22,10 @@ from test_launch import APP, launch_config
 from pipeline.errors import UserError
 from pipeline.stage import StageContext
 from pipeline.windows import Schedule, read_control, update_control
-from stages.schema import SymbolTable, pack_rows
+from stages.schema import SymbolTable
 from stages.sinks._format import us_to_ns
 from stages.sinks.windows import WindowsSink
+from stages.tables import pack_columns
 
 WINDOWS_STAGE = "stages.sinks.windows:WindowsSink"
 
@@ -102,7 +103,8 @@ def test_concurrent_ctl_processes_lose_no_window(tmp_path: Path) -> None:
 def _task(symbols: SymbolTable, iteration: int, start: int, duration: int, op_type: str) -> list[Any]:
     row: list[Any] = [0, 1, iteration, 2, 7, 0, start, start + duration, symbols.intern(f"{op_type}_1"),
                       symbols.intern(op_type), symbols.intern("AI_CORE"), symbols.intern("static"), 1, None, 0, 9]
-    return row + [0] * 6 + [[], 4294967295, symbols.intern(f"{op_type}_kernel")]
+    return row + [0] * 6 + [[], 4294967295, symbols.intern(f"{op_type}_kernel"), symbols.intern("KERNEL_AICORE"),
+                            symbols.intern("NO")]
 
 
 def _stat_rows(path: Path) -> dict[str, tuple[int, str]]:
@@ -123,10 +125,10 @@ def test_the_stage_counts_tasks_by_their_start_whenever_they_arrive(tmp_path: Pa
     update_control(control, lambda c: c.close_window(5100))
     update_control(control, lambda c: c.open_window(3100, Schedule(wait=0, active=1, repeat=2)))
     late, early = tasks[6:], tasks[:6]  # rows arrive out of time order: the window still gets them
-    sink.write_batch(pack_rows("task", late, "tasks", {"symbols": symbols.take_unsent()}))
-    sink.write_batch(pack_rows("task", early, "tasks"))
+    sink.write_batch(pack_columns("task", late, "tasks", {"symbols": symbols.take_unsent()}))
+    sink.write_batch(pack_columns("task", early, "tasks"))
     api_symbols = [[100, "aclmdlExecute"]]
-    sink.write_batch(pack_rows("api", [[2400, 2450, 20000, 0, 100, 9, 1, 0], [2600, 2700, 20000, 0, 100, 9, 2, 0]],
+    sink.write_batch(pack_columns("api", [[2400, 2450, 20000, 0, 100, 9, 1, 0], [2600, 2700, 20000, 0, 100, 9, 2, 0]],
                                "tasks", {"symbols": api_symbols}))
     sink.close()
 
@@ -155,7 +157,7 @@ def test_the_stage_counts_tasks_by_their_start_whenever_they_arrive(tmp_path: Pa
     after.open()
     fresh = SymbolTable()  # the next run's aggregator
     later = [_task(fresh, it, windows[1].end_ns + it * 1000, 100, "Conv2D") for it in range(1, 3)]
-    after.write_batch(pack_rows("task", later, "tasks", {"symbols": fresh.take_unsent()}))
+    after.write_batch(pack_columns("task", later, "tasks", {"symbols": fresh.take_unsent()}))
     after.close()
     assert not list(out.glob("*/*_20240101000100.csv"))
 
@@ -166,7 +168,7 @@ def test_an_endless_schedule_keeps_only_max_cycles_folders(tmp_path: Path) -> No
     sink.open()
     symbols = SymbolTable()
     rows = [_task(symbols, it, it * 1000, 100, "Conv2D") for it in range(1, 6)]
-    sink.write_batch(pack_rows("task", rows, "tasks", {"symbols": symbols.take_unsent()}))
+    sink.write_batch(pack_columns("task", rows, "tasks", {"symbols": symbols.take_unsent()}))
     sink.close()
     job = tmp_path / "windows" / "schedule"
     assert sorted(p.name for p in job.iterdir() if p.is_dir()) == ["cycle_1", "cycle_2"]

@@ -1,4 +1,4 @@
-"""Timeline facts for the advice rules, from task, api and tx rows that arrive in any order.
+"""Timeline facts for the advice rules, from task, api and tx column batches that arrive in any order.
 
 Rows reach a sink in the order the aggregator resolves them, not in time order: an import reads
 host and device files side by side, so device tasks can trail the host's records by much of the
@@ -10,14 +10,13 @@ end and summed task time; per msproftx message its count and time; the longest r
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.advice import DeviceSpan, TimelineFacts, TxRange, TxStat
 from stages.formats.raw import LEVEL_ACL
-from stages.schema import SymbolTable
 
 BUCKETS = 65536
 FIRST_WIDTH_NS = 1_000_000
@@ -109,38 +108,40 @@ class TimelineTracker:
         self.device_work = BusyHistogram()
         self.seen = False
 
-    def add_tasks(self, rows: Sequence[Sequence[Any]]) -> None:
-        """``task`` rows (stages/schema.py TASK_COLUMNS: device 0, start 6, end 7)."""
-        if not rows:
+    def add_tasks(self, table: pa.Table) -> None:
+        """A ``task`` column batch (stages/tables.py): its devices, starts and ends."""
+        if not table.num_rows:
             return
         self.seen = True
-        table = np.array([(r[0], r[6], r[7]) for r in rows], np.int64)
-        for device in np.unique(table[:, 0]):
-            mine = table[table[:, 0] == device]
-            span = self.devices.setdefault(int(device), [0, int(mine[0, 1]), int(mine[0, 2]), 0])
-            span[0] += len(mine)
-            span[1] = min(span[1], int(mine[:, 1].min()))
-            span[2] = max(span[2], int(mine[:, 2].max()))
-            span[3] += int((mine[:, 2] - mine[:, 1]).sum())
-        self.device_work.add(table[:, 1], table[:, 2])
+        devices, starts, ends = (_ints(table, name) for name in ("device_id", "start_ns", "end_ns"))
+        for device in np.unique(devices):
+            mine = devices == device
+            first, last = int(starts[mine].min()), int(ends[mine].max())
+            span = self.devices.setdefault(int(device), [0, first, last, 0])
+            span[0] += int(mine.sum())
+            span[1] = min(span[1], first)
+            span[2] = max(span[2], last)
+            span[3] += int((ends[mine] - starts[mine]).sum())
+        self.device_work.add(starts, ends)
 
-    def add_apis(self, rows: Sequence[Sequence[Any]]) -> None:
-        """``api`` rows (API_COLUMNS: start 0, end 1, level 2); AscendCL calls count as host work."""
-        acl = [(r[0], r[1]) for r in rows if r[2] == LEVEL_ACL]
-        if rows:
-            self.seen = True
-        if acl:
-            table = np.array(acl, np.int64)
-            self.acl.add(table[:, 0], table[:, 1])
+    def add_apis(self, table: pa.Table) -> None:
+        """An ``api`` column batch; AscendCL calls count as host work."""
+        if not table.num_rows:
+            return
+        self.seen = True
+        acl = _ints(table, "level") == LEVEL_ACL
+        if acl.any():
+            self.acl.add(_ints(table, "start_ns")[acl], _ints(table, "end_ns")[acl])
 
-    def add_tx(self, rows: Sequence[Sequence[Any]], symbols: SymbolTable) -> None:
-        """``tx`` rows (TX_COLUMNS: start 0, end 1, event type 5, message 9)."""
-        for row in rows:
-            start, end, event_type = int(row[0]), int(row[1]), int(row[5])
-            if event_type not in RANGE_EVENT_TYPES or end < start:
-                continue
-            self.seen = True
-            message = symbols[row[9]] if isinstance(row[9], int) else str(row[9])
+    def add_tx(self, table: pa.Table) -> None:
+        """A ``tx`` column batch: its ranges (push/pop, start/stop) by message; marks are left out."""
+        ranges = table.filter(pc.is_in(table.column("event_type"), pa.array(RANGE_EVENT_TYPES, pa.int64())))
+        ranges = ranges.filter(pc.greater_equal(ranges.column("end_ns"), ranges.column("start_ns")))
+        if not ranges.num_rows:
+            return
+        self.seen = True
+        columns = (ranges.column(name).to_pylist() for name in ("start_ns", "end_ns", "message"))
+        for start, end, message in zip(*columns, strict=True):  # one per marked range: not a hot path
             key = message if message in self.messages or len(self.messages) < MAX_MESSAGES else OTHER_MESSAGES
             stat = self.messages.setdefault(key, [0, 0, 0])
             stat[0] += 1
@@ -167,3 +168,8 @@ class TimelineTracker:
         ranges = tuple(TxRange(message, start, end, self.idle_within(start, end))
                        for _, start, end, message in sorted(self.longest, reverse=True))
         return TimelineFacts(devices, tx, ranges)
+
+
+def _ints(table: pa.Table, name: str) -> np.ndarray:
+    """An integer column as int64 numpy (nulls, which these columns do not hold, would be 0)."""
+    return table.column(name).to_numpy().astype(np.int64, copy=False)

@@ -27,10 +27,10 @@ from pydantic import Field, model_validator
 from pipeline.advice import Advice, AdviceRule, Statistics, advice_text, build_rules, evaluate_rules
 from pipeline.errors import UserError
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
-from stages.schema import SymbolTable, unpack_rows
+from stages.schema import unpack_rows
 from stages.sinks._activity import TimelineTracker
-from stages.sinks._format import learn_symbols
 from stages.sinks._op_summary import write_atomic
+from stages.tables import unpack_table
 
 
 class AdviceSink(Sink):
@@ -57,7 +57,6 @@ class AdviceSink(Sink):
         super().__init__(config, ctx)
         self.config: AdviceSink.Config = config
         self.rules: list[AdviceRule] = build_rules(config.rules, config.disable, config.options)
-        self.symbols = SymbolTable()
         self.timeline = TimelineTracker()
         self.ops: list[list[Any]] = []
         self.apis: list[list[Any]] = []
@@ -72,19 +71,18 @@ class AdviceSink(Sink):
         self.ctx.output_guard.attempt(self.base.parent, lambda: self.base.parent.mkdir(parents=True, exist_ok=True))
 
     def write_batch(self, batch: Batch) -> None:
-        learn_symbols(self.symbols, batch)
         kind = batch.kind
-        if kind == "op_statistic":
+        if kind == "op_statistic":  # the statistics: small tables (a row per operator type), kept as rows
             self.ops = unpack_rows(batch)
             self.final = bool(batch.meta.get("final"))
         elif kind == "api_statistic":
             self.apis = unpack_rows(batch)
         elif kind == "task":
-            self.timeline.add_tasks(unpack_rows(batch))
+            self.timeline.add_tasks(unpack_table(batch))
         elif kind == "api":
-            self.timeline.add_apis(unpack_rows(batch))
+            self.timeline.add_apis(unpack_table(batch))
         elif kind == "tx":
-            self.timeline.add_tx(unpack_rows(batch), self.symbols)
+            self.timeline.add_tx(unpack_table(batch))
         else:
             return
         self.changed = True

@@ -27,10 +27,12 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.errors import UserError
@@ -38,7 +40,7 @@ from pipeline.stage import Batch, Sink, StageConfig, StageContext
 from pipeline.windows import Control, Schedule, Window, read_control, update_control
 from stages.aggregator.stats import StatsBook
 from stages.formats import raw
-from stages.schema import API_COLUMNS, TASK_COLUMNS, SymbolTable, unpack_rows
+from stages.schema import SymbolTable
 from stages.sinks._format import export_timestamp, learn_symbols
 from stages.sinks._op_summary import write_atomic
 from stages.sinks.summary import (
@@ -48,11 +50,11 @@ from stages.sinks.summary import (
     op_statistic_rows,
     write_table,
 )
+from stages.tables import unpack_table
 
 JOB_SCHEDULE_ID = "schedule"  # the folder of the config's schedule window
-TASK_AT = {name: TASK_COLUMNS.index(name) for name in
-           ("device_id", "iteration", "start_ns", "end_ns", "op_type", "task_type")}
-API_AT = {name: API_COLUMNS.index(name) for name in ("start_ns", "end_ns", "level", "name")}
+TASK_READS = ("device_id", "iteration", "start_ns", "end_ns", "op_type", "task_type")  # the task columns it reads
+API_READS = ("start_ns", "end_ns", "level", "name")
 STATUS_FILE = "windows.json"
 
 
@@ -157,9 +159,9 @@ class WindowsSink(Sink):
         if not self.books:
             return
         if batch.kind == "task":
-            self._tasks(unpack_rows(batch))
+            self._tasks(_rows(unpack_table(batch), TASK_READS))
         elif batch.kind == "api":
-            self._apis(unpack_rows(batch))
+            self._apis(_rows(unpack_table(batch), API_READS))
 
     def flush(self) -> None:
         self._read_control()
@@ -201,12 +203,11 @@ class WindowsSink(Sink):
             elif book.window != window:  # closed since, or edited by hand
                 book.window, book.dirty = window, True
 
-    def _tasks(self, rows: list[list[Any]]) -> None:
-        symbols = self.symbols
-        device_at, iteration_at, start_at, end_at, type_at, core_at = TASK_AT.values()
-        for row in rows:
-            device, iteration, start, end = row[device_at], row[iteration_at], row[start_at], row[end_at]
-            op_type, core_type = symbols[row[type_at]], symbols[row[core_at]]
+    def _tasks(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """``rows``: the TASK_READS columns of a task batch (each task checked against every open window)."""
+        texts = self.symbols.texts
+        for device, iteration, start, end, type_id, core_id in rows:
+            op_type, core_type = texts[type_id], texts[core_id]
             for book in self.books.values():
                 window = book.window
                 if window.end_ns is not None and start >= window.end_ns:
@@ -234,10 +235,11 @@ class WindowsSink(Sink):
                 steps[0], steps[1] = min(steps[0], iteration), max(steps[1], iteration)
                 book.dirty_cycles.add(cycle)
 
-    def _apis(self, rows: list[list[Any]]) -> None:
-        start_at, end_at, level_at, name_at = API_AT.values()
-        for row in rows:
-            start, end, level, name = row[start_at], row[end_at], row[level_at], self.symbols[row[name_at]]
+    def _apis(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """``rows``: the API_READS columns of an api batch."""
+        texts = self.symbols.texts
+        for start, end, level, name_id in rows:
+            name = texts[name_id]
             for book in self.books.values():
                 if book.window.schedule is None and book.window.contains(start):
                     book.apis.add_api(raw.LEVEL_NAMES.get(level, str(level)), name, end - start)
@@ -298,3 +300,8 @@ class WindowsSink(Sink):
             return  # a table without rows has no file (an earlier run's window, closed before this run's data)
         write_table(path, header, rows, self.config.format, self.ctx.output_guard)
         self.counts["files_written"] += 1
+
+
+def _rows(table: pa.Table, names: tuple[str, ...]) -> Iterator[tuple[Any, ...]]:
+    """The rows of a few columns of a column batch."""
+    return zip(*(table.column(name).to_pylist() for name in names), strict=True)

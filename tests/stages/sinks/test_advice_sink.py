@@ -19,6 +19,7 @@ from pipeline.errors import UserError
 from pipeline.stage import StageContext
 from stages.sinks._activity import BusyHistogram, TimelineTracker
 from stages.sinks.advice import AdviceSink
+from stages.tables import table_of_rows
 
 MS = 1_000_000
 T0 = 1_700_000_000_000_000_000
@@ -65,12 +66,13 @@ def test_tracker_spans_ranges_and_idle_time() -> None:
     feed = Feed()
     tracker = TimelineTracker()
     tasks = [feed.task(T0 + k * 10 * MS, T0 + k * 10 * MS + 4 * MS, device_id=0) for k in range(10)]
-    tracker.add_tasks(tasks[5:])
-    tracker.add_tasks(tasks[:5])  # out of order
-    tracker.add_apis([feed.api(T0 - 1000 * MS, T0 - 990 * MS, level=ACL, name="aclmdlLoadFromFile"),
-                      feed.api(T0 - 500 * MS, T0 - 499 * MS, level=5000)])  # runtime: not counted as host work
-    tracker.add_tx([feed.tx(T0 - 1001 * MS, T0 - 1 * MS, message="load", event_type=2),
-                    feed.tx(T0 - 1001 * MS, T0 - 1001 * MS, message="mark", event_type=0)], feed.symbols)
+    tracker.add_tasks(table_of_rows("task", tasks[5:]))
+    tracker.add_tasks(table_of_rows("task", tasks[:5]))  # out of order
+    tracker.add_apis(table_of_rows("api", [
+        feed.api(T0 - 1000 * MS, T0 - 990 * MS, level=ACL, name="aclmdlLoadFromFile"),
+        feed.api(T0 - 500 * MS, T0 - 499 * MS, level=5000)]))  # runtime: not counted as host work
+    tracker.add_tx(table_of_rows("tx", [feed.tx(T0 - 1001 * MS, T0 - 1 * MS, message="load", event_type=2),
+                                        feed.tx(T0 - 1001 * MS, T0 - 1001 * MS, message="mark", event_type=0)]))
     facts = tracker.facts()
     assert facts.devices[0].tasks == 10 and facts.devices[0].span_ns == 94 * MS
     assert facts.devices[0].busy_ns == 40 * MS and facts.devices[0].idle_ns == 54 * MS
