@@ -33,6 +33,11 @@ def run_problems(finals: dict[str, dict[str, Any] | None], exit_codes: dict[str,
     return problems + stopped
 
 
+def run_warnings(finals: dict[str, dict[str, Any] | None]) -> list[str]:
+    """What the stages made up for in the input (``input_warnings``), one line each."""
+    return [line for final in finals.values() if final for line in final.get("input_warnings", [])]
+
+
 def root_causes(problems: list[str]) -> list[str]:
     """The problems a user must act on (not the stages stopped because of them)."""
     return [line for line in problems if "after another stage failed" not in line

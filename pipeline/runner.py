@@ -641,6 +641,13 @@ class StageRunner:
             self.log.error("input_problems failed", traceback=traceback.format_exc())
             return [f"stage '{self.stage_id}': input_problems() failed: {type(exc).__name__}: {exc}"]
 
+    def _input_warnings(self) -> list[str]:
+        try:
+            return list(self.stage.input_warnings())
+        except Exception as exc:  # a plugin's bug: one line, not a stage gone without a report
+            self.log.error("input_warnings failed", traceback=traceback.format_exc())
+            return [f"stage '{self.stage_id}': input_warnings() failed: {type(exc).__name__}: {exc}"]
+
     def report(self, error: str | None) -> dict[str, Any]:
         reconcile, problems = self._reconcile() if error is None else ([], [])
         check = getattr(self.stage, "check", None)
@@ -652,6 +659,7 @@ class StageRunner:
         return {"type": "final", "stage_type": self.spec.type_name, "role": self.spec.cls.role,
                 "ok": error is None and not problems, "error": error, "problems": problems,
                 "input_problems": self._input_problems() if error is None else [],
+                "input_warnings": self._input_warnings() if error is None else [],
                 "input_error": self.input_error,
                 "epoch": self.epoch, "resumed_from": self.resume_epoch, "checkpoint_error": self.checkpoint_error,
                 "checkpoints": {k: round(v, 4) for k, v in self.checkpoint_cost.items()},

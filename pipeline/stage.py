@@ -116,6 +116,11 @@ class Stage:
         with these lines, so a script sees it."""
         return []
 
+    def input_warnings(self) -> list[str]:
+        """At the end: what the input lacked that the stage made up for (a missing control file whose facts
+        another file gave), one line each. The run still completes; the lines are printed as warnings."""
+        return []
+
     # -- crash recovery -------------------------------------------------------------------------
     # True when snapshot() reads only this process's memory (no file sizes, no queries): the runtime then takes
     # it in a forked child, so a large state costs the stage a fork instead of the time to pickle it.

@@ -26,7 +26,7 @@ from pipeline.errors import UserError, refused_path
 from pipeline.health import StageHealth
 from pipeline.launch import Application, combined_exit_code
 from pipeline.metrics import ViewCollector, serve_metrics
-from pipeline.report import outputs_line, render_report, root_causes, run_problems
+from pipeline.report import outputs_line, render_report, root_causes, run_problems, run_warnings
 from pipeline.security import stop_authenticators
 from pipeline.views import progress_line
 
@@ -579,9 +579,10 @@ class Supervisor:
         elif self.state == "draining":  # Ctrl-C, drained: whole outputs of what was read until then
             self.state = "interrupted" if not problems else "failed"
         now = time.monotonic()
+        warnings = run_warnings(finals)
         report = {"run_id": self.run_id, "stamp": self.stamp, "config": str(self.config.path), "state": self.state,
                   "wall_s": now - self.started, "stages": finals, "exit_codes": exit_codes,
-                  "problems": problems, "recovery": self._recovery_report(),
+                  "problems": problems, "warnings": warnings, "recovery": self._recovery_report(),
                   "stalls": {sid: self.procs[sid].health.stalls(now, self.started) for sid in self._in_config_order()
                              if self.procs[sid].health.stuck_episodes}}
         if self.app is not None:
@@ -598,6 +599,8 @@ class Supervisor:
         if self.stage_log is not None:
             self.stage_log.close()
             print(f"stage logs in {self.stage_log.name}", flush=True)
+        for line in warnings:
+            print(f"warning: {line}", file=sys.stderr)
         for line in root_causes(problems):
             if self.state == "aborted" and "ended without a report" in line:
                 continue  # killed by the second Ctrl-C, as asked: the line below says what that cost

@@ -53,6 +53,8 @@ class DecoderStage(Transform):
         self.session: dict[str, Any] = {}  # run-level facts last sent (TimeBase.session)
         self.clock_known_at: dict[int, float] = {}
         self.finishing = False
+        self.untimed: dict[tuple[str, int], dict[str, int]] = {}  # clock key → kind → records no clock placed
+        self.clocks_used: set[tuple[str, int]] = set()  # clock keys that placed records
 
     def _reject(self, reason: str, count: int, data: bytes = b"") -> None:
         self.rejected += count
@@ -82,8 +84,7 @@ class DecoderStage(Transform):
             return ()
         if not self._ready(batch):
             if len(self.pending) >= self.config.max_pending_chunks:
-                self._reject(f"{batch.meta.get('kind')}: no time base (control files missing)", batch.count,
-                             batch.body)
+                self._untimed(batch)
             else:
                 self.pending.append(batch)
             return ()
@@ -151,6 +152,9 @@ class DecoderStage(Transform):
 
     def _decode(self, batch: Batch) -> list[Batch]:
         kind = batch.meta["kind"]
+        key = _clock_key(batch)
+        if key is not None:
+            self.clocks_used.add(key)
         decode = self.decoders.get(kind, self.device.decode)
         try:
             outputs = decode(kind, batch)
@@ -183,10 +187,45 @@ class DecoderStage(Transform):
         self.finishing = True  # nothing more is coming: stop waiting for sample.json
         released = list(self._announce()) + list(self._release())
         for batch in self.pending:
-            self._reject(f"{batch.meta.get('kind')}: no time base (control files missing)", batch.count,
-                         batch.body)
+            self._untimed(batch)
         self.pending = []
         return released
+
+    def _untimed(self, batch: Batch) -> None:
+        """A chunk no clock can place: rejected, and counted against the clock (so against its missing files)."""
+        kind = str(batch.meta.get("kind"))
+        self._reject(f"{kind}: no time base (control files missing)", batch.count, batch.body)
+        key = _clock_key(batch)
+        if key is not None:
+            cost = self.untimed.setdefault(key, {})
+            cost[kind] = cost.get(kind, 0) + batch.count
+
+    def input_problems(self) -> list[str]:
+        """One line per clock that records waited for in vain: the control files it lacks, what that cost."""
+        lines = []
+        for key, cost in sorted(self.untimed.items()):
+            story = self.timebase.story(key)
+            what = ("host records" if key[0] == "host" else
+                    f"device {key[1]}'s legacy host records" if key[0] == "legacy" else f"device {key[1]}")
+            if story.missing:
+                lacks = " and ".join(_absent_file(self.timebase.files, rel) for rel in story.missing)
+            else:  # every file came: one holds a value that is not a number, or too large for the arithmetic
+                lacks = "its control files hold a clock value that is not a usable number"
+            counts = ", ".join(f"{n:,} {kind}" for kind, n in sorted(cost.items()))
+            lines.append(f"decoder: {what}: {lacks}, so {sum(cost.values()):,} records ({counts}) could not be "
+                         "placed in time and are missing from the outputs (copy the file again from the board's "
+                         "PROF_… directory; docs/troubleshooting.md lists what each output needs)")
+        return lines
+
+    def input_warnings(self) -> list[str]:
+        """One line per stand-in for a missing control file behind a clock that placed records."""
+        lines = []
+        for key in sorted(self.clocks_used):
+            if key in self.untimed:
+                continue
+            what = "host" if key[0] == "host" else f"device {key[1]}"
+            lines += [f"decoder: {what}: {line}" for line in self.timebase.story(key).substitutes]
+        return lines
 
     def progress(self) -> dict[str, Any]:
         return {"pending_chunks": len(self.pending)}
@@ -200,6 +239,23 @@ class DecoderStage(Transform):
             return [f"stage '{self.ctx.stage_id}': {self.records_in} records in but {self.decoded} decoded + "
                     f"{self.rejected} rejected"]
         return []
+
+
+def _clock_key(batch: Batch) -> tuple[str, int] | None:
+    """The clock a raw chunk's times need (TimeBase.story keys); None: it needs none."""
+    kind, device = batch.meta.get("kind"), batch.meta.get("device")
+    if kind in ("hash_dic", "type_info_dic"):
+        return None
+    if kind in HOST_KINDS:
+        return ("host", 0)
+    if not isinstance(device, int):
+        return None
+    return ("legacy", device) if kind in legacy.KINDS else ("device", device)
+
+
+def _absent_file(files: dict[str, str], rel: str) -> str:
+    return (f"{rel} is damaged (it lacks the values read from it)" if rel in files
+            else f"{rel} is missing (or could not be read)")
 
 
 def _extra_facts(sample: dict) -> dict[str, Any]:

@@ -110,10 +110,25 @@ class TimeBase:
     files: dict[str, str] = field(default_factory=dict)
     # Clocks and platforms derived from ``files``, asked for on every chunk: worked out once per control file learned.
     _derived: dict[tuple[str, int], Clock | int | None] = field(default_factory=dict, repr=False, compare=False)
+    # How each clock was worked out (clock key → ClockStory), written where it is derived.
+    _stories: dict[tuple[str, int], ClockStory] = field(default_factory=dict, repr=False, compare=False)
 
     def learn(self, rel_path: str, text: str) -> None:
         self.files[rel_path] = text
         self._derived.clear()
+        self._stories.clear()
+
+    def story(self, key: tuple[str, int]) -> ClockStory:
+        """What the clock ``key`` (``("host", 0)``, ``("legacy", N)``, ``("device", N)``) lacks or stood in for,
+        as of the control files learned so far."""
+        kind, number = key
+        if kind == "host":
+            self.host_clock()
+        elif kind == "legacy":
+            self.legacy_host_clock(number)
+        else:
+            self.device_clock(number)
+        return self._stories.get(key, ClockStory())
 
     def _cached(self, key: tuple[str, int], derive: Callable[[int], Any], device: int) -> Any:
         value = self._derived.get(key, _UNKNOWN)
@@ -135,6 +150,33 @@ class TimeBase:
         except (KeyError, ValueError, TypeError):
             return None
 
+    def _end_offset(self, rel: str) -> int | None:
+        """The same offset from an end_info: the wall clock and CLOCK_MONOTONIC_RAW sampled together at the end
+        (they differ from start_info's by the drift of the wall clock over the run: NTP steps included)."""
+        info = self._json(rel)
+        try:
+            return int(info["collectionTimeEnd"]) * 1000 - int(info["clockMonotonicRaw"])
+        except (KeyError, ValueError, TypeError):
+            return None
+
+    def _wall_offset(self, folder: str, suffix: str, story: ClockStory) -> int | None:
+        """Monotonic → wall clock (spec §1.3): the folder's start_info, else the host's (the same host clocks),
+        else an end_info's (folder's, then host's). A stand-in is told in ``story``; none: start_info missing."""
+        wanted = f"{folder}/start_info{suffix}"
+        offset = self._offset(wanted)
+        if offset is not None:
+            return offset
+        stand_ins = [(rel, read) for rel, read in (("host/start_info", self._offset),
+                                                   (f"{folder}/end_info{suffix}", self._end_offset),
+                                                   ("host/end_info", self._end_offset)) if rel != wanted]
+        for rel, read in stand_ins:
+            offset = read(rel)
+            if offset is not None:
+                story.substitutes.append(f"{_absent(self.files, wanted)}: wall-clock times use {rel} instead")
+                return offset
+        story.missing.append(wanted)
+        return None
+
     def host_clock(self) -> Clock | None:
         return self._cached(_HOST_KEY, lambda _: self._host_clock(), 0)
 
@@ -146,45 +188,69 @@ class TimeBase:
         return self._cached(("device", device), self._device_clock, device)
 
     def _host_clock(self) -> Clock | None:
-        if "host/start_info" not in self.files or "host/host_start.log" not in self.files:
-            return None
-        offset = self._offset("host/start_info")
-        if offset is None:
-            return None
+        story = self._stories[_HOST_KEY] = ClockStory()
+        offset = self._wall_offset("host", "", story)
         khz = _host_khz(self._json("host/info.json"))
-        if khz == DEFAULT_HOST_KHZ:  # already monotonic ns (msprof time_from_host_syscnt, GetTimeFromHostCnt)
-            return Clock(local_offset=offset)
-        log = _log_values(self.files["host/host_start.log"])
-        return Clock(khz, log.get("cntvct", 0), _host_monotonic(log, khz), offset)
+        if khz == DEFAULT_HOST_KHZ:  # already monotonic ns (msprof time_from_host_syscnt, GetTimeFromHostCnt):
+            return None if offset is None else Clock(local_offset=offset)  # host_start.log is not needed
+        log = _log_values(self.files.get("host/host_start.log", ""))
+        if "cntvct" not in log or "clock_monotonic_raw" not in log:
+            story.missing.append("host/host_start.log")
+        if offset is None or story.missing:
+            return None
+        return Clock(khz, log["cntvct"], _host_monotonic(log, khz), offset)
 
     def _legacy_host_clock(self, device: int) -> Clock | None:
         """Only a local offset: CANN ≤ 6 stamped them in host CLOCK_MONOTONIC_RAW ns (msprof's parser of that
         era divided their durations by 1000 for µs and used them as timeline µs as they are). The offset is
-        the device folder's start_info, else the host's.
+        the device folder's start_info, else the host's (else an end_info's, said in the clock's story).
         """
-        offset = self._offset(f"device_{device}/start_info.{device}")
-        if offset is None:
-            offset = self._offset("host/start_info")
+        story = self._stories[("legacy", device)] = ClockStory()
+        offset = self._wall_offset(f"device_{device}", f".{device}", story)
         return None if offset is None else Clock(local_offset=offset)
 
     def _device_clock(self, device: int) -> Clock | None:
+        """Spec §1.3: syscnt → host monotonic from dev_start.log.N's ``cntvct`` and host_start.log.N's
+        ``clock_monotonic_raw`` (one instant on both sides), at info.json.N's hwts frequency; then the wall-clock
+        offset. A file that is there but lacks its number counts as missing. Stand-ins, each told in the story:
+        for host_start.log.N the host's own start log (host/host_start.log, converted with info.json's CPU
+        frequency), else the host CLOCK_MONOTONIC_RAW of start_info.N (sampled as the device's collection began);
+        for start_info.N see ``_wall_offset``. dev_start.log.N has none: no other file holds a device tick
+        count sampled at a known host instant."""
         folder = f"device_{device}"
-        needed = (f"{folder}/info.json.{device}", f"{folder}/dev_start.log.{device}",
-                  f"{folder}/host_start.log.{device}")
-        if any(rel not in self.files for rel in needed):
-            return None
-        offset = self._offset(f"{folder}/start_info.{device}")
-        if offset is None:
-            offset = self._offset("host/start_info")
-        if offset is None:
-            return None
-        info = self.device_info(device)
-        dev_log = _log_values(self.files[f"{folder}/dev_start.log.{device}"])
-        host_log = _log_values(self.files[f"{folder}/host_start.log.{device}"])
-        khz = _mhz_to_khz(info.get("hwts_frequency") or 100)
-        info_json = self._json(f"{folder}/info.json.{device}")
+        story = self._stories[("device", device)] = ClockStory()
+        info_rel, dev_rel = f"{folder}/info.json.{device}", f"{folder}/dev_start.log.{device}"
+        if info_rel not in self.files:
+            story.missing.append(info_rel)
+        dev_log = _log_values(self.files.get(dev_rel, ""))
+        if "cntvct" not in dev_log:
+            story.missing.append(dev_rel)
+        info_json = self._json(info_rel)
         host_khz = _host_khz(info_json if info_json.get("CPU") else self._json("host/info.json"))
-        return Clock(khz, dev_log.get("cntvct", 0), _host_monotonic(host_log, host_khz), offset)
+        host_mono = self._device_host_monotonic(device, host_khz, story)
+        offset = self._wall_offset(folder, f".{device}", story)
+        if story.missing or host_mono is None or offset is None:
+            return None
+        khz = _mhz_to_khz(self.device_info(device).get("hwts_frequency") or 100)
+        return Clock(khz, dev_log["cntvct"], host_mono, offset)
+
+    def _device_host_monotonic(self, device: int, host_khz: int, story: ClockStory) -> int | None:
+        """Host CLOCK_MONOTONIC_RAW at the instant dev_start.log.N's cntvct was read (see ``_device_clock``)."""
+        wanted = f"device_{device}/host_start.log.{device}"
+        log = _log_values(self.files.get(wanted, ""))
+        if "clock_monotonic_raw" in log:
+            return _host_monotonic(log, host_khz)
+        host_log = _log_values(self.files.get("host/host_start.log", ""))
+        if "clock_monotonic_raw" in host_log:
+            story.substitutes.append(f"{_absent(self.files, wanted)}: device times use host/host_start.log instead")
+            return _host_monotonic(host_log, host_khz)
+        start = self._json(f"device_{device}/start_info.{device}").get("clockMonotonicRaw")
+        if _int(start) > 0:
+            story.substitutes.append(f"{_absent(self.files, wanted)}: device times use the clockMonotonicRaw of "
+                                     f"device_{device}/start_info.{device} instead")
+            return _int(start)
+        story.missing.append(wanted)
+        return None
 
     def platform(self, device: int) -> int:
         """The device's platform_version (1 when not given)."""
@@ -221,6 +287,20 @@ class TimeBase:
         return {"pid": _int(info.get("pid")), "pid_name": str(info.get("pid_name") or ""),
                 "hostname": str(info.get("hostname") or ""), "host_uid": str(info.get("hostUid") or "0"),
                 "start_ns": _int(start) * 1000, "end_ns": _int(end) * 1000}
+
+
+@dataclass
+class ClockStory:
+    """How a clock was worked out: the control files it lacks (relative paths: none when it is known) and, one
+    line each, what stood in for a missing one."""
+
+    missing: list[str] = field(default_factory=list)
+    substitutes: list[str] = field(default_factory=list)
+
+
+def _absent(files: dict[str, str], rel: str) -> str:
+    """`rel is missing`, or `rel lacks its numbers` for a file that came but holds none of what is read."""
+    return f"{rel} {'is damaged (not the lines or JSON it should hold)' if rel in files else 'is missing'}"
 
 
 _DEVICE_INFO = re.compile(r"^device_(\d+)/info\.json\.\d+$")
