@@ -8,14 +8,25 @@ as they arrive; the start and end rows are updated in place when what they depen
 
 from __future__ import annotations
 
-import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from stages.schema import AICORE_FREQ_PLATFORMS
 from stages.sinks import _msprof_db as msdb
 from stages.sinks._format import RunInfo
 
 NO_DIE = -1
+
+
+class Connection(Protocol):
+    """What the table needs of the sink's connection (stages.sinks.sqlite.Writer)."""
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> None: ...
+
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]: ...
+
+    def insert(self, table: msdb.Table, rows: Sequence[Sequence[Any]]) -> None: ...
 
 
 @dataclass
@@ -34,7 +45,7 @@ class AicoreFreqTable:
     start_ns: int = 0
     end_ns: int = 0
 
-    def run_info(self, conn: sqlite3.Connection, info: RunInfo) -> None:
+    def run_info(self, conn: Connection, info: RunInfo) -> None:
         self.start_ns, self.end_ns = info.start_ns, info.end_ns
         for device, facts in info.devices.items():
             if int(facts.get("platform") or -1) in AICORE_FREQ_PLATFORMS:
@@ -46,7 +57,7 @@ class AicoreFreqTable:
                 self._add(conn, device, state, points)
             self._boundaries(conn, device, state)
 
-    def changes(self, conn: sqlite3.Connection, rows: list[list[int]]) -> None:
+    def changes(self, conn: Connection, rows: list[list[int]]) -> None:
         by_device: dict[int, list[tuple[int, float]]] = {}
         for device, at, mhz in rows:
             by_device.setdefault(int(device), []).append((int(at), float(mhz)))
@@ -58,7 +69,7 @@ class AicoreFreqTable:
             self._add(conn, device, state, points)
             self._boundaries(conn, device, state)
 
-    def _add(self, conn: sqlite3.Connection, device: int, state: _Device, points: list[tuple[int, float]]) -> None:
+    def _add(self, conn: Connection, device: int, state: _Device, points: list[tuple[int, float]]) -> None:
         rows = []
         for at, mhz in points:
             if at < self.start_ns:  # msprof keeps only the clock it leaves the start with
@@ -70,9 +81,9 @@ class AicoreFreqTable:
                 state.latest = (at, mhz)
         if rows:
             conn.execute(msdb.AICORE_FREQ.create_sql())
-            conn.executemany(msdb.AICORE_FREQ.insert_sql(), rows)
+            conn.insert(msdb.AICORE_FREQ, rows)
 
-    def _boundaries(self, conn: sqlite3.Connection, device: int, state: _Device) -> None:
+    def _boundaries(self, conn: Connection, device: int, state: _Device) -> None:
         if not self.start_ns or not state.default_mhz:
             return
         start_mhz = state.before_start[1] if state.before_start else state.default_mhz
@@ -82,11 +93,10 @@ class AicoreFreqTable:
             state.end_row = self._put(conn, state.end_row, device, self.end_ns, end_mhz)
 
     @staticmethod
-    def _put(conn: sqlite3.Connection, rowid: int | None, device: int, at: int, mhz: float) -> int:
+    def _put(conn: Connection, rowid: int | None, device: int, at: int, mhz: float) -> int:
         conn.execute(msdb.AICORE_FREQ.create_sql())
         if rowid is not None:
             conn.execute("UPDATE AICORE_FREQ SET timestampNs = ?, freq = ? WHERE rowid = ?", (at, mhz, rowid))
             return rowid
-        cursor = conn.execute(msdb.AICORE_FREQ.insert_sql(), (device, at, mhz, NO_DIE))
-        assert cursor.lastrowid is not None
-        return cursor.lastrowid
+        [(rowid,)] = conn.query(f"{msdb.AICORE_FREQ.insert_sql()} RETURNING rowid", (device, at, mhz, NO_DIE))
+        return int(rowid)

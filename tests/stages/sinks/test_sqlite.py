@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from typing import Any
 
 import pytest
@@ -323,7 +324,9 @@ def test_restore_after_a_readers_analyze_keeps_sqlites_own_tables(ctx: StageCont
     sink.write_batch(feed.batch("task", [feed.task(0, 10)]))
     saved = sink.snapshot()
     sink.write_batch(feed.batch("task", [feed.task(20, 30, op_name="Conv_9", op_type="Conv2D")]))
-    with sqlite3.connect(sink.path) as reader:
+    # closed before the kill: a connection of this process must not outlive the sink's (ADBC's SQLite is another
+    # copy of SQLite, whose close would delete the WAL under it; readers in other processes are safe)
+    with closing(sqlite3.connect(sink.path)) as reader, reader:
         reader.execute("ANALYZE")
     assert sink.conn is not None
     sink.conn.close()  # killed
