@@ -33,11 +33,15 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import polars as pl
+import pyarrow as pa
 from pydantic import Field
 
 from pipeline.checkpoint import pickle_state, restore_state
 from pipeline.heap import collect_young_less_often
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
+from stages import tables
 from stages.schema import SymbolTable, unpack_rows
 from stages.sinks._format import (
     DEFAULT_OUTPUT_DIR,
@@ -54,11 +58,14 @@ from stages.sinks._format import (
 )
 from stages.sinks._jsonarray import JsonArrayFile
 from stages.sinks._step_layer import StepLayer, StepTrack, step_thread_name, step_tid
+from stages.sinks._text_columns import us_text
+from stages.sinks._track_columns import place_nested, place_serial
 from stages.sinks._tracks import HostTrack, SerialTrack
 
 HOST_DEVICE_ID = 31
 SORT_TX, SORT_CANN, SORT_HARDWARE = 6, 7, 14
 LEVEL_TEXTS = {code: name for code, (name, _prefix) in LEVELS.items()}  # args "level"
+LEVEL_PREFIXES = {code: prefix for code, (_name, prefix) in LEVELS.items()}  # event names: {prefix}@{api}
 FLOW_MEMORY = 1 << 16  # connection ids remembered to pair flows whose ends arrive apart
 
 
@@ -72,6 +79,16 @@ def _js(text: str) -> str:
 
 
 _DEFAULT_TEXTS = {"": '""', NA: _js(NA)}
+
+
+def _int(column: pl.Expr, none: int | None = None) -> pl.Expr:
+    """An integer column as JSON number text: ``none`` where null (else "None", as an f-string prints it)."""
+    return column.cast(pl.String).fill_null(pl.lit("None" if none is None else str(none)))
+
+
+def _or(json_text: pl.Expr, default: str) -> pl.Expr:
+    """A symbol's JSON string, ``default`` where the text is empty."""
+    return pl.when(json_text == '""').then(pl.lit(default)).otherwise(json_text)
 
 
 def _meta(name: str, pid: int, tid: int, key: str, value: Any) -> str:
@@ -121,7 +138,8 @@ class TimelineSink(Sink):
         self._node_connections = _Bounded(FLOW_MEMORY)
         self._waiting_flow_ends = _Bounded(FLOW_MEMORY)  # connection id -> (pid, tid, ts)
         self._flow_ended = _Bounded(FLOW_MEMORY)  # connection ids whose flow has its end
-        self.counts = {"task": 0, "api": 0, "tx": 0, "flows": 0}
+        self.counts = {"task": 0, "api": 0, "tx": 0, "flows": 0, "per_span": 0}
+        self._json_texts: pl.Series | None = None  # every symbol's text as a JSON string, by id (not pickled)
         self._steps = StepLayer()
 
     # -- stage interface -------------------------------------------------------------------
@@ -132,6 +150,8 @@ class TimelineSink(Sink):
 
     def write_batch(self, batch: Batch) -> None:
         learn_symbols(self.symbols, batch)
+        if batch.meta.get("symbols"):
+            self._json_texts = None
         kind = batch.kind
         if kind == "run_info":
             rows = unpack_rows(batch)
@@ -143,15 +163,14 @@ class TimelineSink(Sink):
         if self._file is None:  # tolerate a runner that skips open()
             self.open()
         out: list[str] = []
-        rows = unpack_rows(batch)
         if kind == "task":
-            self._tasks(rows, out)
+            self._tasks(self._table(batch, kind), out)
         elif kind == "api":
-            self._apis(rows, out)
+            self._apis(self._table(batch, kind), out)
         elif kind == "step_trace":
-            self._step_trace(rows, out)
+            self._step_trace(unpack_rows(batch), out)
         else:
-            self._txs(rows, out)
+            self._txs(unpack_rows(batch), out)
         self._write(out)
 
     def flush(self) -> None:
@@ -176,7 +195,7 @@ class TimelineSink(Sink):
         if self._file is not None and self.config.fsync:
             self._file.sync()
         end = (self._file.size, self._file.count) if self._file is not None else None
-        return pickle.dumps({"state": pickle_state(self, skip=("_file",)), "end": end})
+        return pickle.dumps({"state": pickle_state(self, skip=("_file", "_json_texts")), "end": end})
 
     def restore(self, state: bytes) -> None:
         """Files as they were at the checkpoint: later rotations removed, the current file cut back to its end
@@ -211,6 +230,7 @@ class TimelineSink(Sink):
             "step_flows_written": self._steps.flow_starts,
             "events_adjusted_for_overlap": adjusted,
             "events_dropped_for_overlap": dropped,
+            "events_placed_per_span": self.counts.get("per_span", 0),
             "files": len(self.paths),
         }
 
@@ -285,45 +305,81 @@ class TimelineSink(Sink):
 
     # -- events -------------------------------------------------------------------------------
 
-    def _tasks(self, rows: list[list[Any]], out: list[str]) -> None:
-        app_pid = self.info.pid
-        announced, serial, texts = self._announced, self._serial, self._texts
-        flow_ended, node_connections = self._flow_ended.data, self._node_connections.data
-        pids: dict[int, int] = {}  # device -> its Ascend Hardware pid
-        for row in rows:
-            (device_id, model_id, _iteration, stream_id, task_id, batch_id, start_ns, end_ns,
-             op_name, _op_type, task_type, *_rest) = row
-            connection_id, context_id = row[14], row[23]
-            pid = pids.get(device_id)
-            if pid is None:
-                pid = pids[device_id] = format_pid(app_pid, SORT_HARDWARE, device_id)
-            if (pid, -1) not in announced:
-                self._process(out, pid, "Ascend Hardware", f"NPU {device_id}", SORT_HARDWARE)
-            key = (pid, stream_id)
-            if key not in announced:
-                self._thread(out, pid, stream_id, f"Stream {stream_id}")
-            track = serial.get(key)
+    def _table(self, batch: Batch, kind: str) -> pa.Table:
+        """The batch's Arrow table (a column batch), or one made of its msgpack rows."""
+        if tables.is_table(batch):
+            return tables.unpack_table(batch)
+        rows = unpack_rows(batch)
+        if kind == "api":  # a level given by its name
+            rows = [row if type(row[2]) is int else [*row[:2], level_code(row[2]), *row[3:]] for row in rows]
+        return tables.table_of_rows(kind, rows)
+
+    def _symbol_json(self) -> pl.Series:
+        """Every symbol's text as a JSON string, by id."""
+        if self._json_texts is None:
+            self._json_texts = pl.Series("json", [_js(text) for text in self.symbols.texts], dtype=pl.String)
+        return self._json_texts
+
+    def _tasks(self, table: pa.Table, out: list[str]) -> None:
+        """Device tasks: a slice per task on its stream's track, a flow end where its launch's flow starts."""
+        n = table.num_rows
+        if n == 0:
+            return
+        df = pl.from_arrow(table.select(["device_id", "model_id", "stream_id", "task_id", "batch_id", "start_ns",
+                                         "end_ns", "op_name", "task_type", "connection_id", "context_id"]))
+        assert isinstance(df, pl.DataFrame)
+        device = df["device_id"].to_numpy().astype(np.int64)
+        stream = df["stream_id"].to_numpy().astype(np.int64)
+        pid = ((self.info.pid << 10) | (SORT_HARDWARE << 5) | (device & 31)) & 0xFFFFFFFF
+        pairs, first, group = np.unique(np.stack([pid, stream], axis=1), axis=0, return_index=True,
+                                        return_inverse=True)
+        serial = self._serial
+        tracks: list[SerialTrack] = []
+        for track_pid, track_stream in pairs.tolist():
+            track = serial.get((track_pid, track_stream))
             if track is None:
-                track = serial[key] = SerialTrack()
-            start_ns, end_ns = track.place(start_ns, end_ns)
-            name = self._names.get((-1, op_name) if op_name else (-2, task_type or 0)) or self._task_name(
-                op_name, task_type)
-            task_type_text = texts.get(task_type) or self._text(task_type, NA)
-            ts = us(start_ns)
-            conn = UINT32_NONE if connection_id is None else connection_id
-            out.append(
-                f'{{"name":{name},"pid":{pid},"tid":{stream_id},"ts":"{ts}","dur":{us(end_ns - start_ns)},'
-                f'"args":{{"Model Id":{model_id},"Task Type":{task_type_text},'
-                f'"Physic Stream Id":{stream_id},"Task Id":{task_id},"Batch Id":{batch_id},'
-                f'"Subtask Id":{UINT32_NONE if context_id is None else context_id},"connection_id":{conn}}},"ph":"X"}}'
-            )
-            # One flow per launch: an FFTS+ task's contexts share its connection id, the first one ends it.
-            if connection_id is not None and connection_id not in flow_ended:
+                track = serial[(track_pid, track_stream)] = SerialTrack()
+            tracks.append(track)
+        for index in np.argsort(first).tolist():
+            track_pid, track_stream = pairs[index].tolist()
+            if (track_pid, -1) not in self._announced:
+                device_id = int(device[first[index]])
+                self._process(out, track_pid, "Ascend Hardware", f"NPU {device_id}", SORT_HARDWARE)
+            self._thread(out, track_pid, track_stream, f"Stream {track_stream}")
+        start, end, per_span = place_serial(tracks, group.reshape(-1), df["start_ns"].to_numpy().astype(np.int64),
+                                            df["end_ns"].to_numpy().astype(np.int64))
+        self.counts["per_span"] += per_span
+        texts = self._symbol_json()
+        op_name, task_type = df["op_name"], df["task_type"].fill_null(0)
+        name = texts.gather(pl.select(pl.when(op_name != 0).then(op_name).otherwise(task_type)).to_series())
+        frame = df.with_columns(pl.Series("pid", pid), pl.Series("s", start), pl.Series("e", end),
+                                name.alias("name_json"), texts.gather(task_type).alias("type_json"))
+        ts = us_text(pl.col("s"))
+        events = frame.select(pl.concat_str([
+            pl.lit('{"name":'), _or(pl.col("name_json"), '"UNKNOWN"'), pl.lit(',"pid":'), _int(pl.col("pid")),
+            pl.lit(',"tid":'), _int(pl.col("stream_id")), pl.lit(',"ts":"'), ts, pl.lit('","dur":'),
+            us_text(pl.col("e") - pl.col("s")), pl.lit(',"args":{"Model Id":'), _int(pl.col("model_id")),
+            pl.lit(',"Task Type":'), _or(pl.col("type_json"), _js(NA)), pl.lit(',"Physic Stream Id":'),
+            _int(pl.col("stream_id")), pl.lit(',"Task Id":'), _int(pl.col("task_id")), pl.lit(',"Batch Id":'),
+            _int(pl.col("batch_id")), pl.lit(',"Subtask Id":'), _int(pl.col("context_id"), UINT32_NONE),
+            pl.lit(',"connection_id":'), _int(pl.col("connection_id"), UINT32_NONE), pl.lit('},"ph":"X"}'),
+        ]).alias("event"), ts.alias("ts"))
+        out.extend(events["event"].to_list())
+        self.counts["task"] += n
+        # One flow per launch: an FFTS+ task's contexts share its connection id, the first one ends it.
+        launched = frame.with_columns(events["ts"]).filter(pl.col("connection_id").is_not_null())
+        if launched.height == 0:
+            return
+        flow_ended, node_connections = self._flow_ended.data, self._node_connections.data
+        waiting = self._waiting_flow_ends
+        for connection_id, task_pid, stream_id, at in zip(
+                launched["connection_id"].to_list(), launched["pid"].to_list(), launched["stream_id"].to_list(),
+                launched["ts"].to_list(), strict=True):
+            if connection_id not in flow_ended:
                 if connection_id in node_connections:
-                    out.append(self._flow_end(connection_id, pid, stream_id, ts))
-                elif connection_id not in self._waiting_flow_ends.data:
-                    self._waiting_flow_ends.put(connection_id, (pid, stream_id, ts))
-        self.counts["task"] += len(rows)
+                    out.append(self._flow_end(connection_id, task_pid, stream_id, at))
+                elif connection_id not in waiting.data:
+                    waiting.put(connection_id, (task_pid, stream_id, at))
 
     def _step_trace(self, rows: list[list[Any]], out: list[str]) -> None:
         """The step trace layer: a thread per model on the device's Ascend Hardware process."""
@@ -335,43 +391,60 @@ class TimelineSink(Sink):
             self._thread(out, pid, tid, step_thread_name(model_id))
             self._steps.events(row, pid, out)
 
-    def _apis(self, rows: list[list[Any]], out: list[str]) -> None:
+    def _apis(self, table: pa.Table, out: list[str]) -> None:
+        """Host APIs: a slice per API on its thread's track (spans nest, never cross), a flow start per Node API."""
         pid = format_pid(self.info.pid, SORT_CANN, HOST_DEVICE_ID)
         self._process(out, pid, "CANN", "CPU", SORT_CANN)
-        announced, nested, names, texts = self._announced, self._nested, self._names, self._texts
-        written = 0
-        for start_ns, end_ns, level, struct_type, api_name, thread_id, connection_id, item_id in rows:
-            key = (pid, thread_id)
-            if key not in announced:
-                self._thread(out, pid, thread_id, f"Thread {thread_id}")
-            track = nested.get(key)
+        n = table.num_rows
+        if n == 0:
+            return
+        df = pl.from_arrow(table)
+        assert isinstance(df, pl.DataFrame)
+        thread = df["thread_id"].to_numpy().astype(np.int64)
+        start = df["start_ns"].to_numpy().astype(np.int64)
+        end = df["end_ns"].to_numpy().astype(np.int64)
+        threads, first, group = np.unique(thread, return_index=True, return_inverse=True)
+        kept = np.ones(n, bool)
+        window = int(self.config.overlap_window_s * 1e9)
+        for index in np.argsort(first).tolist():
+            thread_id = int(threads[index])
+            self._thread(out, pid, thread_id, f"Thread {thread_id}")
+            track = self._nested.get((pid, thread_id))
             if track is None:
-                track = nested[key] = HostTrack(int(self.config.overlap_window_s * 1e9))
-            placed = track.place(start_ns, end_ns)
-            if placed is None:
-                continue
-            start_ns, end_ns = placed
-            code = level if type(level) is int else level_code(level)
-            if code is None:
-                code = -3
-            ts = us(start_ns)
-            conn = UINT32_NONE if connection_id is None else connection_id
-            item_text = f'"{item_id}"' if type(item_id) is int else _js(str(item_id))
-            out.append(
-                f'{{"name":{names.get((code, api_name)) or self._api_name(code, api_name)},"pid":{pid},'
-                f'"tid":{thread_id},"ts":"{ts}","dur":{us(end_ns - start_ns)},'
-                f'"args":{{"Thread Id":{thread_id},"Mode":{texts.get(struct_type) or self._text(struct_type)},'
-                f'"level":"{LEVEL_TEXTS.get(code, "")}","id":{texts.get(api_name) or self._text(api_name)},'
-                f'"item_id":{item_text},"connection_id":{conn}}},"ph":"X"}}'
-            )
-            written += 1
-            if code == NODE_LEVEL and connection_id is not None:
-                out.append(self._flow_start(connection_id, pid, thread_id, ts))
-                self._node_connections.put(connection_id)
-                waiting = self._waiting_flow_ends.data.pop(connection_id, None)
-                if waiting is not None:
-                    out.append(self._flow_end(connection_id, *waiting))
-        self.counts["api"] += written
+                track = self._nested[(pid, thread_id)] = HostTrack(window)
+            rows = np.flatnonzero(group.reshape(-1) == index)
+            placed_s, placed_e, placed, per_span = place_nested(track, start[rows], end[rows])
+            start[rows], end[rows], kept[rows] = placed_s, placed_e, placed
+            self.counts["per_span"] += per_span
+        texts = self._symbol_json()
+        code = df["level"].fill_null(-3)
+        frame = df.with_columns(
+            pl.Series("s", start), pl.Series("e", end),
+            code.replace_strict(LEVEL_PREFIXES, default="Api", return_dtype=pl.String).alias("prefix"),
+            code.replace_strict(LEVEL_TEXTS, default="", return_dtype=pl.String).alias("level_text"),
+            code.alias("code"), texts.gather(df["name"]).alias("name_json"),
+            texts.gather(df["struct_type"]).alias("mode_json")).filter(pl.Series(kept))
+        ts = us_text(pl.col("s"))
+        events = frame.select(pl.concat_str([
+            pl.lit('{"name":"'), pl.col("prefix"), pl.lit("@"), pl.col("name_json").str.slice(1),
+            pl.lit(f',"pid":{pid},"tid":'), _int(pl.col("thread_id")), pl.lit(',"ts":"'), ts, pl.lit('","dur":'),
+            us_text(pl.col("e") - pl.col("s")), pl.lit(',"args":{"Thread Id":'), _int(pl.col("thread_id")),
+            pl.lit(',"Mode":'), pl.col("mode_json"), pl.lit(',"level":"'), pl.col("level_text"), pl.lit('","id":'),
+            pl.col("name_json"), pl.lit(',"item_id":"'), _int(pl.col("item_id")), pl.lit('","connection_id":'),
+            _int(pl.col("connection_id"), UINT32_NONE), pl.lit('},"ph":"X"}'),
+        ]).alias("event"), ts.alias("ts"))
+        out.extend(events["event"].to_list())
+        self.counts["api"] += frame.height
+        nodes = frame.with_columns(events["ts"]).filter(
+            (pl.col("code") == NODE_LEVEL) & pl.col("connection_id").is_not_null())
+        waiting = self._waiting_flow_ends.data
+        for connection_id, thread_id, at in zip(nodes["connection_id"].to_list(), nodes["thread_id"].to_list(),
+                                                nodes["ts"].to_list(), strict=True):
+            out.append(self._flow_start(connection_id, pid, thread_id, at))
+            self._node_connections.put(connection_id)
+            ended = waiting.pop(connection_id, None)
+            if ended is not None:
+                out.append(self._flow_end(connection_id, *ended))
 
     def _txs(self, rows: list[list[Any]], out: list[str]) -> None:
         pid = format_pid(self.info.pid, SORT_TX, HOST_DEVICE_ID)
