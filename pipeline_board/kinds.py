@@ -32,6 +32,13 @@ HASH_DIC = StreamKind("hash_dic", "text", whole_records_per_slice=True)
 HWTS = StreamKind("hwts", "fixed", 64, _HWTS, 2)
 AICORE = StreamKind("aicore", "fixed", 128, _HWTS, 2)
 TS_TRACK = StreamKind("ts_track", "fixed", 40)
+# `training_trace.*.dev.profiler_default_tag` files: the 40-byte ts_track records of later CANN, or (MindSpore
+# jobs of 2020) 20-byte step-trace records `<QHHQ` (tag, task id, stream id, syscnt). Which one, the file's own
+# bytes tell (``settle``); the stream is framed as one of these two kinds once they have.
+TRAINING_TRACE = StreamKind("training_trace", "fixed", 40)
+LEGACY_STEP_TRACE = StreamKind("legacy_step_trace", "fixed", 20)
+SETTLE_BYTES = 8 * 40  # the head of a training_trace stream that decides its record size
+_TS_TRACK_TAGS = frozenset(range(10, 16))
 MINI_TS_TRACK = StreamKind("mini_ts_track", "tlv")
 MINI_AICORE = StreamKind("mini_aicore", "tlv")
 AICPU_PREPROCESS = StreamKind("aicpu_preprocess", "nul_text", 128, b"ZZ<\x00", 0)
@@ -91,10 +98,34 @@ LEGACY_NAMES = tuple((re.compile(pattern + _DEV), kind) for pattern, kind in (
     (r"^[Rr]untime\.(?:api|runtime\.data)", _legacy("legacy_rt_api", 256)),
     (r"^hwts\.log\.data\.\d+(?:\.(?:dev|host)\.profiler_default_tag)?", HWTS),
     (r"^aicore\.data\.\d+(?:\.dev\.profiler_default_tag)?", AICORE),
-    (r"^(?:ts_track\.data\.\d+(?:\.dev\.profiler_default_tag)?|training_trace\.\d+\.dev\.profiler_default_tag)",
-     TS_TRACK),
+    (r"^ts_track\.data\.\d+(?:\.dev\.profiler_default_tag)?", TS_TRACK),
+    (r"^training_trace\.\d+\.dev\.profiler_default_tag", TRAINING_TRACE),
 ))
-_MINI = {AICORE.name: MINI_AICORE, TS_TRACK.name: MINI_TS_TRACK}
+_MINI = {AICORE.name: MINI_AICORE, TS_TRACK.name: MINI_TS_TRACK, TRAINING_TRACE.name: MINI_TS_TRACK}
+
+
+def settle(kind: StreamKind, head: bytes, final: bool) -> StreamKind | None:
+    """The kind a stream is framed as, from its first bytes: ``kind`` itself unless it is TRAINING_TRACE, whose
+    record size the bytes decide (None: too few bytes yet). The rule, on the first SETTLE_BYTES (or all the
+    stream has, at its end):
+
+    - read as 40-byte ts_track records, every record's byte 1 is a ts_track tag (10–15) and its bytes 4–7
+      (reserved) are zero;
+    - read as 20-byte `<QHHQ` records, every syscnt (bytes 12–19) is non-zero and none is below the one
+      before it (one task scheduler writes them, in time order).
+
+    Only the second holds: 20-byte records (LEGACY_STEP_TRACE); otherwise 40 (TS_TRACK: the current layout,
+    whose decoder rejects records it cannot read by their tag)."""
+    if kind.name != TRAINING_TRACE.name:
+        return kind
+    if len(head) < SETTLE_BYTES and not final:
+        return None
+    head = head[:SETTLE_BYTES]
+    forty = len(head) >= 40 and all(head[at + 1] in _TS_TRACK_TAGS and not any(head[at + 4:at + 8])
+                                    for at in range(0, len(head) - 39, 40))
+    counts = [int.from_bytes(head[at + 12:at + 20], "little") for at in range(0, len(head) - 19, 20)]
+    twenty = bool(counts) and all(counts) and all(a <= b for a, b in zip(counts, counts[1:]))
+    return LEGACY_STEP_TRACE if twenty and not forty else TS_TRACK
 _SLICE = re.compile(r"^(?P<base>.+)\.slice_(?P<index>\d+)$")
 _INFER_SLICE = re.compile(r"^(?P<base>.+)\.(?P<index>\d+)$")
 _HOST_DATA = re.compile(r"^(?:aging|unaging)\.(?P<kind>.+)$")

@@ -14,7 +14,7 @@ import re
 import stat
 from typing import Any, Iterator, Tuple, Union
 
-from pipeline_board import framing
+from pipeline_board import framing, kinds
 
 CONTROL_PREFIXES = ("info.json", "sample.json", "start_info", "end_info", "host_start.log", "dev_start.log")
 MAX_CONTROL_BYTES = 1 << 20  # control files are a few KiB: a bigger one is not read
@@ -166,6 +166,10 @@ def frame_buffer(state: Any, final: bool) -> Iterator[tuple[framing.Framed, int,
     """Frame ``state.buffer`` until a call takes nothing more (one call frames one form of record only): each
     result with the (slice, offset) its first byte was read from; the buffer and ``state.buffer_origin`` move
     past what it consumed."""
+    settled = kinds.settle(state.kind, state.buffer, final)  # a training_trace's record size, from its bytes
+    if settled is None:
+        return
+    state.kind = settled
     while state.buffer:
         framed = framing.frame(state.kind, state.buffer, final)
         origin_slice, origin_offset = state.buffer_origin

@@ -9,6 +9,11 @@ record's own index id is not used. Between a start and a finish, tags 2 / 3 give
 forgets those seen before it. Tags 60000 / 60001 (step start / end, paired by index id) give iterations of
 their own, without FP or BP.
 
+The 20-byte step trace of 2020 MindSpore jobs (stages/formats/legacy.py STEP_TRACE_20) comes decoded into these
+tags (BP end 3, iteration end 4, all-reduce pairs 10000 + tag − 3) plus two of its own: TAG_LEGACY_STEP_START
+(a step's job-id record: no time of its own, a step lasting from the previous step's end) and TAG_LEGACY_FP
+(an FP start, which opens the first step when none is open).
+
 A finished iteration is final: its row is emitted at once. ``Data Aug Bound`` is the FP start minus the latest
 iteration end on the same device (any model) before it; every such end is known by then, because a
 device's keypoints arrive in time order. msprof stores a missing value as 0 and prints 0 as N/A, so a
@@ -23,9 +28,13 @@ from typing import Any
 
 import numpy as np
 
+from stages.formats import legacy
+
 TAG_MODEL_START, TAG_MODEL_END, TAG_FP, TAG_BP, TAG_ITERATION_END = 0, 1, 2, 3, 4
 ALL_REDUCE_FIRST, GET_NEXT_FIRST = 10000, 20000
 TAG_STEP_START, TAG_STEP_END = 60000, 60001
+TAG_LEGACY_STEP_START, TAG_LEGACY_FP = legacy.BOOK_STEP_START, legacy.BOOK_FP
+assert (legacy.BOOK_BP, legacy.BOOK_ITERATION_END, legacy.BOOK_REDUCE) == (TAG_BP, TAG_ITERATION_END, ALL_REDUCE_FIRST)
 ENDS_KEPT = 256  # recent iteration ends per device, for Data Aug Bound
 
 
@@ -58,6 +67,11 @@ class StepTraceBook:
         columns = (arr["device_id"].tolist(), arr["model_id"].tolist(), arr["tag_id"].tolist(),
                    arr["ts_ns"].tolist(), arr["stream_id"].tolist(), arr["index_id"].tolist())
         for device, model, tag, ts, stream, index in zip(*columns, strict=True):
+            if tag == TAG_LEGACY_STEP_START:
+                continue
+            if tag == TAG_LEGACY_FP:
+                self._legacy_fp(self.models.setdefault((device, model), _ModelSteps()), ts)
+                continue
             if tag >= TAG_STEP_START:
                 self._step_time(device, model, tag, ts, index, rows)
                 continue
@@ -75,6 +89,14 @@ class StepTraceBook:
                 elif pairs:
                     pairs[-1][1] = ts
         return rows
+
+    @staticmethod
+    def _legacy_fp(steps: _ModelSteps, ts: int) -> None:
+        """An FP start of the 20-byte layout: it opens the first step (later ones open at the step before's end)."""
+        if steps.state == TAG_MODEL_END:
+            steps.current = _Iteration(start=ts)
+            steps.state = TAG_MODEL_START
+        steps.current.fp = ts
 
     def _keypoint(self, device: int, model: int, steps: _ModelSteps, tag: int, ts: int,
                   rows: list[list[Any]]) -> None:

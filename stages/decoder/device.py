@@ -12,7 +12,7 @@ from stages.decoder import devextra, records
 from stages.decoder.counter import RollingCounters
 from stages.decoder.timebase import Clock, TimeBase
 from stages.decoder.ts_track import decode_ts_track
-from stages.formats import raw
+from stages.formats import legacy, raw
 
 Reject = Callable[[str, int, bytes], None]
 Lost = Callable[[str, int], None]
@@ -45,6 +45,8 @@ class DeviceDecoder:
         if kind == "ts_track":
             chip_v6 = self.timebase.platform(device) in raw.STARS_V6_PLATFORMS
             return list(decode_ts_track(batch.body, device, clock, self.reject, chip_v6))
+        if kind == legacy.LEGACY_STEP_TRACE.name:
+            return [("step", _legacy_steps(batch.body, device, clock))]
         if kind in ("mini_ts_track", "mini_aicore"):
             return self._mini(kind, batch.body, device, clock)
         if kind in devextra.KINDS:
@@ -125,3 +127,22 @@ def _steps(arr: np.ndarray, device: int, clock: Clock) -> np.ndarray:
     out["ts_ns"] = clock.to_local_ns(arr["timestamp"])
     return out
 
+
+
+def _legacy_steps(body: bytes, device: int, clock: Clock) -> np.ndarray:
+    """20-byte step-trace records (stages/formats/legacy.py STEP_TRACE_20) as ``step`` records, their tags in the
+    step-trace book's terms (stages/formats/legacy.py BOOK_*, read by stages/aggregator/steps.py). No index or
+    model id: both 0."""
+    rows = np.frombuffer(body, dtype=legacy.STEP_TRACE_20)
+    tags = rows["tag"]
+    out = np.zeros(len(rows), records.STEP)
+    out["device_id"] = device
+    clock.to_local_ns(rows["syscnt"], out=out["ts_ns"])
+    out["stream_id"] = rows["stream_id"] & 0x7FF
+    out["task_id"] = rows["task_id"]
+    reduce = np.clip(tags, 3, 254).astype(np.int64) + (legacy.BOOK_REDUCE - 3)
+    out["tag_id"] = np.select(
+        [(tags == 0) | (tags > 255), tags == legacy.STEP_FP_START, tags == legacy.STEP_BP_END,
+         tags == legacy.STEP_ITERATION_END],
+        [legacy.BOOK_STEP_START, legacy.BOOK_FP, legacy.BOOK_BP, legacy.BOOK_ITERATION_END], reduce)
+    return out

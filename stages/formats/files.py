@@ -34,6 +34,9 @@ TYPE_INFO_DIC = StreamKind("type_info_dic", "text", whole_records_per_slice=True
 HWTS = StreamKind("hwts", "fixed", 64, b"\xd3\x6b", 2)
 AICORE = StreamKind("aicore", "fixed", 128, b"\xd3\x6b", 2)
 TS_TRACK = StreamKind("ts_track", "fixed", raw.TS_TRACK_SIZE)
+# training_trace files: framed as TS_TRACK or legacy.LEGACY_STEP_TRACE once their bytes tell which
+# (pipeline_board.kinds.settle); never shipped as this kind.
+TRAINING_TRACE = StreamKind("training_trace", "fixed", raw.TS_TRACK_SIZE)
 MINI_TS_TRACK = StreamKind("mini_ts_track", "tlv")
 MINI_AICORE = StreamKind("mini_aicore", "tlv")
 AICPU = StreamKind("aicpu", "fixed", raw.AICPU_NODE.itemsize, b"\x5a\x5a", 0)
@@ -82,6 +85,7 @@ def _kinds_by_name() -> dict[str, StreamKind]:
     from stages.formats import host_extra, legacy  # both import this module
 
     known = (*HOST_KINDS.values(), *host_extra.FILE_TAGS.values(), *legacy.HOST_KINDS,
-             *DEVICE_EXTRA_KINDS.values(), HWTS, AICORE, TS_TRACK, MINI_TS_TRACK, MINI_AICORE, STARS_SOC,
+             *DEVICE_EXTRA_KINDS.values(), HWTS, AICORE, TS_TRACK, TRAINING_TRACE, legacy.LEGACY_STEP_TRACE,
+             MINI_TS_TRACK, MINI_AICORE, STARS_SOC,
              STARS_SOC_V6, FFTS_PROFILE)
     return {kind.name: kind for kind in known}

@@ -123,6 +123,20 @@ DATA_TAGS = {LEGACY_ACL.name: ACL_TAG, LEGACY_GE_TASK.name: GE_TASK_TAG, LEGACY_
              LEGACY_GE_FUSION.name: GE_FUSION_TAG, LEGACY_GE_MODEL_TIME.name: GE_MODEL_TIME_TAG,
              LEGACY_GE_HOST_SCHED.name: GE_HOST_SCHED_TAG}
 
+# Step trace of MindSpore training jobs of 2020 (`training_trace.46.dev.profiler_default_tag.N.slice_K`), 20 B
+# (`<QHHQ`): tag u64, task id u16, stream id u16, syscnt u64 (device ticks). Tags (MindSpore's step-trace parser
+# of that time): 0 or above 255 starts a step (the value is the job id), 1 FP start, 2 BP end, 255 iteration
+# end; the others pair per stream as all-reduce start (odd) and end (that tag + 1). A training_trace file holds
+# these or the 40-byte ts_track records; its first bytes tell which (pipeline_board.kinds.settle).
+STEP_TRACE_20 = _layout([("tag", "<u8", 0), ("task_id", "<u2", 8), ("stream_id", "<u2", 10), ("syscnt", "<u8", 12)],
+                        20)
+STEP_FP_START, STEP_BP_END, STEP_ITERATION_END = 1, 2, 255
+LEGACY_STEP_TRACE = StreamKind("legacy_step_trace", "fixed", STEP_TRACE_20.itemsize)
+# Their tags as decoded (the step-trace tag ids stages/aggregator/steps.py reads): a job id and an FP start get
+# ids of their own (a step of this layout starts at the previous step's end; the first one at its FP start),
+# the BP end and iteration end the current ones, all-reduce tag t → BOOK_REDUCE + t − 3 (start even, end odd).
+BOOK_STEP_START, BOOK_FP, BOOK_BP, BOOK_ITERATION_END, BOOK_REDUCE = 50000, 50001, 3, 4, 10000
+
 # The slice names (spec §1.2) and which kind each holds are the board agent's rules (``pipeline_board.kinds``):
 # the collector maps the kind it names to the one here, which carries the layout's record size.
 SLICE_SEP, INFER_SEP = board_kinds.SLICE_SEP, board_kinds.INFER_SEP

@@ -327,7 +327,7 @@ LEGACY_NAMES = [
     ("hwts.log.data.45.dev.profiler_default_tag.0", 1, "hwts", 0), ("hwts.log.data.45.1", 1, "hwts", 1),
     ("aicore.data.46.dev.profiler_default_tag.0", 1, "aicore", 0), ("aicore.data.46.0", 0, "mini_aicore", 0),
     ("ts_track.data.45.dev.profiler_default_tag.0", 1, "ts_track", 0),
-    ("training_trace.46.dev.profiler_default_tag.5", 1, "ts_track", 5),
+    ("training_trace.46.dev.profiler_default_tag.5", 1, "training_trace", 5),  # 40 or 20 B: its bytes tell
     ("ts_track.data.45.dev.profiler_default_tag.0", 0, "mini_ts_track", 0),
     ("hwts.data.0", 1, "hwts", 0), ("aicore.data.0", 0, "mini_aicore", 0),  # current names still
 ]
