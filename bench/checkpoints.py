@@ -22,7 +22,7 @@ stages:
   board: {{type: simulator, chip: mini, iterations: {iterations}, rate: realtime, seed: 1, output: board}}
   collect: {{type: collector, path: board, follow: true}}
   decode: {{type: decoder, inputs: [collect]}}
-  aggregate: {{type: aggregator, inputs: [decode], hold_s: 600}}
+  aggregate: {{type: aggregator, inputs: [decode]}}
   timeline: {{type: timeline, inputs: [aggregate.tasks]}}
   summary: {{type: summary, inputs: [aggregate.tasks, aggregate.stats]}}
   db: {{type: sqlite, inputs: [aggregate.tasks, aggregate.stats]}}

@@ -64,8 +64,8 @@ class StageContext:
     batch_records: int = 1024  # run.batch: records per message ...
     batch_bytes: int = 1 << 20  # ... and bytes per message, unless a stage sets its own
     output_guard: OutputGuard = field(default_factory=OutputGuard)  # writes pause on a full disk
-    # Seconds for timeouts between records (the aggregator's hold_s): the runner's clock leaves out
-    # the time this stage waited for a consumer, so a paused sink does not make joins give up.
+    # Seconds for timeouts between records: the runner's clock leaves out the time this stage waited for
+    # a consumer, so a paused sink does not cut such a wait short.
     clock: Callable[[], float] = _monotonic
     state_dir: Path | None = None  # where a stage may keep files of its own for crash recovery (None: off)
     curve: CurveKeys | None = None  # the run's CURVE keys, for a stage that binds a socket of its own

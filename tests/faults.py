@@ -114,18 +114,18 @@ run: {{name: ref{pid}, output: "{out}"}}
 stages:
   collect: {{type: collector, path: "{prof}", follow: false}}
   decode: {{type: decoder, inputs: [collect]}}
-  aggregate: {{type: aggregator, inputs: [decode], hold_s: {hold_s}}}
+  aggregate: {{type: aggregator, inputs: [decode]}}
   timeline: {{type: timeline, inputs: [aggregate.tasks]}}
   summary: {{type: summary, inputs: [aggregate.tasks, aggregate.stats]}}
   db: {{type: sqlite, inputs: [aggregate.tasks, aggregate.stats]}}
 """
 
 
-def assert_equals_undisturbed(out: Path, prof: Path, reference: Path, hold_s: float) -> None:
+def assert_equals_undisturbed(out: Path, prof: Path, reference: Path) -> None:
     """The run's CSVs, database and timeline hold what an undisturbed run over the finished
-    directory holds (same aggregator hold_s: its joins wait on the wall clock)."""
+    directory holds."""
     config = reference.with_suffix(".yaml")
-    config.write_text(REFERENCE.format(pid=os.getpid(), out=reference, prof=prof, hold_s=hold_s))
+    config.write_text(REFERENCE.format(pid=os.getpid(), out=reference, prof=prof))
     result = run_cli("run", str(config), "--live", "off")
     assert result.returncode == 0, result.stderr[-3000:]
     for module in ("op_summary", "op_statistic", "api_statistic"):

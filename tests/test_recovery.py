@@ -36,7 +36,7 @@ STAGE_TYPES = {"collect": "collector", "decode": "decoder", "aggregate": "aggreg
 
 
 def _config(out: Path, board: Path, checkpoint_s: float = 0.3, max_restarts: int = 3) -> str:
-    # hold_s far above any run's length: joins wait for their partner however loaded the machine is, so the
+    # joins wait for their partner's stream however loaded the machine is (no wall-clock timeout), so the
     # outputs do not depend on timing and two runs can be compared row for row
     return f"""
 run: {{name: rec{os.getpid()}-{abs(hash(str(out))) % 100000}, output: "{out}", progress_s: 1,
@@ -44,7 +44,7 @@ run: {{name: rec{os.getpid()}-{abs(hash(str(out))) % 100000}, output: "{out}", p
 stages:
   collect: {{type: collector, path: "{board}", follow: true, wait_s: 60}}
   decode: {{type: decoder, inputs: [collect]}}
-  aggregate: {{type: aggregator, inputs: [decode], snapshot_every_s: 0.5, hold_s: 600}}
+  aggregate: {{type: aggregator, inputs: [decode], snapshot_every_s: 0.5}}
   timeline: {{type: timeline, inputs: [aggregate.tasks]}}
   summary: {{type: summary, inputs: [aggregate.tasks, aggregate.stats], refresh_s: 0.2}}
   db: {{type: sqlite, inputs: [aggregate.tasks, aggregate.stats]}}

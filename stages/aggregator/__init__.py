@@ -41,7 +41,14 @@ from stages.schema import SymbolTable, pack_rows, unpack_rows
 from stages.subscription import records as subscribed_records
 from stages.tables import pack_columns
 
+# Waits (see _give_up): a record waiting for a join partner is given up only when the stream that would carry the
+# partner has moved past it (its watermark, or its order), at the end of the job, or when more than MAX_PENDING
+# records wait in its queue (counted in accounting()["joins_given_up"]); never after some wall time alone, so a live
+# run on a starved machine gives the outputs of an import of its directory.
 MAX_PENDING = 200_000
+LEGACY_DESC_LAG_NS = 1_000_000_000  # data time: how far GE's task stream passes a legacy track before "no desc"
+PMU_LOOKAHEAD = 4096  # joined tasks looked at for a later one whose PMU / L2 record is in (see _pmu_passed)
+API_MARK_LEVELS = (raw.LEVEL_NODE, raw.LEVEL_MODEL, raw.LEVEL_ACL)  # levels that end after a Node API they hold
 PRUNE_EVERY_S = 0.5
 TEXT_IDS_LIMIT = 65_536  # distinct text combinations of task rows remembered with their symbol ids
 API_NAMES_LIMIT = 65_536  # distinct API names remembered with their symbol ids
@@ -91,6 +98,7 @@ class DeviceTask:
 @dataclass(frozen=True)
 class DeviceFlags:
     v6: bool  # chip v6: 32-bit task ids
+    pmu: bool  # AI Core / AI Vector PMU events collected (sample.json): PMU records to join
     l2: bool  # L2 cache task counters to join
     aicpu: bool  # AI CPU kernel times to join
 
@@ -159,7 +167,6 @@ class AggregatorStage(Transform):
 
     class Config(StageConfig):
         snapshot_every_s: float = Field(1.0, gt=0, description="seconds between statistics snapshots")
-        hold_s: float = Field(5.0, gt=0, description="longest wait for a missing join partner before giving up")
         max_batch_rows: int | None = Field(None, ge=1, description="rows per message (default: run.batch)")
 
     def __init__(self, config: Any, ctx: Any) -> None:
@@ -176,8 +183,11 @@ class AggregatorStage(Transform):
         self.static = StaticModels()
         self.log_streams: set[str] = set()  # streams that carry task start/end logs
         self.watermarks: dict[str, int] = {}
+        self.api_marks: dict[int, int] = {}  # thread → latest end of its API records at API_MARK_LEVELS
         self.connection_ids = 0
         self.pending_apis: deque[ApiChunk] = deque()
+        self.pending_api_records = 0
+        self.gave_up: Counter[str] = Counter()  # waits given up before their partner's stream passed them, by reason
         self.pending_host: deque[HostTask] = deque()
         self.pending_device: deque[DeviceTask] = deque()
         self.starts: dict[tuple[int, int, int], deque[int]] = {}
@@ -249,6 +259,12 @@ class AggregatorStage(Transform):
                                               chunk.first_connection + i) for i in nodes])
             if len(arr):
                 self.pending_apis.append(chunk)
+                self.pending_api_records += len(arr)
+                marks = self.api_marks
+                outer = np.isin(arr["level"], API_MARK_LEVELS)
+                for thread, end in zip(arr["thread_id"][outer].tolist(), arr["end_ns"][outer].tolist(), strict=True):
+                    if end > marks.get(thread, -1):
+                        marks[thread] = end
         elif kind == "event":
             for record in arr[(arr["level"] == raw.LEVEL_MODEL) & np.isin(arr["type"], MODEL_WINDOW_TYPES)]:
                 model, request, ts = int(record["item_id"]), int(record["request_id"]), int(record["ts_ns"])
@@ -357,8 +373,15 @@ class AggregatorStage(Transform):
                     self.rows["aicore_freq"].append([device, int(at), int(mhz)])
 
     # -- resolution -------------------------------------------------------------------------
-    def _expired(self, arrived: float, now: float) -> bool:
-        return self.finishing or now - arrived > self.config.hold_s
+    def _give_up(self, waiting: int) -> bool:
+        """Whether the oldest record of a queue stops waiting for a partner whose stream has not passed it: at the end
+        of the job, or when more than MAX_PENDING records wait in that queue (see _gave_up)."""
+        return self.finishing or waiting > MAX_PENDING
+
+    def _gave_up(self, queue: str) -> None:
+        """A record went on without a partner whose stream had not passed it: counted, unless the job ended."""
+        if not self.finishing:
+            self.gave_up[f"{queue} given up: more than {MAX_PENDING:,} records waiting"] += 1
 
     def _type_name(self, level: int, type_id: int) -> str | None:
         return self.types.get((level, type_id))
@@ -392,7 +415,8 @@ class AggregatorStage(Transform):
         api_names = self.api_names
         while self.pending_apis:
             chunk = self.pending_apis[0]
-            expired = self._expired(chunk.arrived, now)
+            # hash_dic and type_info carry no times: a name is waited for until it comes or the job ends
+            expired = self._give_up(self.pending_api_records)
             i, n = chunk.cursor, len(chunk.levels)
             while i < n:
                 level, type_id, item = chunk.levels[i], chunk.types[i], chunk.items[i]
@@ -406,6 +430,7 @@ class AggregatorStage(Transform):
                 if name is None:
                     if not expired:
                         break
+                    self._gave_up("API record waiting for its name")
                     name = str(item if level not in raw.LEVEL_NAMES else type_id)
                 elif not name:
                     name = str(item if level not in raw.LEVEL_NAMES else type_id)
@@ -423,6 +448,7 @@ class AggregatorStage(Transform):
                 rows.append([start, end, level, named[0], named[1], chunk.threads[i], chunk.first_connection + i,
                              item])
                 i += 1
+            self.pending_api_records -= i - chunk.cursor
             chunk.cursor = i
             if i < n:
                 break
@@ -433,13 +459,19 @@ class AggregatorStage(Transform):
     def _resolve_host(self, now: float) -> None:
         tensor_low = self._low_mark("tensor_info")
         context_low = self._low_mark("context_id_info")
+        node_low = self._low_mark("node_basic_info")
         while self.pending_host:
             task = self.pending_host[0]
             record = task.record
             if task.legacy:  # legacy runtime track: GE describes it by its ids
-                context = self.legacy.context(record, self.hashes, self._expired(task.arrived, now))
+                context = self.legacy.context(record, self.hashes, self.finishing, LEGACY_DESC_LAG_NS)
                 if context is None:
-                    return
+                    if not self._give_up(self._host_held()):
+                        return
+                    context = self.legacy.context(record, self.hashes, True, LEGACY_DESC_LAG_NS)
+                    assert context is not None
+                if context[2]:
+                    self._gave_up("legacy task track waiting for its GE description or tensors")
                 task.resolved = legacy.describe(record, context[0], self.hashes)
                 if task.resolved is not None:
                     task.resolved.update(_tensor_texts(context[1]))
@@ -450,9 +482,11 @@ class AggregatorStage(Transform):
                 node = self.host.node_info(thread, ts, node_api.start if node_api else 0)
                 complete = int(record["device_id"]) in self.devices and \
                     self._host_context_complete(thread, ts, node_api, node, type_name, int(record["kernel_name"]),
-                                                tensor_low, context_low)
-                if not complete and not self._expired(task.arrived, now):
-                    return
+                                                tensor_low, context_low, node_low)
+                if not complete:
+                    if not self._give_up(self._host_held()):
+                        return
+                    self._gave_up("host task waiting for its context")
                 task.resolved = self._describe(record, node_api, node, type_name)
             self.pending_host.popleft()
             if task.resolved is None:
@@ -467,6 +501,12 @@ class AggregatorStage(Transform):
                 self.static.launched(key[0], key[1], int(record["ts_ns"]))
                 self._meet(key, host=task)
 
+    def _host_held(self) -> int:
+        """Records the oldest waiting host task holds back: the host tasks after it, and the device tasks
+        waiting for a host task (a static model's executions wait for its load's registrations)."""
+        return len(self.pending_host) + sum(len(q) for q in self.device_ready.values()) + \
+            self.static.waiting_count()
+
     def _chip_v6(self, device: int) -> bool:
         return self._flags(device).v6
 
@@ -477,7 +517,8 @@ class AggregatorStage(Transform):
         if cached is not None and cached[0] is facts:
             return cached[1]
         known = facts or {}
-        flags = DeviceFlags(int(known.get("platform", 1)) in raw.STARS_V6_PLATFORMS, l2_configured(known),
+        flags = DeviceFlags(int(known.get("platform", 1)) in raw.STARS_V6_PLATFORMS,
+                            bool(known.get("pmu_events") or known.get("aiv_pmu_events")), l2_configured(known),
                             bool(known.get("aicpu_trace")))
         self.flags[device] = (facts, flags)
         return flags
@@ -496,18 +537,25 @@ class AggregatorStage(Transform):
         return min((mark for stream, mark in self.watermarks.items() if stream_kind in stream), default=float("inf"))
 
     def _host_context_complete(self, thread: int, ts: int, node_api: Interval | None, node: Any,
-                               type_name: str | None, kernel: int, tensor_low: float, context_low: float) -> bool:
-        """Everything that describes a task at ``ts`` has arrived: its Node API, its node_basic_info with
-        both names (and the kernel name) in hash_dic, when a tensor_info stream exists its records up to ``ts``
-        and, for an FFTS+ or
-        MIX launch, its context_id_info or else that stream's records up to ``ts`` (other launches take the
-        context ids already in: waiting for a sparse stream would hold every task back)."""
+                               type_name: str | None, kernel: int, tensor_low: float, context_low: float,
+                               node_low: float) -> bool:
+        """Everything that describes a task at ``ts`` has arrived, or the stream that would carry it has moved
+        past ``ts`` (``*_low``: the oldest watermark of a kind's streams; streams not seen are taken as absent):
+        its task type in type_info and names (the kernel's, the node's op name and type) in hash_dic (these carry no
+        times: waited for until they come); its Node API, or else an API of its thread at API_MARK_LEVELS ending at
+        or after ``ts`` (written after the Node API holding ``ts``: there is none); its node_basic_info, or else
+        that stream's records up to ``ts``; when a tensor_info stream exists its records up to ``ts`` and, for an
+        FFTS+ or MIX launch, its context_id_info or else that stream's records up to ``ts`` (other launches take
+        the context ids already in: waiting for a sparse stream would hold every task back)."""
         if type_name == "FLIP_TASK":
             return True
-        if node_api is None or type_name is None:
+        if type_name is None or kernel and kernel not in self.hashes:
             return False
-        if node is None or int(node["op_name"]) not in self.hashes or int(node["op_type"]) not in self.hashes \
-                or kernel and kernel not in self.hashes:
+        if node_api is None:
+            return self.api_marks.get(thread, -1) >= ts
+        if node is None:
+            return node_low >= ts
+        if int(node["op_name"]) not in self.hashes or int(node["op_type"]) not in self.hashes:
             return False  # names come from hash_dic, which the runtime may flush later than the records
         if not self._tensors_complete(thread, ts, int(node["op_name"]), node_api.start, tensor_low):
             return False
@@ -568,13 +616,20 @@ class AggregatorStage(Transform):
         return described
 
     def _resolve_device(self, now: float) -> None:
+        """Device tasks in order: a chip-v6 task waits for the host task_track naming its stream until every
+        task_track stream (one at least) has passed its start and every host task up to it is resolved (the
+        host launches a task before the device starts it); another waits for the flips before its start (its
+        batch id) until its device's ts_track stream has passed its start (the 310 writes no flips)."""
         while self.pending_device:
             task = self.pending_device[0]
             facts = self.devices.get(task.device, {})
+            give_up = self._give_up(len(self.pending_device))
             if task.stream == UNRESOLVED_STREAM:  # chip v6: 32-bit task ids, no flips
                 stream = self._unique_stream(task.device, task.task)
-                if stream is None and not self._expired(task.arrived, now):
-                    return
+                if stream is None and not self._host_passed(task.start):
+                    if not give_up:
+                        return
+                    self._gave_up("chip-v6 device task waiting for its host task_track")
                 if stream is None:
                     self.pending_device.popleft()
                     self.ctx.reject("chip-v6 device task whose task id no host task_track names", 1)
@@ -582,8 +637,10 @@ class AggregatorStage(Transform):
                 task.stream = stream
             elif facts.get("platform", 1) != 0:  # the 310's TS stream has no flips (spec §6 D10)
                 flip_stream = f"ts_track.data.{task.device}"
-                if self.watermarks.get(flip_stream, -1) < task.start and not self._expired(task.arrived, now):
-                    return
+                if self.watermarks.get(flip_stream, -1) < task.start:
+                    if not give_up:
+                        return
+                    self._gave_up("device task waiting for the flips before it (ts_track)")
                 task.batch = self.flips.batch_of(task.device, task.stream, task.start)
             self.pending_device.popleft()
             binding = self.static.binding_at(task.device, task.stream, task.start)
@@ -591,6 +648,12 @@ class AggregatorStage(Transform):
                 self._meet_static(task, binding)
             else:
                 self._meet((task.device, task.stream, task.task, task.batch), device=task)
+
+    def _host_passed(self, ts: int) -> bool:
+        """Every host task_track up to ``ts`` is in (each task_track stream, one at least, is past it) and resolved."""
+        marks = [mark for stream, mark in self.watermarks.items() if "task_track" in stream]
+        return bool(marks) and min(marks) >= ts and \
+            not (self.pending_host and int(self.pending_host[0].record["ts_ns"]) <= ts)
 
     def _unique_stream(self, device: int, task: int) -> int | None:
         """The stream of a chip-v6 task id, as the host task_track that launched or registered it says."""
@@ -665,24 +728,53 @@ class AggregatorStage(Transform):
         if found < len(contexts):
             self.ctx.reject("FFTS+ context without subtask start/end logs", len(contexts) - found)
 
+    def _wants(self, host: HostTask, device: DeviceTask, context: int | None) -> tuple[bool, bool, bool]:
+        """Whether a joined task takes a PMU, an L2 cache and an AI CPU record. The device's facts (sample.json)
+        say which of those streams it has: a device without one does not wait for it (DeviceFlags)."""
+        assert host.resolved is not None
+        flags = self._flags(device.device)
+        wants_pmu = host.resolved["task_type"] in PMU_TASK_TYPES and \
+            context is not None and not flags.v6  # v6 PMU: a layout not decoded
+        return wants_pmu, wants_pmu and flags.l2, host.resolved["task_type"] == "AI_CPU" and flags.aicpu
+
+    def _passed(self, device: int, end: int, l2: bool) -> bool:
+        """Whether the device's PMU (``l2``: L2 cache) stream has passed a task ending at ``end``: a joined task
+        ending later already has its record (their records carry no usable time, but come in the order tasks
+        end). Looks at the first PMU_LOOKAHEAD joined tasks."""
+        for index, (host, other, _, context) in enumerate(self.awaiting_pmu):
+            if index >= PMU_LOOKAHEAD:
+                break
+            if other.device != device or other.end <= end:
+                continue
+            wants_pmu, wants_l2, _ = self._wants(host, other, context)
+            task_key = (other.device, other.stream, other.task)
+            if l2 and wants_l2 and self.extras.l2.get(task_key) or not l2 and wants_pmu and self.pmu.get(
+                    (*task_key, INVALID_CONTEXT if context is None else context)):
+                return True
+        return False
+
     def _resolve_pmu(self, now: float) -> None:
+        """Joined tasks in order, each once its PMU, L2 cache and AI CPU records are in or their streams have passed
+        it: AI CPU records by their run end (aicpu_ready), PMU and L2 records by their order (_passed)."""
         while self.awaiting_pmu:
-            host, device, arrived, context = self.awaiting_pmu[0]
+            host, device, _, context = self.awaiting_pmu[0]
             assert host.resolved is not None
             task_key = (device.device, device.stream, device.task)
             pmu_key = (*task_key, INVALID_CONTEXT if context is None else context)
             facts = self.devices.get(device.device, {})
             flags = self._flags(device.device)
-            wants_pmu = host.resolved["task_type"] in PMU_TASK_TYPES and \
-                context is not None and not flags.v6  # v6 PMU: a layout not decoded
-            wants_l2 = wants_pmu and flags.l2
-            wants_aicpu = host.resolved["task_type"] == "AI_CPU" and flags.aicpu
-            missing = (wants_pmu and not self.pmu.get(pmu_key) or wants_l2 and not self.extras.l2_ready(task_key)
+            wants_pmu, wants_l2, wants_aicpu = self._wants(host, device, context)
+            missing = (wants_pmu and flags.pmu and not self.pmu.get(pmu_key)
+                       and not self._passed(device.device, device.end, False)
+                       or wants_l2 and not self.extras.l2_ready(task_key)
+                       and not self._passed(device.device, device.end, True)
                        or wants_aicpu and not self.extras.aicpu_ready(device.device, device.end))
-            if missing and not self._expired(arrived, now):
-                return
-            if missing and not self.finishing:
-                self.extras.waited_in_vain(device.device, wants_aicpu, wants_l2)
+            if missing:
+                if not self._give_up(len(self.awaiting_pmu)):
+                    return
+                self._gave_up("joined task waiting for its PMU, L2 cache or AI CPU record")
+                if not self.finishing:
+                    self.extras.waited_in_vain(device.device, wants_aicpu, wants_l2)
             self.awaiting_pmu.popleft()
             pmu_record = _take(self.pmu, pmu_key) if wants_pmu else None
             extra: list[float | None] = []
@@ -903,7 +995,7 @@ class AggregatorStage(Transform):
 
     def accounting(self) -> dict[str, Any]:
         return {"records_in": self.records_in, "tasks_out": self.tasks_out, "unused": dict(self.unused),
-                "subscribed_ops": self.subscribed.count}
+                "subscribed_ops": self.subscribed.count, "joins_given_up": dict(self.gave_up)}
 
 
 def _task_columns(facts: dict[str, Any]) -> list[str]:

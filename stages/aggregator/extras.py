@@ -12,9 +12,9 @@ Every binary AI CPU record and every L2 cache record also becomes one row of its
 aicpu and l2_cache CSVs), named by the op of the task that took it, or unnamed ("") when none did.
 
 Records these joins cannot use are counted in the aggregator's ``unused`` figures by reason. A task
-waits (at most the aggregator's hold_s) for its AI CPU or L2 cache record when the device's sample.json
-switched them on; once such a wait ran out on a device that has sent none of them, its later tasks no
-longer wait (a trace that is switched on but writes nothing must not stall every task).
+waits for its AI CPU or L2 cache record when the device's sample.json switched them on, until that stream
+has passed it (the aggregator decides); once the aggregator gave up such a wait (its bound on waiting tasks)
+on a device that has sent none of them, its later tasks no longer wait.
 """
 
 from __future__ import annotations

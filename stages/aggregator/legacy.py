@@ -6,7 +6,12 @@ its shapes in Framework.tensor_data_info; no API interval ties them (msprof's pa
 joined GE's TaskInfo table to the device tasks on stream, task and batch). A key is reused when task
 ids wrap, so a track takes the description at its key nearest to it in time: GE reports an op just
 after the runtime launched it (or once at model load). That choice is final once GE's stream has
-moved past the track by more than the distance found, since GE's records arrive in time order.
+moved past the track by more than the distance found, since GE's records arrive in time order; a track
+with no description at its key is taken as one GE does not describe once GE's stream has passed it by
+``desc_lag`` (data time). Its tensor records are waited for until GE's tensor stream has reached a later
+iteration of its model (GE writes them iteration by iteration; a model or device that has sent none yet
+may still send them, so it waits: the end of the job settles it). Every wait ends early only when the
+aggregator gives up (the end of the job, or its bound on waiting tracks).
 """
 
 from __future__ import annotations
@@ -61,27 +66,33 @@ class LegacyIndex:
             model = (int(record["device_id"]), int(record["model_id"]))
             self.tensor_iterations[model] = max(self.tensor_iterations.get(model, 0), int(record["iteration"]))
 
-    def context(self, track: Any, hashes: dict[int, str], expired: bool) -> tuple[Any, Any] | None:
-        """(GE description or None, tensor record or None) of a legacy track; None while more may come.
-        What it returns is taken: a reused key starts afresh."""
+    def context(self, track: Any, hashes: dict[int, str], give_up: bool,
+                desc_lag: int) -> tuple[Any, Any, bool] | None:
+        """(GE description or None, tensor record or None, whether a wait was cut short by ``give_up``) of a legacy
+        track; None while more may come. What it returns is taken: a reused key starts afresh."""
         key, ts = self.key(track), int(track["ts_ns"])
+        ge_mark = self.task_marks.get(key[0], -1)
         entries = self.tasks.get(key, [])
         best = min(range(len(entries)), key=lambda i: abs(int(entries[i]["ts_ns"]) - ts), default=None)
         if best is None:
-            return None if not expired else (None, None)  # not an op GE describes, or not reported yet
+            if ge_mark >= ts + desc_lag:
+                return None, None, False  # not an op GE describes
+            return (None, None, True) if give_up else None  # not reported yet
         desc = entries[best]
-        if not expired:
-            if self.task_marks.get(key[0], 0) < ts + abs(int(desc["ts_ns"]) - ts):
-                return None  # a nearer description may still come
-            if not (desc["name_inline"] or int(desc["op_name"]) in hashes) or \
-                    not (desc["type_inline"] or int(desc["op_type"]) in hashes):
-                return None  # names come from hash_dic, which may be flushed later
+        waiting = ge_mark < ts + abs(int(desc["ts_ns"]) - ts)  # a nearer description may still come
+        # names come from hash_dic, which may be flushed later
+        waiting = waiting or not (desc["name_inline"] or int(desc["op_name"]) in hashes) or \
+            not (desc["type_inline"] or int(desc["op_type"]) in hashes)
+        if waiting and not give_up:
+            return None
         tensor = self._take_tensor(key, desc)
         newest = self.tensor_iterations.get((key[0], int(desc["model_id"])))
-        if tensor is None and newest is not None and newest <= int(desc["iteration"]) and not expired:
-            return None  # GE writes tensor records iteration by iteration: this op's may still come
+        if tensor is None and (newest is None or newest <= int(desc["iteration"])):
+            if not give_up:
+                return None  # GE writes tensor records iteration by iteration: this op's may still come
+            waiting = True
         _take(self.tasks, key, best)
-        return desc, tensor
+        return desc, tensor, waiting
 
     def _take_tensor(self, key: Key, desc: Any) -> list[Any] | None:
         """The tensor records of the same model and iteration at this key, in order: more than five tensors take

@@ -22,6 +22,7 @@ from stages.simulator.run import simulate
 
 START_NS = 1_700_000_000_123_456_789
 JOB = "JOBAIFGJEJFEDCBAEADIFJAAAAAAAAAA"
+LAG = 1_000  # data time GE's task stream must pass a track by before "not an op GE describes"
 
 
 def _simulate(out: Path, chip: str, layout: str, **kw: Any) -> tuple[Path, dict[str, Any]]:
@@ -145,17 +146,27 @@ def test_a_track_takes_the_description_nearest_in_time() -> None:
     index = LegacyIndex()
     index.add_tasks(_desc(1_000, b"old"))  # an earlier use of the same task id
     track = _track(50_000)
-    assert index.context(track, {}, expired=False) is None  # GE has not passed the track: a nearer one may come
+    assert index.context(track, {}, False, LAG) is None  # GE has not passed the track: a nearer one may come
     index.add_tasks(_desc(50_300, b"new", iteration=2))  # GE reports just after the runtime launched
-    desc, tensor = index.context(track, {}, expired=False)  # type: ignore[misc]
-    assert desc["op_name_text"] == b"new" and tensor is None
+    assert index.context(track, {}, False, LAG) is None  # no tensor record of its model yet: they may still come
+    index.add_tensors(_tensor(iteration=3, task=6))  # GE's tensor stream has passed iteration 2 (at another task)
+    desc, tensor, cut_short = index.context(track, {}, False, LAG)  # type: ignore[misc]
+    assert desc["op_name_text"] == b"new" and tensor is None and not cut_short
     assert index.tasks == {}  # taken, and the older use of the key with it
-    assert index.context(track, {}, expired=False) is None  # nothing left at the key: wait …
-    ctx = index.context(_track(60_000, type_name=b"MEMCPY_ASYNC"), {}, expired=True)  # … or give up
-    assert ctx == (None, None)
-    described = describe(_track(60_000, type_name=b"MEMCPY_ASYNC"), None, {})
+    assert index.context(track, {}, False, LAG) is None  # nothing left at the key: wait …
+    memcpy = _track(60_000, type_name=b"MEMCPY_ASYNC")
+    assert index.context(memcpy, {}, True, LAG) == (None, None, True)  # … or give up (counted by the aggregator)
+    index.add_tasks(_desc(60_000 + LAG, b"later", task=7))  # … or GE's stream passes it by LAG: not GE's op
+    assert index.context(memcpy, {}, False, LAG) == (None, None, False)
+    described = describe(memcpy, None, {})
     assert described is not None and described["op_name"] == described["task_type"] == "MEMCPY_ASYNC"
     assert describe(_track(1, type_name=b"FLIP_TASK"), None, {}) is None
+
+
+def _tensor(iteration: int, task: int = 5) -> np.ndarray:
+    tensor = np.zeros(1, host_records.GE_TENSOR)
+    tensor["stream_id"], tensor["task_id"], tensor["iteration"] = 2, task, iteration
+    return tensor
 
 
 def test_hashed_names_and_tensors_are_waited_for() -> None:
@@ -163,16 +174,15 @@ def test_hashed_names_and_tensors_are_waited_for() -> None:
     desc = _desc(2_000, b"")
     desc["name_inline"], desc["op_name"] = 0, 99
     index.add_tasks(desc)
-    tensor = np.zeros(1, host_records.GE_TENSOR)
-    tensor["stream_id"], tensor["task_id"], tensor["iteration"] = 2, 5, 0  # an earlier iteration's
+    tensor = _tensor(iteration=0)  # an earlier iteration's
     index.add_tensors(tensor)
     track = _track(1_700)
-    assert index.context(track, {}, expired=False) is None  # name 99 not in hash_dic yet
-    assert index.context(track, {99: "conv/Conv2D"}, expired=False) is None  # this iteration's tensors still due
+    assert index.context(track, {}, False, LAG) is None  # name 99 not in hash_dic yet
+    assert index.context(track, {99: "conv/Conv2D"}, False, LAG) is None  # this iteration's tensors still due
     tensor = tensor.copy()  # a new record (the index keeps views of what it was given)
     tensor["iteration"] = 1
     index.add_tensors(tensor)
-    found, shapes = index.context(track, {99: "conv/Conv2D"}, expired=False)  # type: ignore[misc]
+    found, shapes, _ = index.context(track, {99: "conv/Conv2D"}, False, LAG)  # type: ignore[misc]
     assert shapes is not None and [int(record["iteration"]) for record in shapes] == [1]  # not the earlier one
     described = describe(track, found, {99: "conv/Conv2D"})
     assert described is not None and (described["op_name"], described["op_type"]) == ("conv/Conv2D", "Relu")

@@ -14,6 +14,7 @@ import pytest
 from chain import aggregate, decode_dir, make_ctx, run_chain
 
 from pipeline.stage import Batch
+from stages import aggregator
 from stages.aggregator import AggregatorStage
 from stages.aggregator.static import StaticModels
 from stages.decoder import records
@@ -178,28 +179,48 @@ def test_symbols_name_the_replayed_ops(tmp_path: Path) -> None:
     assert set(by_name.values()) == {ITERATIONS}
 
 
-def test_long_run_with_live_ticks_prunes_flips_and_windows_but_names_every_execution(tmp_path: Path) -> None:
+def test_long_run_with_live_ticks_prunes_flips_and_windows_but_names_every_execution(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     iterations = 16
     prof = simulate(tmp_path / "board", chip="cloud", iterations=iterations, rate="max", seed=12,
                     first_task_id=WRAP, mode="static")
     truth = json.loads((tmp_path / "board" / "simulator_truth.json").read_text())
     assert truth["task_flips"] == iterations
     decoded, _, _ = decode_dir(prof, tmp_path / "out")
+    # The model's last registration waits for tensor_info past it, which never comes after a load; one device
+    # task of each execution waits with it, however long: no clock ends the wait, only the end of the job or
+    # the bound on waiting records (here lowered to 8 once all is in), which gives it up (counted). Then nothing
+    # older than the newest execution is still needed.
     agg = AggregatorStage(AggregatorStage.Config(), make_ctx("aggregate", tmp_path / "out"))
     emitted: list[Batch] = []
     for batch in decoded:
-        emitted += [*agg.process(batch), *agg.tick(time.monotonic())]
-    # The model's last registration waits hold_s for tensor_info after it, which never comes after a
-    # load; its device tasks wait with it. Once hold_s has passed they are named, and nothing older
-    # than the newest execution is still needed.
-    later = time.monotonic() + 2 * agg.config.hold_s
-    emitted += [*agg.tick(later), *agg.tick(later)]
+        emitted += [*agg.process(batch), *agg.tick(time.monotonic() + 1e6)]
+    assert agg.static.waiting_count() == iterations
+    monkeypatch.setattr(aggregator, "MAX_PENDING", 8)
+    emitted += [*agg.tick(time.monotonic() + 1e6), *agg.tick(time.monotonic() + 2e6)]
     assert agg.static.waiting_count() == 0
     assert sum(len(log.times) for log in agg.flips.flips.values()) == 1
     assert sum(len(log.times) for log in agg.static.device_runs.logs.values()) == 1
     emitted += agg.finish()
     assert _op_statistic(emitted) == _expected(truth) and agg.ctx.rejected == {}
     assert {row[2] for row in _task_rows(emitted)} == set(range(1, iterations + 1))
+    assert agg.accounting()["joins_given_up"] == {"host task waiting for its context given up: more than 8 records "
+                                                  "waiting": 1}
+
+
+def test_without_the_bound_a_static_model_waits_for_the_end_of_the_job_whatever_the_clock(tmp_path: Path) -> None:
+    prof = simulate(tmp_path / "board", chip="cloud", iterations=4, rate="max", seed=12, first_task_id=WRAP,
+                    mode="static")
+    truth = json.loads((tmp_path / "board" / "simulator_truth.json").read_text())
+    decoded, _, _ = decode_dir(prof, tmp_path / "out")
+    agg = AggregatorStage(AggregatorStage.Config(), make_ctx("aggregate", tmp_path / "out"))
+    emitted: list[Batch] = []
+    for batch in decoded:
+        emitted += [*agg.process(batch), *agg.tick(time.monotonic() + 1e6)]
+    assert agg.static.waiting_count() == 4 and len(agg.pending_host) == 1  # a day later: still waiting
+    emitted += agg.finish()
+    assert _op_statistic(emitted) == _expected(truth) and agg.ctx.rejected == {}
+    assert agg.accounting()["joins_given_up"] == {}  # the end of the job is no giving up
 
 
 def test_a_binding_holds_from_its_load_until_the_stream_is_taken_over() -> None:
