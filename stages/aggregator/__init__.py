@@ -200,6 +200,7 @@ class AggregatorStage(Transform):
         self.contexts = ContextSpans()
         # chip v6: the stream of a 32-bit task id, from host task_tracks (launched: used once; registered: kept)
         self.launched_streams: dict[tuple[int, int], int] = {}
+        self.parked: dict[tuple[int, int], deque[DeviceTask]] = {}  # chip v6: (device, task id) → tasks, no stream
         self.registered_streams: dict[tuple[int, int], int] = {}
         self.rows: dict[str, list[list[Any]]] = {kind: [] for kind in ROW_KINDS}
         self.pmu_jobs: list[PmuJob] = []  # task rows whose PMU values are still to be computed
@@ -505,7 +506,7 @@ class AggregatorStage(Transform):
         """Records the oldest waiting host task holds back: the host tasks after it, and the device tasks
         waiting for a host task (a static model's executions wait for its load's registrations)."""
         return len(self.pending_host) + sum(len(q) for q in self.device_ready.values()) + \
-            self.static.waiting_count()
+            self.static.waiting_count() + sum(len(q) for q in self.parked.values())
 
     def _chip_v6(self, device: int) -> bool:
         return self._flags(device).v6
@@ -616,23 +617,25 @@ class AggregatorStage(Transform):
         return described
 
     def _resolve_device(self, now: float) -> None:
-        """Device tasks in order: a chip-v6 task waits for the host task_track naming its stream until every
-        task_track stream (one at least) has passed its start and every host task up to it is resolved (the
-        host launches a task before the device starts it); another waits for the flips before its start (its
-        batch id) until its device's ts_track stream has passed its start (the 310 writes no flips)."""
+        """Device tasks in order; each waits for its flips (its batch id) until its device's ts_track stream has
+        passed its start (the 310 writes no flips). A chip-v6 task whose stream no resolved host task_track has
+        named yet is parked by its task id (_resolve_parked), the others go on."""
+        self._resolve_parked()
         while self.pending_device:
             task = self.pending_device[0]
             facts = self.devices.get(task.device, {})
             give_up = self._give_up(len(self.pending_device))
             if task.stream == UNRESOLVED_STREAM:  # chip v6: 32-bit task ids, no flips
-                stream = self._unique_stream(task.device, task.task)
-                if stream is None and not self._host_passed(task.start):
-                    if not give_up:
-                        return
-                    self._gave_up("chip-v6 device task waiting for its host task_track")
+                key = (task.device, task.task)
+                parked = self.parked.get(key)
+                stream = None if parked else self._unique_stream(task.device, task.task)
                 if stream is None:
                     self.pending_device.popleft()
-                    self.ctx.reject("chip-v6 device task whose task id no host task_track names", 1)
+                    if parked is None:
+                        self.parked[key] = deque((task,))
+                        self._resolve_parked()
+                    else:
+                        parked.append(task)  # behind the earlier ones of its id
                     continue
                 task.stream = stream
             elif facts.get("platform", 1) != 0:  # the 310's TS stream has no flips (spec §6 D10)
@@ -649,11 +652,47 @@ class AggregatorStage(Transform):
             else:
                 self._meet((task.device, task.stream, task.task, task.batch), device=task)
 
-    def _host_passed(self, ts: int) -> bool:
-        """Every host task_track up to ``ts`` is in (each task_track stream, one at least, is past it) and resolved."""
+    def _resolve_parked(self) -> None:
+        """Parked chip-v6 tasks, oldest first per task id: each takes its stream once a resolved host task_track
+        names it; with none, it is rejected once no host task_track up to its start can still name it (the host
+        launches a task before the device starts it), or when the aggregator gives up."""
+        for key in list(self.parked):
+            queue = self.parked[key]
+            while queue:
+                task = queue[0]
+                stream = self._unique_stream(*key)
+                if stream is None:
+                    if not self._host_passed(task.start, key):
+                        if not self._give_up(self._host_held()):
+                            break
+                        self._gave_up("chip-v6 device task waiting for its host task_track")
+                    queue.popleft()
+                    self.ctx.reject("chip-v6 device task whose task id no host task_track names", 1)
+                    continue
+                queue.popleft()
+                task.stream = stream
+                binding = self.static.binding_at(task.device, task.stream, task.start)
+                if binding is not None:
+                    self._meet_static(task, binding)
+                else:
+                    self._meet((task.device, task.stream, task.task, task.batch), device=task)
+            if not queue:
+                del self.parked[key]
+
+    def _host_passed(self, ts: int, key: tuple[int, int]) -> bool:
+        """Every host task_track up to ``ts`` is in (each task_track stream, one at least, is past it), and none
+        still being described names the chip-v6 task id ``key`` (device, 32-bit task id)."""
         marks = [mark for stream, mark in self.watermarks.items() if "task_track" in stream]
-        return bool(marks) and min(marks) >= ts and \
-            not (self.pending_host and int(self.pending_host[0].record["ts_ns"]) <= ts)
+        if not marks or min(marks) < ts:
+            return False
+        for host in self.pending_host:
+            if int(host.record["ts_ns"]) > ts:
+                break
+            if not host.legacy:
+                device, _, task, _ = self._host_key(host.record)
+                if (device, task) == key:
+                    return False
+        return True
 
     def _unique_stream(self, device: int, task: int) -> int | None:
         """The stream of a chip-v6 task id, as the host task_track that launched or registered it says."""
@@ -938,6 +977,7 @@ class AggregatorStage(Transform):
         if log_marks:  # a device task not yet seen starts after its stream's mark, or is open in self.starts
             device_low = min(log_marks + [q[0] for q in self.starts.values()]
                              + [t.start for t in self.pending_device]
+                             + [t.start for q in self.parked.values() for t in q]
                              + [t.start for q in self.device_ready.values() for t in q]
                              + [t.start for q in self.static.waiting.values() for t, _ in q])
             self.flips.prune_before(device_low)
@@ -988,7 +1028,7 @@ class AggregatorStage(Transform):
         return out
 
     def progress(self) -> dict[str, Any]:
-        waiting = len(self.pending_host) + len(self.pending_device) + len(self.awaiting_pmu)
+        waiting = len(self.pending_host) + len(self.pending_device) + len(self.awaiting_pmu) + len(self.parked)
         newest = max(self.watermarks.values(), default=0)
         lag = (time.time_ns() - newest) / 1e9 if newest else 0.0
         return {"tasks": self.tasks_out, "join_waiting": waiting, "lag_s": round(lag, 3)}

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chain import make_ctx
+from chain import decode_dir, make_ctx
 
 from pipeline.stage import Batch
 from stages.aggregator import AggregatorStage
@@ -156,3 +156,22 @@ def test_the_end_of_the_job_ends_every_wait_and_is_not_counted_as_giving_up(tmp_
     assert len(rows) == len(reference)  # every task, those past the tensor stream without their shapes
     assert sum(row[12] == "N/A" for row in rows) > sum(row[12] == "N/A" for row in reference)
     assert agg.accounting()["joins_given_up"] == {}
+
+
+def test_a_chip_v6_task_waiting_for_its_host_track_does_not_hold_the_others(tmp_path: Path) -> None:
+    """A static model's last registration waits for tensor_info past it until the end of the job; on chip v6 its
+    executions' tasks wait for that track to name their stream, parked by task id: the other tasks go on."""
+    prof = simulate(tmp_path / "board", chip="v6", iterations=6, rate="max", seed=3, mode="static")
+    decoded, _, _ = decode_dir(prof, tmp_path / "decoded")
+    reference = _reference(decoded, tmp_path / "reference")
+    agg, clock = _stage(tmp_path / "out")
+    emitted: list[Batch] = []
+    for batch in decoded:
+        emitted += agg.process(batch)
+        clock.now += A_DAY_S
+        emitted += agg.tick(clock.now)
+    live = len(_rows(emitted))
+    assert len(agg.pending_host) == 1 and sum(map(len, agg.parked.values())) == 6  # one task per execution
+    assert live == len(reference) - 6
+    emitted += agg.finish()
+    assert _rows(emitted) == reference and agg.ctx.rejected == {}
