@@ -384,6 +384,15 @@ class StageRunner:
 
         pull = transport.make_pull(self.zctx, endpoint, curve=self.curve,
                                    before=watch if endpoint.startswith("tcp://") else None)
+        try:
+            self._consume(pull)
+        finally:  # on every path: a socket left open holds the context's term() for ever
+            if self.input_peers is not None:
+                self._watch_peers()
+                self.input_peers.close()
+            pull.close(linger=0)
+
+    def _consume(self, pull: zmq.Socket[bytes]) -> None:
         poller = zmq.Poller()
         poller.register(pull, zmq.POLLIN)
         flush_s = self.config.run.batch.flush_ms / 1000
@@ -429,10 +438,6 @@ class StageRunner:
             sink.flush()
             self._metrics(force=True)
             sink.close()
-        if self.input_peers is not None:
-            self._watch_peers()
-            self.input_peers.close()
-        pull.close(linger=0)
 
     def _finish_transform(self) -> None:
         if isinstance(self.stage, Transform) and not self.finished:
@@ -715,7 +720,7 @@ class StageRunner:
         if self.control.sock is not None:
             self.control.sock.close(linger=5000)
         stop_authenticators()
-        self.zctx.term()
+        self.zctx.destroy(linger=0)  # closes any socket a failed path left open: the process always ends
         return 0 if final["ok"] else 1
 
 
