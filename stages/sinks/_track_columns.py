@@ -13,7 +13,7 @@ from bisect import bisect_left
 
 import numpy as np
 
-from stages.sinks._tracks import EXACT_BELOW_NS, HostTrack, NestedTrack, SerialTrack, _Span, viewer_ns
+from stages.sinks._tracks import EXACT_BELOW_NS, HostTrack, NestedTrack, SerialTrack, viewer_ns
 
 # Wall-clock ns where viewer_ns is integer arithmetic: ns / 1000 in [2^50, 2^51) (a double's step there is 1/4) and
 # that double times 1000 in [2^60, 2^61) (step 256). Outside it (and below 2^50 ns, where it is ns) per value.
@@ -128,20 +128,23 @@ def laminar(start: np.ndarray, end: np.ndarray) -> bool:
     return bool((pairs[:, 0] == pairs[:, 1]).all())
 
 
+def _chain(track: NestedTrack, k: int) -> list[int]:
+    """The span before index ``k`` and its containers, innermost first."""
+    chain, parents = [], track._parents
+    span = k - 1
+    while span >= 0:
+        chain.append(span)
+        span = parents[span]
+    return chain
+
+
 def _near(track: NestedTrack, point: int) -> tuple[np.ndarray, np.ndarray]:
     """Starts and ends of the stored spans that end after ``point`` (the only ones a span from there can cross)."""
-    spans = track._spans
-    k = bisect_left(track._starts, point)
-    chain: list[_Span] = []
-    outer = spans[k - 1] if k else None
-    while outer is not None:
-        if outer.end > point:
-            chain.append(outer)
-        outer = outer.parent
-    tail = spans[k:]
-    starts = [span.start for span in chain] + track._starts[k:]
-    ends = [span.end for span in chain] + [span.end for span in tail]
-    return np.array(starts, np.int64), np.array(ends, np.int64)
+    starts, ends = track._starts, track._ends
+    k = bisect_left(starts, point)
+    chain = [span for span in _chain(track, k) if ends[span] > point]
+    return (np.array([starts[span] for span in chain] + starts[k:], np.int64),
+            np.array([ends[span] for span in chain] + ends[k:], np.int64))
 
 
 def _clean_prefix(track: NestedTrack, start: np.ndarray, end: np.ndarray) -> int:
@@ -172,55 +175,59 @@ def _clean_prefix(track: NestedTrack, start: np.ndarray, end: np.ndarray) -> int
 def _store(track: NestedTrack, start: np.ndarray, end: np.ndarray) -> None:
     """Spans the track takes unchanged (arrival order), stored as its own code stores them one at a time:
     sorted by (start, -end) after equal ones, each inside its innermost container, adopting what it holds."""
-    spans, starts = track._spans, track._starts
+    starts, ends, parents = track._starts, track._ends, track._parents
     k = bisect_left(starts, int(start.min()))
-    tail = spans[k:]
-    m, n = len(tail), len(start)
-    if (end == start).any() or any(span.end == span.start for span in tail) or _empty_on_chain(
-            spans[k - 1] if k else None):
+    chain = _chain(track, k)
+    tail_s = np.array(starts[k:], np.int64)
+    tail_e = np.array(ends[k:], np.int64)
+    if (end == start).any() or (tail_e == tail_s).any() or any(starts[span] == ends[span] for span in chain):
         # an empty span may hang under a span it only touches (NestedTrack._insert_at): its own code stores them
         for row_start, row_end in zip(start.tolist(), end.tolist(), strict=True):
             track.commit(row_start, row_end)
         return
-    all_s = np.concatenate([np.array(starts[k:], np.int64), start])
-    all_e = np.concatenate([np.array([span.end for span in tail], np.int64), end])
+    m, n = len(tail_s), len(start)
+    count = m + n
+    all_s, all_e = np.concatenate([tail_s, start]), np.concatenate([tail_e, end])
     source = np.concatenate([np.zeros(m, np.int64), np.ones(n, np.int64)])
-    order = np.lexsort((np.arange(m + n), source, -all_e, all_s)).tolist()
-    new = [_Span(a, b) for a, b in zip(start.tolist(), end.tolist(), strict=True)]
-    new_ids = {id(span) for span in new}
-    stack: list[_Span] = []
-    outer = spans[k - 1] if k else None
-    while outer is not None:
-        stack.append(outer)
-        outer = outer.parent
-    stack.reverse()
-    merged: list[_Span] = []
-    for index in order:
-        span = tail[index] if index < m else new[index - m]
-        while stack and stack[-1].end < span.end:
-            stack.pop()
-        parent = stack[-1] if stack else None
-        if index >= m:
-            span.parent = parent
-        elif parent is not None and id(parent) in new_ids and span.start < parent.end:  # adopted by a new span
-            span.parent = parent
-        merged.append(span)
-        stack.append(span)
-    spans[k:] = merged
-    starts[k:] = [span.start for span in merged]
-    top = int(start.max())
-    if top > track._max_start:
-        track._max_start = top
-    if len(spans) >= track._prune_at:
+    order = np.lexsort((np.arange(count), source, -all_e, all_s))  # merged position -> span (tail, then new)
+    merged_at = np.empty(count, np.int64)
+    merged_at[order] = np.arange(count)
+    s, e, new = all_s[order], all_e[order], source[order] == 1
+    # Laminar, no empty span: the spans before one in this order either hold it or end by its start, so its
+    # depth here is its position less those that end by its start; its container, the last one a level up.
+    depth = np.arange(count) - np.searchsorted(np.sort(e), s, side="right")
+    key = depth * count + np.arange(count)
+    by_key = np.sort(key)
+    found = np.searchsorted(by_key, (depth - 1) * count + np.arange(count)) - 1
+    candidate = by_key[np.maximum(found, 0)]
+    inside = (depth > 0) & (found >= 0) & (candidate // count == depth - 1)
+    container = np.where(inside, k + candidate % count, -1)
+    # at the top here: the innermost span before k that holds it (ends from the outermost in, never growing)
+    if chain:
+        outer_first = np.array(chain[::-1], np.int64)
+        outer_ends = np.array([ends[span] for span in outer_first.tolist()], np.int64)
+        holding = np.searchsorted(-outer_ends, -e, side="right")
+        top = np.where(holding > 0, outer_first[np.maximum(holding - 1, 0)], -1)
+        container = np.where(inside, container, top)
+    # a stored span keeps its container (renumbered) unless a new span adopts it, as _insert_at does
+    old = np.array(parents[k:], np.int64)
+    if m:
+        old = np.where(old >= k, k + merged_at[np.maximum(old - k, 0)], old)
+    kept_parent = np.empty(count, np.int64)
+    kept_parent[merged_at[:m]] = old
+    in_new = container >= k
+    by_new = np.zeros(count, bool)
+    by_new[in_new] = new[container[in_new] - k]
+    by_new &= s < np.where(in_new, e[np.maximum(container - k, 0)], 0)
+    parent = np.where(new | by_new, container, kept_parent)
+    starts[k:] = s.tolist()
+    ends[k:] = e.tolist()
+    parents[k:] = parent.tolist()
+    top_start = int(start.max())
+    if top_start > track._max_start:
+        track._max_start = top_start
+    if len(starts) >= track._prune_at:
         track._prune()
-
-
-def _empty_on_chain(span: _Span | None) -> bool:
-    while span is not None:
-        if span.end == span.start:
-            return True
-        span = span.parent
-    return False
 
 
 def place_nested(track: HostTrack, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray,

@@ -98,51 +98,40 @@ class SerialTrack:
         return start, end
 
 
-class _Span:
-    __slots__ = ("start", "end", "parent")
-
-    def __init__(self, start: int, end: int) -> None:
-        self.start = start
-        self.end = end
-        self.parent: _Span | None = None
-
-
 class NestedTrack:
-    """A laminar family of spans sorted by (start, -end); each span knows its innermost container.
-    ``_starts`` mirrors ``_spans`` (their starts) so bisection runs in C."""
+    """A laminar family of spans sorted by (start, -end); each span knows its innermost container. Spans are three
+    parallel lists (starts, ends, the index of each one's container or -1), so a batch of them is stored with
+    list operations (:mod:`._track_columns`) and bisection runs in C."""
 
-    __slots__ = ("window_ns", "adjusted", "dropped", "_spans", "_starts", "_floor", "_max_start", "_prune_at")
+    __slots__ = ("window_ns", "adjusted", "dropped", "_starts", "_ends", "_parents", "_floor", "_max_start",
+                 "_prune_at")
 
     def __init__(self, window_ns: int) -> None:
         self.window_ns = window_ns
         self.adjusted = 0
         self.dropped = 0
-        self._spans: list[_Span] = []
         self._starts: list[int] = []
+        self._ends: list[int] = []
+        self._parents: list[int] = []  # index of the container, always before the span; -1: none
         self._floor = -1  # latest end among forgotten spans
         self._max_start = -1
         self._prune_at = 4096
 
     def __len__(self) -> int:
-        return len(self._spans)
+        return len(self._starts)
 
     def __getstate__(self) -> dict[str, Any]:
         """Spans as flat integer arrays (a checkpoint pickles tens of thousands of them)."""
-        spans = self._spans
-        index = {id(span): i for i, span in enumerate(spans)}
-        parents = [-1 if span.parent is None else index[id(span.parent)] for span in spans]
         return {"window_ns": self.window_ns, "adjusted": self.adjusted, "dropped": self.dropped,
                 "floor": self._floor, "max_start": self._max_start, "prune_at": self._prune_at,
-                "starts": array("q", [span.start for span in spans]), "ends": array("q", [span.end for span in spans]),
-                "parents": array("q", parents)}
+                "starts": array("q", self._starts), "ends": array("q", self._ends),
+                "parents": array("q", self._parents)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.window_ns, self.adjusted, self.dropped = state["window_ns"], state["adjusted"], state["dropped"]
         self._floor, self._max_start, self._prune_at = state["floor"], state["max_start"], state["prune_at"]
-        self._spans = [_Span(start, end) for start, end in zip(state["starts"], state["ends"], strict=True)]
-        self._starts = list(state["starts"])
-        for span, parent in zip(self._spans, state["parents"], strict=True):
-            span.parent = None if parent < 0 else self._spans[parent]
+        self._starts, self._ends = list(state["starts"]), list(state["ends"])
+        self._parents = list(state["parents"])
 
     def place(self, start: int, end: int) -> tuple[int, int] | None:
         if end < start:
@@ -164,143 +153,153 @@ class NestedTrack:
             if end < self._floor:
                 return None
             start = self._floor
+        ends = self._ends
         # a span that contains our start but ends before our end: end with it
         outer = self._container(start)
-        if outer is not None and outer.end < end:
-            end = outer.end
+        if outer >= 0 and ends[outer] < end:
+            end = ends[outer]
         # a span that contains our end but starts after our start: end where it starts
         while True:
             outer = self._container(end)
-            if outer is None or outer.start <= start:
+            if outer < 0 or self._starts[outer] <= start:
                 break
-            end = outer.start
+            end = self._starts[outer]
         return start, end
 
     def commit(self, start: int, end: int) -> None:
         """Store a span that :meth:`propose` returned unchanged."""
-        self._insert(_Span(start, end))
+        self._insert(start, end)
 
     def appends(self, start: int, end: int) -> bool:
         """Whether :meth:`propose` takes ``start <= end`` unchanged and it starts after every span here: the
         common case (host APIs end in order), checked without bisection. Then :meth:`append` stores it."""
-        spans = self._spans
+        starts = self._starts
         if start < self._floor:
             return False
-        if not spans:
+        if not starts:
             return True
-        span: _Span | None = spans[-1]
-        assert span is not None
-        if span.start >= start:
+        span = len(starts) - 1
+        if starts[span] >= start:
             return False
         # every span starts before ours: only the innermost one holding our start can cut it (at its end)
-        while span is not None and span.end <= start:
-            span = span.parent
-        return span is None or span.end >= end
+        ends, parents = self._ends, self._parents
+        while span >= 0 and ends[span] <= start:
+            span = parents[span]
+        return span < 0 or ends[span] >= end
 
     def append(self, start: int, end: int) -> None:
         """Store a span :meth:`appends` accepted: last, inside the innermost span that holds it, adopting none."""
-        spans = self._spans
-        new = _Span(start, end)
-        parent = spans[-1] if spans else None
-        while parent is not None and parent.end < end:  # every span here starts before ours
-            parent = parent.parent
-        new.parent = parent
-        spans.append(new)
+        ends, parents = self._ends, self._parents
+        parent = len(ends) - 1
+        while parent >= 0 and ends[parent] < end:  # every span here starts before ours
+            parent = parents[parent]
         self._starts.append(start)
+        ends.append(end)
+        parents.append(parent)
         if start > self._max_start:
             self._max_start = start
-        if len(spans) >= self._prune_at:
+        if len(ends) >= self._prune_at:
             self._prune()
 
     def encloses_tail(self, start: int, end: int) -> int:
         """Where :meth:`insert_at` puts ``start <= end`` when :meth:`propose` takes it unchanged and the few spans
         that start after it all end inside it (an outer host API, reported after the ones it holds); else -1."""
-        spans = self._spans
-        if start < self._floor or not spans:
+        starts, ends = self._starts, self._ends
+        if start < self._floor or not starts:
             return -1
-        pos = bisect_left(self._starts, start)
-        count = len(spans)
-        if pos == count or count - pos > TAIL_LIMIT or spans[pos].start == start:
+        pos = bisect_left(starts, start)
+        count = len(starts)
+        if pos == count or count - pos > TAIL_LIMIT or starts[pos] == start:
             return -1
         for index in range(pos, count):
-            if spans[index].end > end:
+            if ends[index] > end:
                 return -1
         # nothing after reaches past our end; of what starts before, only the innermost holding our start cuts it
-        outer = spans[pos - 1] if pos else None
-        while outer is not None and outer.end <= start:
-            outer = outer.parent
-        return -1 if outer is not None and outer.end < end else pos
+        outer = pos - 1
+        parents = self._parents
+        while outer >= 0 and ends[outer] <= start:
+            outer = parents[outer]
+        return -1 if outer >= 0 and ends[outer] < end else pos
 
     def insert_at(self, pos: int, start: int, end: int) -> None:
         """Store a span :meth:`encloses_tail` placed at ``pos``."""
-        self._insert_at(_Span(start, end), pos)
+        self._insert_at(pos, start, end)
 
-    def _container(self, point: int) -> _Span | None:
-        """Innermost span with start < point < end."""
-        spans = self._spans
-        if not spans:
-            return None
-        if spans[-1].start < point:
-            index = len(spans) - 1
+    def _container(self, point: int) -> int:
+        """Index of the innermost span with start < point < end, -1 if none."""
+        starts = self._starts
+        if not starts:
+            return -1
+        if starts[-1] < point:
+            span = len(starts) - 1
         else:
-            index = bisect_left(self._starts, point) - 1
-            if index < 0:
-                return None
-        span: _Span | None = spans[index]
-        while span is not None and span.end <= point:
-            span = span.parent
+            span = bisect_left(starts, point) - 1
+            if span < 0:
+                return -1
+        ends, parents = self._ends, self._parents
+        while span >= 0 and ends[span] <= point:
+            span = parents[span]
         return span
 
-    def _insert(self, new: _Span) -> None:
-        spans, starts = self._spans, self._starts
-        if not spans or starts[-1] < new.start or starts[-1] == new.start and spans[-1].end >= new.end:
-            pos = len(spans)
+    def _insert(self, start: int, end: int) -> None:
+        starts, ends = self._starts, self._ends
+        if not starts or starts[-1] < start or starts[-1] == start and ends[-1] >= end:
+            pos = len(starts)
         else:  # after every span that starts earlier, or as early and ends no earlier (outer before inner)
-            pos = bisect_left(starts, new.start)
-            while pos < len(spans) and spans[pos].start == new.start and spans[pos].end >= new.end:
+            pos = bisect_left(starts, start)
+            while pos < len(starts) and starts[pos] == start and ends[pos] >= end:
                 pos += 1
-        self._insert_at(new, pos)
+        self._insert_at(pos, start, end)
 
-    def _insert_at(self, new: _Span, pos: int) -> None:
-        spans, starts = self._spans, self._starts
-        parent = spans[pos - 1] if pos else None
-        while parent is not None and not (parent.start <= new.start and parent.end >= new.end):
-            parent = parent.parent
-        new.parent = parent
+    def _insert_at(self, pos: int, start: int, end: int) -> None:
+        starts, ends, parents = self._starts, self._ends, self._parents
+        parent = pos - 1
+        while parent >= 0 and not (starts[parent] <= start and ends[parent] >= end):
+            parent = parents[parent]
         # spans starting inside the new one are nested in it: adopt the top-level ones. An adopted span's own
         # descendants follow it and start before it ends: skipped by bisection (an outer API span arrives after
         # the hundreds of spans it holds, each of which was visited here before)
-        index, count = pos, len(spans)
+        index, count = pos, len(starts)
+        adopted: list[int] = []
         while index < count:
-            span = spans[index]
-            if span.start >= new.end:
+            if starts[index] >= end:
                 break
-            if span.parent is parent:
-                span.parent = new
-                if span.end > span.start:
-                    index = bisect_left(starts, span.end, index + 1)
+            if parents[index] == parent:
+                adopted.append(index)
+                if ends[index] > starts[index]:
+                    index = bisect_left(starts, ends[index], index + 1)
                     continue
             index += 1
-        if pos == len(spans):
-            spans.append(new)
-            starts.append(new.start)
-        else:
-            spans.insert(pos, new)
-            starts.insert(pos, new.start)
-        if new.start > self._max_start:
-            self._max_start = new.start
-        if len(spans) >= self._prune_at:
+        if pos < count:  # the spans from pos move one on, and so do the containers among them
+            for index in range(pos, count):
+                if parents[index] >= pos:
+                    parents[index] += 1
+        for index in adopted:
+            parents[index] = pos
+        starts.insert(pos, start)
+        ends.insert(pos, end)
+        parents.insert(pos, parent)
+        if start > self._max_start:
+            self._max_start = start
+        if len(starts) >= self._prune_at:
             self._prune()
 
     def _prune(self) -> None:
         horizon = self._max_start - self.window_ns
-        keep = [span.end > horizon for span in self._spans]
-        for span, kept in zip(self._spans, keep, strict=True):
-            if not kept and span.end > self._floor:
-                self._floor = span.end
-        self._spans = list(compress(self._spans, keep))
+        ends = self._ends
+        keep = [span_end > horizon for span_end in ends]
+        for span_end, kept in zip(ends, keep, strict=True):
+            if not kept and span_end > self._floor:
+                self._floor = span_end
+        # a container ends no earlier than what it holds: kept with it
+        renumber, kept_count = [], 0
+        for kept in keep:
+            renumber.append(kept_count)
+            kept_count += kept
+        self._parents = [-1 if parent < 0 else renumber[parent] for parent in compress(self._parents, keep)]
         self._starts = list(compress(self._starts, keep))
-        self._prune_at = max(4096, 2 * len(self._spans))
+        self._ends = list(compress(ends, keep))
+        self._prune_at = max(4096, 2 * len(self._starts))
 
 
 class HostTrack:

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import Field
 
 from pipeline.checkpoint import pickle_state, restore_state
@@ -43,6 +43,7 @@ from pipeline.heap import collect_young_less_often
 from pipeline.stage import Batch, Sink, StageConfig, StageContext
 from stages import tables
 from stages.schema import SymbolTable, unpack_rows
+from stages.sinks._arrow_text import int_text, join, or_default, us_text
 from stages.sinks._format import (
     DEFAULT_OUTPUT_DIR,
     LEVELS,
@@ -58,14 +59,14 @@ from stages.sinks._format import (
 )
 from stages.sinks._jsonarray import JsonArrayFile
 from stages.sinks._step_layer import StepLayer, StepTrack, step_thread_name, step_tid
-from stages.sinks._text_columns import us_text
 from stages.sinks._track_columns import place_nested, place_serial
 from stages.sinks._tracks import HostTrack, SerialTrack
 
 HOST_DEVICE_ID = 31
 SORT_TX, SORT_CANN, SORT_HARDWARE = 6, 7, 14
-LEVEL_TEXTS = {code: name for code, (name, _prefix) in LEVELS.items()}  # args "level"
-LEVEL_PREFIXES = {code: prefix for code, (_name, prefix) in LEVELS.items()}  # event names: {prefix}@{api}
+LEVEL_CODES = np.array(sorted(LEVELS), np.int64)  # an api level's index here picks its texts below, unknown: last
+LEVEL_PREFIX_TEXTS = pa.array([LEVELS[code][1] for code in LEVEL_CODES.tolist()] + ["Api"])  # {prefix}@{api}
+LEVEL_NAME_TEXTS = pa.array([LEVELS[code][0] for code in LEVEL_CODES.tolist()] + [""])  # args "level"
 FLOW_MEMORY = 1 << 16  # connection ids remembered to pair flows whose ends arrive apart
 
 
@@ -79,16 +80,6 @@ def _js(text: str) -> str:
 
 
 _DEFAULT_TEXTS = {"": '""', NA: _js(NA)}
-
-
-def _int(column: pl.Expr, none: int | None = None) -> pl.Expr:
-    """An integer column as JSON number text: ``none`` where null (else "None", as an f-string prints it)."""
-    return column.cast(pl.String).fill_null(pl.lit("None" if none is None else str(none)))
-
-
-def _or(json_text: pl.Expr, default: str) -> pl.Expr:
-    """A symbol's JSON string, ``default`` where the text is empty."""
-    return pl.when(json_text == '""').then(pl.lit(default)).otherwise(json_text)
 
 
 def _meta(name: str, pid: int, tid: int, key: str, value: Any) -> str:
@@ -139,7 +130,7 @@ class TimelineSink(Sink):
         self._waiting_flow_ends = _Bounded(FLOW_MEMORY)  # connection id -> (pid, tid, ts)
         self._flow_ended = _Bounded(FLOW_MEMORY)  # connection ids whose flow has its end
         self.counts = {"task": 0, "api": 0, "tx": 0, "flows": 0, "per_span": 0}
-        self._json_texts: pl.Series | None = None  # every symbol's text as a JSON string, by id (not pickled)
+        self._json_texts: pa.Array | None = None  # every symbol's text as a JSON string, by id (not pickled)
         self._steps = StepLayer()
 
     # -- stage interface -------------------------------------------------------------------
@@ -314,10 +305,10 @@ class TimelineSink(Sink):
             rows = [row if type(row[2]) is int else [*row[:2], level_code(row[2]), *row[3:]] for row in rows]
         return tables.table_of_rows(kind, rows)
 
-    def _symbol_json(self) -> pl.Series:
+    def _symbol_json(self) -> pa.Array:
         """Every symbol's text as a JSON string, by id."""
         if self._json_texts is None:
-            self._json_texts = pl.Series("json", [_js(text) for text in self.symbols.texts], dtype=pl.String)
+            self._json_texts = pa.array([_js(text) for text in self.symbols.texts], pa.string())
         return self._json_texts
 
     def _tasks(self, table: pa.Table, out: list[str]) -> None:
@@ -325,11 +316,9 @@ class TimelineSink(Sink):
         n = table.num_rows
         if n == 0:
             return
-        df = pl.from_arrow(table.select(["device_id", "model_id", "stream_id", "task_id", "batch_id", "start_ns",
-                                         "end_ns", "op_name", "task_type", "connection_id", "context_id"]))
-        assert isinstance(df, pl.DataFrame)
-        device = df["device_id"].to_numpy().astype(np.int64)
-        stream = df["stream_id"].to_numpy().astype(np.int64)
+        column = table.column
+        device = column("device_id").to_numpy().astype(np.int64)
+        stream = column("stream_id").to_numpy().astype(np.int64)
         pid = ((self.info.pid << 10) | (SORT_HARDWARE << 5) | (device & 31)) & 0xFFFFFFFF
         pairs, first, group = np.unique(np.stack([pid, stream], axis=1), axis=0, return_index=True,
                                         return_inverse=True)
@@ -346,35 +335,32 @@ class TimelineSink(Sink):
                 device_id = int(device[first[index]])
                 self._process(out, track_pid, "Ascend Hardware", f"NPU {device_id}", SORT_HARDWARE)
             self._thread(out, track_pid, track_stream, f"Stream {track_stream}")
-        start, end, per_span = place_serial(tracks, group.reshape(-1), df["start_ns"].to_numpy().astype(np.int64),
-                                            df["end_ns"].to_numpy().astype(np.int64))
+        start, end, per_span = place_serial(tracks, group.reshape(-1), column("start_ns").to_numpy().astype(np.int64),
+                                            column("end_ns").to_numpy().astype(np.int64))
         self.counts["per_span"] += per_span
         texts = self._symbol_json()
-        op_name, task_type = df["op_name"], df["task_type"].fill_null(0)
-        name = texts.gather(pl.select(pl.when(op_name != 0).then(op_name).otherwise(task_type)).to_series())
-        frame = df.with_columns(pl.Series("pid", pid), pl.Series("s", start), pl.Series("e", end),
-                                name.alias("name_json"), texts.gather(task_type).alias("type_json"))
-        ts = us_text(pl.col("s"))
-        events = frame.select(pl.concat_str([
-            pl.lit('{"name":'), _or(pl.col("name_json"), '"UNKNOWN"'), pl.lit(',"pid":'), _int(pl.col("pid")),
-            pl.lit(',"tid":'), _int(pl.col("stream_id")), pl.lit(',"ts":"'), ts, pl.lit('","dur":'),
-            us_text(pl.col("e") - pl.col("s")), pl.lit(',"args":{"Model Id":'), _int(pl.col("model_id")),
-            pl.lit(',"Task Type":'), _or(pl.col("type_json"), _js(NA)), pl.lit(',"Physic Stream Id":'),
-            _int(pl.col("stream_id")), pl.lit(',"Task Id":'), _int(pl.col("task_id")), pl.lit(',"Batch Id":'),
-            _int(pl.col("batch_id")), pl.lit(',"Subtask Id":'), _int(pl.col("context_id"), UINT32_NONE),
-            pl.lit(',"connection_id":'), _int(pl.col("connection_id"), UINT32_NONE), pl.lit('},"ph":"X"}'),
-        ]).alias("event"), ts.alias("ts"))
-        out.extend(events["event"].to_list())
+        op_name, task_type = column("op_name"), pc.fill_null(column("task_type"), 0)
+        name = or_default(pc.take(texts, pc.if_else(pc.not_equal(op_name, 0), op_name, task_type)), '"UNKNOWN"')
+        stream_text, ts = int_text(column("stream_id")), us_text(start)
+        out += join(
+            '{"name":', name, ',"pid":', int_text(pid), ',"tid":', stream_text, ',"ts":"', ts, '","dur":',
+            us_text(end - start), ',"args":{"Model Id":', int_text(column("model_id")), ',"Task Type":',
+            or_default(pc.take(texts, task_type), _js(NA)), ',"Physic Stream Id":', stream_text, ',"Task Id":',
+            int_text(column("task_id")), ',"Batch Id":', int_text(column("batch_id")), ',"Subtask Id":',
+            int_text(column("context_id"), str(UINT32_NONE)), ',"connection_id":',
+            int_text(column("connection_id"), str(UINT32_NONE)), '},"ph":"X"}')
         self.counts["task"] += n
         # One flow per launch: an FFTS+ task's contexts share its connection id, the first one ends it.
-        launched = frame.with_columns(events["ts"]).filter(pl.col("connection_id").is_not_null())
-        if launched.height == 0:
+        connection = column("connection_id")
+        launched = pc.is_valid(connection)
+        if not pc.any(launched).as_py():
             return
+        rows = np.flatnonzero(launched.to_numpy(zero_copy_only=False))
         flow_ended, node_connections = self._flow_ended.data, self._node_connections.data
         waiting = self._waiting_flow_ends
         for connection_id, task_pid, stream_id, at in zip(
-                launched["connection_id"].to_list(), launched["pid"].to_list(), launched["stream_id"].to_list(),
-                launched["ts"].to_list(), strict=True):
+                pc.take(connection, rows).to_pylist(), pid[rows].tolist(), stream[rows].tolist(),
+                pc.take(ts, rows).to_pylist(), strict=True):
             if connection_id not in flow_ended:
                 if connection_id in node_connections:
                     out.append(self._flow_end(connection_id, task_pid, stream_id, at))
@@ -398,12 +384,11 @@ class TimelineSink(Sink):
         n = table.num_rows
         if n == 0:
             return
-        df = pl.from_arrow(table)
-        assert isinstance(df, pl.DataFrame)
-        thread = df["thread_id"].to_numpy().astype(np.int64)
-        start = df["start_ns"].to_numpy().astype(np.int64)
-        end = df["end_ns"].to_numpy().astype(np.int64)
+        thread = table.column("thread_id").to_numpy().astype(np.int64)
+        start = table.column("start_ns").to_numpy().astype(np.int64)
+        end = table.column("end_ns").to_numpy().astype(np.int64)
         threads, first, group = np.unique(thread, return_index=True, return_inverse=True)
+        group = group.reshape(-1)
         kept = np.ones(n, bool)
         window = int(self.config.overlap_window_s * 1e9)
         for index in np.argsort(first).tolist():
@@ -412,34 +397,36 @@ class TimelineSink(Sink):
             track = self._nested.get((pid, thread_id))
             if track is None:
                 track = self._nested[(pid, thread_id)] = HostTrack(window)
-            rows = np.flatnonzero(group.reshape(-1) == index)
+            rows = np.flatnonzero(group == index) if len(threads) > 1 else np.arange(n)
             placed_s, placed_e, placed, per_span = place_nested(track, start[rows], end[rows])
             start[rows], end[rows], kept[rows] = placed_s, placed_e, placed
             self.counts["per_span"] += per_span
+        code = pc.fill_null(table.column("level"), -3).to_numpy().astype(np.int64)
+        if not kept.all():
+            table, start, end, code = table.filter(pa.array(kept)), start[kept], end[kept], code[kept]
+        column = table.column
+        level = np.searchsorted(LEVEL_CODES, code)  # the level's place among the known ones, else past them
+        level[(level == len(LEVEL_CODES)) | (LEVEL_CODES[np.minimum(level, len(LEVEL_CODES) - 1)] != code)] = len(
+            LEVEL_CODES)
         texts = self._symbol_json()
-        code = df["level"].fill_null(-3)
-        frame = df.with_columns(
-            pl.Series("s", start), pl.Series("e", end),
-            code.replace_strict(LEVEL_PREFIXES, default="Api", return_dtype=pl.String).alias("prefix"),
-            code.replace_strict(LEVEL_TEXTS, default="", return_dtype=pl.String).alias("level_text"),
-            code.alias("code"), texts.gather(df["name"]).alias("name_json"),
-            texts.gather(df["struct_type"]).alias("mode_json")).filter(pl.Series(kept))
-        ts = us_text(pl.col("s"))
-        events = frame.select(pl.concat_str([
-            pl.lit('{"name":"'), pl.col("prefix"), pl.lit("@"), pl.col("name_json").str.slice(1),
-            pl.lit(f',"pid":{pid},"tid":'), _int(pl.col("thread_id")), pl.lit(',"ts":"'), ts, pl.lit('","dur":'),
-            us_text(pl.col("e") - pl.col("s")), pl.lit(',"args":{"Thread Id":'), _int(pl.col("thread_id")),
-            pl.lit(',"Mode":'), pl.col("mode_json"), pl.lit(',"level":"'), pl.col("level_text"), pl.lit('","id":'),
-            pl.col("name_json"), pl.lit(',"item_id":"'), _int(pl.col("item_id")), pl.lit('","connection_id":'),
-            _int(pl.col("connection_id"), UINT32_NONE), pl.lit('},"ph":"X"}'),
-        ]).alias("event"), ts.alias("ts"))
-        out.extend(events["event"].to_list())
-        self.counts["api"] += frame.height
-        nodes = frame.with_columns(events["ts"]).filter(
-            (pl.col("code") == NODE_LEVEL) & pl.col("connection_id").is_not_null())
+        name = pc.take(texts, column("name"))
+        thread_text, ts = int_text(column("thread_id")), us_text(start)
+        out += join(
+            '{"name":"', pc.take(LEVEL_PREFIX_TEXTS, level), "@", pc.utf8_slice_codeunits(name, 1),
+            f',"pid":{pid},"tid":', thread_text, ',"ts":"', ts, '","dur":', us_text(end - start),
+            ',"args":{"Thread Id":', thread_text, ',"Mode":', pc.take(texts, column("struct_type")), ',"level":"',
+            pc.take(LEVEL_NAME_TEXTS, level), '","id":', name, ',"item_id":"', int_text(column("item_id")),
+            '","connection_id":', int_text(column("connection_id"), str(UINT32_NONE)), '},"ph":"X"}')
+        self.counts["api"] += len(start)
+        connection = column("connection_id")
+        node = pc.and_(pc.equal(pa.array(code), NODE_LEVEL), pc.is_valid(connection))
+        if not pc.any(node).as_py():
+            return
+        rows = np.flatnonzero(node.to_numpy(zero_copy_only=False))
         waiting = self._waiting_flow_ends.data
-        for connection_id, thread_id, at in zip(nodes["connection_id"].to_list(), nodes["thread_id"].to_list(),
-                                                nodes["ts"].to_list(), strict=True):
+        for connection_id, thread_id, at in zip(pc.take(connection, rows).to_pylist(),
+                                                thread_text.take(rows).to_pylist(), pc.take(ts, rows).to_pylist(),
+                                                strict=True):
             out.append(self._flow_start(connection_id, pid, thread_id, at))
             self._node_connections.put(connection_id)
             ended = waiting.pop(connection_id, None)

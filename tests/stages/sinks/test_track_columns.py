@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import numpy as np
 import pytest
+import tracks_reference as reference
 
 from stages.sinks._track_columns import laminar, place_nested, place_serial, viewer_ns_array
-from stages.sinks._tracks import HostTrack, NestedTrack, SerialTrack, viewer_ns
+from stages.sinks._tracks import HostTrack, SerialTrack, viewer_ns
 
 WALL = 1_704_161_511_422_904_204
 
@@ -36,12 +38,8 @@ def test_laminar_is_no_crossing_pair() -> None:
         assert laminar(starts, ends) == (not _crossing(spans)), spans
 
 
-def _state(track: NestedTrack) -> tuple[object, ...]:
-    spans = track._spans
-    index = {id(span): i for i, span in enumerate(spans)}
-    parents = [-1 if span.parent is None else index[id(span.parent)] for span in spans]
-    return ([(s.start, s.end) for s in spans], track._starts == [s.start for s in spans], parents,
-            track._floor, track._max_start, track._prune_at, track.adjusted, track.dropped)
+def _state(track: Any) -> dict[str, Any]:
+    return track.__getstate__()  # type: ignore[no-any-return]
 
 
 def _host_batches(rng: random.Random, base: int, rounds: int, crossing: float) -> list[list[tuple[int, int]]]:
@@ -73,9 +71,11 @@ def _host_batches(rng: random.Random, base: int, rounds: int, crossing: float) -
                                                         (1_000, 0.3, 20_000), (WALL, 0.05, 50_000)])
 def test_place_nested_is_place_one_at_a_time(base: int, crossing: float, window: int) -> None:
     rng = random.Random(base + int(crossing * 100) + window)
-    one, batch = HostTrack(window), HostTrack(window)
+    one, batch, now = reference.HostTrack(window), HostTrack(window), HostTrack(window)
     for rows in _host_batches(rng, base, 25, crossing):
         expected = [one.place(s, e) for s, e in rows]
+        assert [now.place(s, e) for s, e in rows] == expected  # the index-based track, one at a time
+        assert _state(now.exact) == _state(one.exact) and _state(now.viewer) == _state(one.viewer)
         starts, ends = np.array([s for s, _ in rows], np.int64), np.array([e for _, e in rows], np.int64)
         got_s, got_e, kept, _per_span = place_nested(batch, starts, ends)
         got = [(s, e) if k else None for s, e, k in zip(got_s.tolist(), got_e.tolist(), kept.tolist(), strict=True)]
