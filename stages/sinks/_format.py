@@ -168,3 +168,16 @@ def _as_int(value: Any) -> int:
         return int(value or 0)
     except (TypeError, ValueError):
         return 0
+
+
+def num3_joined(numbers: list[float], width: int) -> list[str]:
+    """Rows of ``width`` numbers (row after row in ``numbers``) -> each row's :func:`num3` cells joined by
+    commas, as :func:`num3_rows` makes them (NaN: ``N/A``): one ``%`` format over all, a string per row."""
+    if not numbers or width <= 0:
+        return []
+    text = (("%.3f," * (width - 1) + "%.3f;") * (len(numbers) // width)) % tuple(numbers)
+    for end in ",;":
+        text = text.replace(f"-0.000{end}", f"0.000{end}")
+    text = text.replace(".000,", "|").replace(".000;", "#")
+    text = text.replace("00,", ",").replace("0,", ",").replace("00;", ";").replace("0;", ";")
+    return text.replace("|", ",").replace("#", ";").replace("nan", NA)[:-1].split(";")

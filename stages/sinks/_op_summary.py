@@ -17,6 +17,7 @@ full or read-only disk pauses them, and the sort at close starts over once it ta
 from __future__ import annotations
 
 import json
+import operator
 import os
 from collections.abc import Iterable, Iterator
 from itertools import chain
@@ -196,6 +197,38 @@ class OpSummaryWriter(SlicedOutput):
                 key = (device, start, _int(cells[3]), _int(cells[2]), end - start)
                 self._in_order = self._last_key is None or self._last_key < key  # a tie sorts by line text
                 self._last_key = key
+        self._write_lines(lines)
+
+    @property
+    def last_rows(self) -> dict[int, tuple[int, int]]:
+        """Each device's last row so far: (start, end) ns."""
+        return self._last
+
+    @property
+    def in_order(self) -> bool:
+        """Every row so far arrived in the order :meth:`finish` sorts them in."""
+        return self._in_order
+
+    def append_text(self, text: str, count: int, last: dict[int, tuple[int, int]],
+                    keys: list[SortKey] | None) -> None:
+        """``count`` CSV lines, joined by newlines, their wait cells filled in already (each after the previous
+        row of its device: ``last`` holds each device's last row of them); ``keys``: their sort keys, in order,
+        while :attr:`in_order` (then None)."""
+        if not count:
+            return
+        self._last.update(last)
+        if self._in_order and keys:
+            previous = self._last_key
+            self._in_order = (previous is None or previous < keys[0]) and all(map(operator.lt, keys, keys[1:]))
+            self._last_key = keys[-1]
+        if self._fd >= 0 and self._rows_in_file + count <= self.max_rows:  # one write: the batch fits the file
+            self.guard.append(self._fd, (text + "\n").encode(), self.files[-1])
+            self._rows_in_file += count
+            self.rows += count
+        else:
+            self._write_lines(text.split("\n"))
+
+    def _write_lines(self, lines: list[str]) -> None:
         while lines:
             if self._fd < 0 and self._json is None or self._rows_in_file >= self.max_rows:
                 self._next_file()

@@ -355,6 +355,26 @@ class SortedTable(SlicedOutput):
         if len(self._chunk) >= self.chunk_rows or self._chunk_bytes >= self.chunk_bytes:
             self._spill()
 
+    @property
+    def in_order(self) -> bool:
+        """Every row so far arrived in the order the sort puts them in."""
+        return self._in_order
+
+    def append_rows(self, rows: list[RunRow], lines: list[str], ordered: bool) -> None:
+        """Rows made column-wise, as the chunk holds them: (*key, width of the header, CSV line) with every cell
+        of the header's; ``lines``: their lines; ``ordered``: each row sorts at or after the one before it."""
+        if not rows:
+            return
+        self._chunk += rows
+        if self._in_order:
+            previous = self._last_row
+            self._in_order = ordered and (previous is None or previous <= rows[0])
+            self._last_row = rows[-1]
+        self._write_live(lines)
+        self._chunk_bytes += sum(map(len, lines))
+        if len(self._chunk) >= self.chunk_rows or self._chunk_bytes >= self.chunk_bytes:
+            self._spill()
+
     def add_columns(self, names: list[str]) -> None:
         """Widen the header: rows written so far get ``N/A`` in the new columns."""
         self.header.extend(names)

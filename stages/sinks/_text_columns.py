@@ -27,3 +27,27 @@ def us_trimmed_text(ns: pl.Expr) -> pl.Expr:
 def or_na(text: pl.Expr) -> pl.Expr:
     """A text cell, ``N/A`` where null."""
     return text.fill_null(pl.lit(NA))
+
+
+def int_text(value: pl.Expr) -> pl.Expr:
+    """An integer cell as ``str()`` prints it; null is ``None``, as ``str(None)``."""
+    return value.cast(pl.String).fill_null(pl.lit("None"))
+
+
+def int_or_na(value: pl.Expr) -> pl.Expr:
+    """An integer cell, ``N/A`` where null."""
+    return value.cast(pl.String).fill_null(pl.lit(NA))
+
+
+def us_or_na(ns: pl.Expr) -> pl.Expr:
+    """Integer ns -> µs text (``us_text``), ``N/A`` where null."""
+    return us_text(ns).fill_null(pl.lit(NA))
+
+
+def csv_text(text: pl.Expr) -> pl.Expr:
+    """A text cell as ``_table.csv_cell`` writes it: TAB, CR and LF made blanks, quoted (quotes doubled) when it
+    holds a comma or a quote."""
+    blanked = text.str.replace_all(r"[\t\n\r]", " ")
+    quoted = pl.concat_str([pl.lit('"'), blanked.str.replace_all('"', '""', literal=True), pl.lit('"')])
+    return pl.when(text.str.contains(r'[,"]')).then(quoted).otherwise(blanked)
+

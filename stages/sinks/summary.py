@@ -30,7 +30,7 @@ import json
 import pickle
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -54,6 +54,11 @@ from stages.sinks._format import (
 from stages.sinks._op_summary import OpSummaryWriter, op_summary_header
 from stages.sinks._summary_tables import TABLES, TABLES_BY_KIND, TableSpec
 from stages.sinks._table import Commit, SortedTable, csv_cell, write_atomic
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from stages.sinks._summary_columns import SymbolForms
 
 OP_STATISTIC_HEADER = ["Device_id", "OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)",
                        "Avg Time(us)", "Max Time(us)", "Ratio(%)"]
@@ -132,7 +137,9 @@ class SummarySink(Sink):
         self._pmu_columns: list[str] = []
         self._pending: dict[str, list[list[str]]] = {}
         self._last_refresh = float("-inf")
-        self.counts = {"tasks_skipped": 0, "op_statistic_writes": 0, "api_statistic_writes": 0}
+        self.counts = {"tasks_skipped": 0, "op_statistic_writes": 0, "api_statistic_writes": 0,
+                       "rows_one_by_one": 0}  # rows formatted by per-row Python (JSON, step_trace, msgpack rows)
+        self._forms: SymbolForms | None = None  # each symbol's cell forms (made again after a restore)
         self._closed: dict[str, int] | None = None  # restored after its outputs were final: their accounting
 
     # -- stage interface -------------------------------------------------------------------
@@ -145,11 +152,18 @@ class SummarySink(Sink):
     def write_batch(self, batch: Batch) -> None:
         if self._closed is not None:
             return  # a replayed batch its final files already hold
+        if self._forms is not None:
+            self._forms.learn(batch)
         learn_symbols(self.symbols, batch)
         if not self.timestamp:
             self.open()
         if batch.kind in TABLES_BY_KIND:
-            rows = unpack_rows(batch)
+            frame = self._frame(batch) if self.config.format == "csv" else None
+            if frame is not None:
+                self._columns(batch, frame)
+                return
+            rows = unpack_rows(batch)  # JSON, or rows the typed schema does not take: one by one
+            self.counts["rows_one_by_one"] += len(rows)
             if batch.kind == "task":
                 self._tasks(rows, batch.meta.get("pmu_columns") or [])
             for spec in TABLES_BY_KIND[batch.kind]:
@@ -189,7 +203,7 @@ class SummarySink(Sink):
     def snapshot(self) -> bytes:
         writer = self.op_summary.checkpoint() if self.op_summary is not None else None
         tables = {module: table.checkpoint() for module, table in self.tables.items()}
-        return pickle.dumps({"state": pickle_state(self, skip=("op_summary", "tables")), "writer": writer,
+        return pickle.dumps({"state": pickle_state(self, skip=("op_summary", "tables", "_forms")), "writer": writer,
                              "tables": tables})
 
     def restore(self, state: bytes) -> None:
@@ -197,6 +211,7 @@ class SummarySink(Sink):
         and hold everything), the commit finished and every replayed batch ignored."""
         saved = pickle.loads(state)
         restore_state(self, saved["state"])
+        self._forms = None
         guard = self.ctx.output_guard
         guard.attempt(self.directory, lambda: self.directory.mkdir(parents=True, exist_ok=True))
         commit_file = self._commit_file()
@@ -221,18 +236,75 @@ class SummarySink(Sink):
         state_dir = self.ctx.state_dir
         return state_dir / f"{self.ctx.stage_id}.commit" if state_dir is not None else None
 
+    # -- column batches (CSV) ----------------------------------------------------------------
+
+    def _frame(self, batch: Batch) -> pl.DataFrame | None:
+        """The batch's table as a polars frame; None: rows the typed schema does not take."""
+        from stages.sinks import _summary_columns as columns  # polars: the summary sink's alone
+
+        frame, converted = columns.frame_of(batch, self.symbols)
+        self.counts["rows_one_by_one"] += converted
+        if frame is not None and self._forms is None:
+            self._forms = columns.SymbolForms(self.symbols)
+        return frame
+
+    def _columns(self, batch: Batch, frame: pl.DataFrame) -> None:
+        """A batch's rows of every table it feeds, each table's lines made column-wise."""
+        from stages.sinks import _summary_columns as columns
+
+        forms = self._forms
+        assert forms is not None
+        if batch.kind == "task":
+            self._task_columns(frame, forms, batch.meta.get("pmu_columns") or [])
+        for spec in TABLES_BY_KIND[batch.kind]:
+            make = columns.BLOCKS.get(spec.module)
+            if make is None:  # step_trace: a row per iteration, with its all-reduce pairs
+                rows = [list(row) for row in frame.iter_rows()]
+                self.counts["rows_one_by_one"] += len(rows)
+                self._append(spec, rows)
+                continue
+            block = make(frame, forms)
+            if not block.lines:
+                continue
+            table = self._table(spec)
+            made = block.rows(len(table.header))
+            table.append_rows(made, block.lines, table.in_order and block.ordered(made))
+
+    def _task_columns(self, frame: pl.DataFrame, forms: SymbolForms, pmu_columns: list[str]) -> None:
+        from stages.sinks import _summary_columns as columns
+
+        kept, skipped = columns.op_summary_rows(frame, forms)
+        self.counts["tasks_skipped"] += skipped
+        if not kept.height:
+            return
+        if self.op_summary is not None and pmu_columns != self._pmu_columns:
+            added = [name for name in pmu_columns if name not in self._pmu_columns]
+            if added:  # columns the header lacks: widen the header, earlier rows get N/A
+                self.op_summary.add_columns(added)
+                self._pmu_columns.extend(added)
+            sources = columns.pmu_sources(pmu_columns, self._pmu_columns)
+        else:
+            sources = list(range(len(pmu_columns)))
+        writer = self._writer(pmu_columns)
+        block = columns.op_summary_block(kept, forms, sources, writer.last_rows, writer.in_order)
+        writer.append_text(block.text, block.count, block.last, block.keys)
+
     # -- task_time, step_trace, msprof_tx, aicpu, l2_cache ----------------------------------
 
-    def _append(self, spec: TableSpec, rows: list[list[Any]]) -> None:
-        keyed = list(spec.rows(self.symbols, rows))
-        if not keyed:
-            return
+    def _table(self, spec: TableSpec) -> SortedTable:
         table = self.tables.get(spec.module)
         if table is None:
             table = self.tables[spec.module] = SortedTable(
                 self.directory, spec.module, self.timestamp, self.config.format, list(spec.header),
                 key_fields=spec.key_fields, max_rows=self.config.max_rows, chunk_rows=self.config.sort_chunk_rows,
                 tab_columns=spec.time_points, guard=self.ctx.output_guard, chunk_bytes=self.config.sort_chunk_bytes)
+        return table
+
+    def _append(self, spec: TableSpec, rows: list[list[Any]]) -> None:
+        keyed = list(spec.rows(self.symbols, rows))
+        if not keyed:
+            return
+        table = self._table(spec)
         missing = max(len(cells) for _, cells in keyed) - len(table.header)
         if missing > 0 and spec.growth:  # more all-reduce pairs than earlier iterations had
             repeats = -(-missing // len(spec.growth))
