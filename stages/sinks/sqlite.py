@@ -91,6 +91,7 @@ API_SCRATCH = "api_rows"  # temp table of a CANN_API batch whose connection ids 
 # sqlite error codes of ADBC's error messages (the driver gives the message, not the code)
 SQLITE_CODES = (("database or disk is full", 13), ("readonly", 8), ("read-only", 8), ("disk I/O error", 10),
                 ("unable to open", 14), ("database is locked", 5), ("constraint failed", 19))
+BUSY_TIMEOUT_MS = 5000  # a reader's checkpoint holding a lock: wait (ADBC's SQLite would fail at once)
 _I64 = pa.int64()
 
 
@@ -121,6 +122,7 @@ class Writer:
             self.conn = adbc_sqlite.connect(str(path), autocommit=True)
             self.cursor = self.conn.cursor()
             self.cursor.execute("PRAGMA synchronous=NORMAL")
+            self.cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")  # as Python's sqlite3 waits by default
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> None:
         with _as_sqlite():
@@ -690,8 +692,6 @@ class SqliteSink(Sink):
         # msprof joins the tid with the application's pid from info.json, as for CANN_API
         pids = pa.scalar(self.info.pid, _I64) if self.info.pid else pc.cast(column("process_id"), _I64)
         global_tids = pc.bit_wise_or(pc.shift_left(pids, 32), pc.cast(column("thread_id"), _I64))
-        if isinstance(global_tids, pa.Scalar):
-            global_tids = pa.array(np.full(count, global_tids.as_py()))
         kinds = column("event_type")
         marker_ex = _np(kinds, -1) == MARKER_EX
         # its mark id links a marker_ex to a device task; the domain is a name hash here
