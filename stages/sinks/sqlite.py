@@ -632,7 +632,9 @@ class SqliteSink(Sink):
         if not len(values):
             return 0
         parents = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
-        position = np.arange(len(parents)) - np.searchsorted(parents, parents)  # index in the task's list
+        lengths = _np(pc.list_value_length(lists)).astype(np.int64)  # a null list: no values
+        starts = np.cumsum(lengths) - lengths  # where each task's values begin among all of them
+        position = np.arange(len(parents)) - starts[parents]  # index in the task's list
         width = len(metrics)
         names = np.full(width, -1, np.int64)
         scales = np.zeros(width)
