@@ -356,16 +356,31 @@ class TimelineSink(Sink):
         if not pc.any(launched).as_py():
             return
         rows = np.flatnonzero(launched.to_numpy(zero_copy_only=False))
-        flow_ended, node_connections = self._flow_ended.data, self._node_connections.data
-        waiting = self._waiting_flow_ends
-        for connection_id, task_pid, stream_id, at in zip(
-                pc.take(connection, rows).to_pylist(), pid[rows].tolist(), stream[rows].tolist(),
-                pc.take(ts, rows).to_pylist(), strict=True):
+        flow_ended, cap = self._flow_ended.data, self._flow_ended.cap
+        node_connections, waiting = self._node_connections.data, self._waiting_flow_ends
+        connections, at = pc.take(connection, rows), pc.take(ts, rows)
+        ends: list[int] = []  # of rows: the tasks that end their launch's flow
+        for index, (connection_id, task_pid, stream_id, task_ts) in enumerate(zip(
+                connections.to_pylist(), pid[rows].tolist(), stream[rows].tolist(), at.to_pylist(), strict=True)):
             if connection_id not in flow_ended:
                 if connection_id in node_connections:
-                    out.append(self._flow_end(connection_id, task_pid, stream_id, at))
+                    flow_ended[connection_id] = None  # as _Bounded.put
+                    if len(flow_ended) > cap:
+                        flow_ended.popitem(last=False)
+                    ends.append(index)
                 elif connection_id not in waiting.data:
-                    waiting.put(connection_id, (task_pid, stream_id, at))
+                    waiting.put(connection_id, (task_pid, stream_id, task_ts))
+        if ends:
+            flow_ids = _flow_ids(pc.take(connections, ends))
+            if flow_ids is None:
+                for connection_id, task_pid, stream_id, task_ts in zip(
+                        pc.take(connections, ends).to_pylist(), pid[rows[ends]].tolist(),
+                        stream[rows[ends]].tolist(), pc.take(at, ends).to_pylist(), strict=True):
+                    out.append(_flow_end_text(connection_id, task_pid, stream_id, task_ts))
+            else:
+                out += join('{"name":"HostToDevice', flow_ids, '","ph":"f","id":"', flow_ids, '","ts":"',
+                            pc.take(at, ends), '","cat":"HostToDevice","pid":', int_text(pid[rows[ends]]), ',"tid":',
+                            int_text(stream[rows[ends]]), ',"bp":"e"}')
 
     def _step_trace(self, rows: list[list[Any]], out: list[str]) -> None:
         """The step trace layer: a thread per model on the device's Ascend Hardware process."""
@@ -424,11 +439,25 @@ class TimelineSink(Sink):
             return
         rows = np.flatnonzero(node.to_numpy(zero_copy_only=False))
         waiting = self._waiting_flow_ends.data
-        for connection_id, thread_id, at in zip(pc.take(connection, rows).to_pylist(),
-                                                thread_text.take(rows).to_pylist(), pc.take(ts, rows).to_pylist(),
-                                                strict=True):
-            out.append(self._flow_start(connection_id, pid, thread_id, at))
-            self._node_connections.put(connection_id)
+        connections = pc.take(connection, rows)
+        flow_ids = _flow_ids(connections)
+        if flow_ids is None:  # connection ids past uint32: one at a time
+            for connection_id, thread_id, at in zip(connections.to_pylist(), thread_text.take(rows).to_pylist(),
+                                                    pc.take(ts, rows).to_pylist(), strict=True):
+                out.append(self._flow_start(connection_id, pid, thread_id, at))
+                self._node_connections.put(connection_id)
+                ended = waiting.pop(connection_id, None)
+                if ended is not None:
+                    out.append(self._flow_end(connection_id, *ended))
+            return
+        out += join('{"name":"HostToDevice', flow_ids, '","ph":"s","cat":"HostToDevice","id":"', flow_ids,
+                    f'","pid":{pid},"tid":', thread_text.take(rows), ',"ts":"', pc.take(ts, rows), '"}')
+        self.counts["flows"] += len(rows)
+        remembered, cap = self._node_connections.data, self._node_connections.cap
+        for connection_id in connections.to_pylist():  # as _Bounded.put, and the flow ends that waited for it
+            remembered[connection_id] = None
+            if len(remembered) > cap:
+                remembered.popitem(last=False)
             ended = waiting.pop(connection_id, None)
             if ended is not None:
                 out.append(self._flow_end(connection_id, *ended))
@@ -467,6 +496,18 @@ class TimelineSink(Sink):
 
     def _flow_end(self, connection_id: int, pid: int, tid: int, ts: str) -> str:
         self._flow_ended.put(connection_id)
-        flow_id = connection_id << 32
-        return (f'{{"name":"HostToDevice{flow_id}","ph":"f","id":"{flow_id}","ts":"{ts}",'
-                f'"cat":"HostToDevice","pid":{pid},"tid":{tid},"bp":"e"}}')
+        return _flow_end_text(connection_id, pid, tid, ts)
+
+
+def _flow_end_text(connection_id: int, pid: int, tid: int, ts: str) -> str:
+    flow_id = connection_id << 32
+    return (f'{{"name":"HostToDevice{flow_id}","ph":"f","id":"{flow_id}","ts":"{ts}",'
+            f'"cat":"HostToDevice","pid":{pid},"tid":{tid},"bp":"e"}}')
+
+
+def _flow_ids(connections: pa.Array) -> pa.Array | None:
+    """HostToDevice flow ids (connection id << 32) as text; None when an id is past uint32 (Python ints do it)."""
+    ids = connections.to_numpy(zero_copy_only=False)
+    if len(ids) and (ids.min() < 0 or ids.max() >= 1 << 32):
+        return None
+    return int_text(ids.astype(np.uint64) << np.uint64(32))
