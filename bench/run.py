@@ -190,11 +190,10 @@ def import_dir(prof: Path, out: Path) -> tuple[float, int, Stages]:
 
 
 def slow_path_rows(data: dict[str, Any]) -> int:
-    """Rows the stages handled one at a time (their accounting's ``slow_path_rows``, by reason)."""
+    """Rows the stages handled one at a time (their accounting's ``slow_path_rows``)."""
     total = 0
     for final in data["stages"].values():
-        found = (final.get("accounting") or {}).get("slow_path_rows") or {}
-        total += sum(found.values()) if isinstance(found, dict) else int(found)
+        total += int((final.get("accounting") or {}).get("slow_path_rows") or 0)
     return total
 
 
@@ -492,7 +491,8 @@ def rss_rows(runs: list[Stages]) -> list[Row]:
         growth = {stage: large.rss_mb[stage] / small.rss_mb[stage] - 1 for stage in large.rss_mb
                   if small.rss_mb.get(stage)}
         stage = max(growth, key=lambda name: growth[name])
-        rows.append(Row("peak RSS growth, CPU-row import → large import (largest)", f"{growth[stage] * 100:+.0f} % ({stage})",
+        rows.append(Row("peak RSS growth, CPU-row import → large import (largest)",
+                        f"{growth[stage] * 100:+.0f} % ({stage})",
                         f"{small.rss_mb[stage]:.0f} → {large.rss_mb[stage]:.0f} MB", "",
                         f"≤ {RSS_GROWTH_TARGET * 100:.0f} %", "met" if growth[stage] <= RSS_GROWTH_TARGET else
                         f"missed ({growth[stage] * 100:.0f} %)"))

@@ -138,7 +138,7 @@ class SummarySink(Sink):
         self._pending: dict[str, list[list[str]]] = {}
         self._last_refresh = float("-inf")
         self.counts = {"tasks_skipped": 0, "op_statistic_writes": 0, "api_statistic_writes": 0,
-                       "rows_one_by_one": 0}  # rows formatted by per-row Python (JSON, step_trace, msgpack rows)
+                       "slow_path_rows": 0}  # rows formatted by per-row Python (JSON, step_trace, msgpack rows)
         self._forms: SymbolForms | None = None  # each symbol's cell forms (made again after a restore)
         self._closed: dict[str, int] | None = None  # restored after its outputs were final: their accounting
 
@@ -163,7 +163,7 @@ class SummarySink(Sink):
                 self._columns(batch, frame)
                 return
             rows = unpack_rows(batch)  # JSON, or rows the typed schema does not take: one by one
-            self.counts["rows_one_by_one"] += len(rows)
+            self.counts["slow_path_rows"] += len(rows)
             if batch.kind == "task":
                 self._tasks(rows, batch.meta.get("pmu_columns") or [])
             for spec in TABLES_BY_KIND[batch.kind]:
@@ -243,7 +243,7 @@ class SummarySink(Sink):
         from stages.sinks import _summary_columns as columns  # polars: the summary sink's alone
 
         frame, converted = columns.frame_of(batch, self.symbols)
-        self.counts["rows_one_by_one"] += converted
+        self.counts["slow_path_rows"] += converted
         if frame is not None and self._forms is None:
             self._forms = columns.SymbolForms(self.symbols)
         return frame
@@ -260,7 +260,7 @@ class SummarySink(Sink):
             make = columns.BLOCKS.get(spec.module)
             if make is None:  # step_trace: a row per iteration, with its all-reduce pairs
                 rows = [list(row) for row in frame.iter_rows()]
-                self.counts["rows_one_by_one"] += len(rows)
+                self.counts["slow_path_rows"] += len(rows)
                 self._append(spec, rows)
                 continue
             block = make(frame, forms)
