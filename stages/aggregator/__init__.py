@@ -201,6 +201,8 @@ class AggregatorStage(Transform):
         # chip v6: the stream of a 32-bit task id, from host task_tracks (launched: used once; registered: kept)
         self.launched_streams: dict[tuple[int, int], int] = {}
         self.parked: dict[tuple[int, int], deque[DeviceTask]] = {}  # chip v6: (device, task id) → tasks, no stream
+        self.devices_held = 0  # device tasks waiting for a host task, as of the last _prune
+        self.parked_named: set[tuple[int, int]] = set()  # parked ids a host task has named since
         self.registered_streams: dict[tuple[int, int], int] = {}
         self.rows: dict[str, list[list[Any]]] = {kind: [] for kind in ROW_KINDS}
         self.pmu_jobs: list[PmuJob] = []  # task rows whose PMU values are still to be computed
@@ -496,6 +498,8 @@ class AggregatorStage(Transform):
             static = task.resolved["model_id"] != schema.MODEL_ID_NONE and task.resolved["iteration"] == 0
             if self._chip_v6(key[0]):
                 (self.registered_streams if static else self.launched_streams)[(key[0], key[2])] = key[1]
+                if (key[0], key[2]) in self.parked:
+                    self.parked_named.add((key[0], key[2]))
             if static:
                 self._register_static(key, task)  # reported inside a static graph's load (spec §6 D4)
             else:
@@ -504,9 +508,9 @@ class AggregatorStage(Transform):
 
     def _host_held(self) -> int:
         """Records the oldest waiting host task holds back: the host tasks after it, and the device tasks
-        waiting for a host task (a static model's executions wait for its load's registrations)."""
-        return len(self.pending_host) + sum(len(q) for q in self.device_ready.values()) + \
-            self.static.waiting_count() + sum(len(q) for q in self.parked.values())
+        waiting for a host task (a static model's executions wait for its load's registrations; counted when
+        pruning, as they take a scan)."""
+        return len(self.pending_host) + self.devices_held
 
     def _chip_v6(self, device: int) -> bool:
         return self._flags(device).v6
@@ -633,7 +637,7 @@ class AggregatorStage(Transform):
                     self.pending_device.popleft()
                     if parked is None:
                         self.parked[key] = deque((task,))
-                        self._resolve_parked()
+                        self._resolve_parked((key,))
                     else:
                         parked.append(task)  # behind the earlier ones of its id
                     continue
@@ -652,17 +656,36 @@ class AggregatorStage(Transform):
             else:
                 self._meet((task.device, task.stream, task.task, task.batch), device=task)
 
-    def _resolve_parked(self) -> None:
+    def _resolve_parked(self, keys: Iterable[tuple[int, int]] | None = None) -> None:
         """Parked chip-v6 tasks, oldest first per task id: each takes its stream once a resolved host task_track
         names it; with none, it is rejected once no host task_track up to its start can still name it (the host
-        launches a task before the device starts it), or when the aggregator gives up."""
-        for key in list(self.parked):
+        launches a task before the device starts it), or when the aggregator gives up. ``keys``: those to look
+        at (default: the ids a host task has named since, and the oldest parked ids the task_track streams have
+        passed)."""
+        if not self.parked:
+            self.parked_named.clear()
+            return
+        marks = [mark for stream, mark in self.watermarks.items() if "task_track" in stream]
+        track_low = min(marks, default=-1)
+        if keys is None:
+            named, self.parked_named = self.parked_named, set()
+            every = self._give_up(self._host_held())
+            passed = []
+            for key, queue in self.parked.items():  # in the order they were parked: oldest first
+                if queue[0].start > track_low and not every:
+                    break
+                passed.append(key)
+            keys = passed + [key for key in named - set(passed) if key in self.parked]
+        pending: dict[tuple[int, int], int] | None = None  # v6 ids of host tasks still being described → first ts
+        for key in keys:
             queue = self.parked[key]
             while queue:
                 task = queue[0]
                 stream = self._unique_stream(*key)
                 if stream is None:
-                    if not self._host_passed(task.start, key):
+                    if track_low >= task.start and pending is None:
+                        pending = self._pending_v6_ids()
+                    if track_low < task.start or pending is not None and pending.get(key, task.start + 1) <= task.start:
                         if not self._give_up(self._host_held()):
                             break
                         self._gave_up("chip-v6 device task waiting for its host task_track")
@@ -679,20 +702,14 @@ class AggregatorStage(Transform):
             if not queue:
                 del self.parked[key]
 
-    def _host_passed(self, ts: int, key: tuple[int, int]) -> bool:
-        """Every host task_track up to ``ts`` is in (each task_track stream, one at least, is past it), and none
-        still being described names the chip-v6 task id ``key`` (device, 32-bit task id)."""
-        marks = [mark for stream, mark in self.watermarks.items() if "task_track" in stream]
-        if not marks or min(marks) < ts:
-            return False
+    def _pending_v6_ids(self) -> dict[tuple[int, int], int]:
+        """(device, 32-bit task id) of the host task_tracks still being described → the time of the first."""
+        found: dict[tuple[int, int], int] = {}
         for host in self.pending_host:
-            if int(host.record["ts_ns"]) > ts:
-                break
             if not host.legacy:
                 device, _, task, _ = self._host_key(host.record)
-                if (device, task) == key:
-                    return False
-        return True
+                found.setdefault((device, task), int(host.record["ts_ns"]))
+        return found
 
     def _unique_stream(self, device: int, task: int) -> int | None:
         """The stream of a chip-v6 task id, as the host task_track that launched or registered it says."""
@@ -983,6 +1000,8 @@ class AggregatorStage(Transform):
             self.flips.prune_before(device_low)
             self.static.prune_before(device_low)
             self.contexts.prune_before(device_low)
+        self.devices_held = sum(len(q) for q in self.device_ready.values()) + self.static.waiting_count() + \
+            sum(len(q) for q in self.parked.values())
 
     def tick(self, now: float) -> Iterable[Batch]:
         # pruning scans every waiting task: while records stream in, at most every PRUNE_EVERY_S
