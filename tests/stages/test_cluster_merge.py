@@ -26,7 +26,8 @@ def _op_rows(device: int, data: dict[str, list[int]]) -> list[list[object]]:
 
 
 def _api_rows(data: dict[str, list[int]]) -> list[list[object]]:
-    return [["acl", op, len(ns), sum(ns), min(ns), max(ns), sum((n / 1000) ** 2 for n in ns)] for op, ns in data.items()]
+    return [["acl", op, len(ns), sum(ns), min(ns), max(ns), sum((n / 1000) ** 2 for n in ns)]
+            for op, ns in data.items()]
 
 
 @given(st.lists(source_data, min_size=1, max_size=4))
