@@ -203,6 +203,7 @@ class AggregatorStage(Transform):
         self.parked: dict[tuple[int, int], deque[DeviceTask]] = {}  # chip v6: (device, task id) → tasks, no stream
         self.devices_held = 0  # device tasks waiting for a host task, as of the last _prune
         self.parked_named: set[tuple[int, int]] = set()  # parked ids a host task has named since
+        self.not_passed: tuple[int, int, bool, int, int] | None = None  # the last _passed that found nothing
         self.registered_streams: dict[tuple[int, int], int] = {}
         self.rows: dict[str, list[list[Any]]] = {kind: [] for kind in ROW_KINDS}
         self.pmu_jobs: list[PmuJob] = []  # task rows whose PMU values are still to be computed
@@ -796,7 +797,10 @@ class AggregatorStage(Transform):
     def _passed(self, device: int, end: int, l2: bool) -> bool:
         """Whether the device's PMU (``l2``: L2 cache) stream has passed a task ending at ``end``: a joined task
         ending later already has its record (their records carry no usable time, but come in the order tasks
-        end). Looks at the first PMU_LOOKAHEAD joined tasks."""
+        end). Looks at the first PMU_LOOKAHEAD joined tasks, again only once more records or tasks came in."""
+        stamp = (device, end, l2, self.records_in, len(self.awaiting_pmu))
+        if stamp == self.not_passed:
+            return False
         for index, (host, other, _, context) in enumerate(self.awaiting_pmu):
             if index >= PMU_LOOKAHEAD:
                 break
@@ -807,6 +811,7 @@ class AggregatorStage(Transform):
             if l2 and wants_l2 and self.extras.l2.get(task_key) or not l2 and wants_pmu and self.pmu.get(
                     (*task_key, INVALID_CONTEXT if context is None else context)):
                 return True
+        self.not_passed = stamp
         return False
 
     def _resolve_pmu(self, now: float) -> None:
