@@ -1,15 +1,16 @@
-"""`pipeline collect --ssh board.ini -- ./main`: profile an application on a board driven over SSH (seed 000).
+"""`pipeline collect --ssh board.ini -- ./main`: profile an application on a board driven over SSH
+(as the CANN profiling guide for SVP boards does).
 
-The seed's ``msprof.pyc collect`` copies the project to an SVP board over SSH, runs it, and mounts the profiling
+The guide's ``msprof.pyc collect`` copies the project to an SVP board over SSH, runs it, and mounts the profiling
 folder back. Here the ``ssh``/``scp`` binaries copy the application, the board agent (``pipeline_board``) and a
 session's CURVE keys to ``workdir`` on the board, then one ``ssh -R`` session runs the application with
 profiling on (acl.json in ``$PIPELINE_ACL_JSON``) and the agent beside it; the agent pushes through the
 forwarded port to the decoder of a local ``pipeline run``, so records arrive live and no NFS mount is needed.
 
-board.ini is the seed's ``[ssh_config]`` (ip, username, pwd, port) plus optional keys: ``key`` (an identity
+board.ini is the guide's ``[ssh_config]`` (ip, username, pwd, port) plus optional keys: ``key`` (an identity
 file: key-based login, preferred), ``known_hosts``, ``workdir``, ``python`` (the board's interpreter with pyzmq
 and msgpack). A password is used only when no key logs in, through ``SSH_ASKPASS``, and refused when the ini
-is readable by other users (the seed warns that such files leak board credentials).
+is readable by other users (the guide warns that such files leak board credentials).
 """
 
 from __future__ import annotations
@@ -68,13 +69,13 @@ class BoardLogin:
 
 
 def read_board_ini(path: Path) -> BoardLogin:
-    """The seed's ``[ssh_config]`` ini; a password in it must not be readable by other users."""
+    """The SVP profiling guide's ``[ssh_config]`` ini; a password in it must not be readable by other users."""
     if not path.is_file():
         raise UserError(f"--ssh: {path} does not exist", "write an ini with an [ssh_config] section (docs/board.md)")
     parser = configparser.ConfigParser(interpolation=None)
     text = path.read_text(encoding="utf-8", errors="replace")
     one_line = re.fullmatch(rf"\s*\[{SECTION}\]((?:\s+\w+\s*=\s*\S+)+)\s*", text)
-    if one_line:  # the seed prints the ini on one line: `[ssh_config] ip = … username = … pwd = … port = …`
+    if one_line:  # the guide prints the ini on one line: `[ssh_config] ip = … username = … pwd = … port = …`
         text = f"[{SECTION}]\n" + "\n".join(f"{k} = {v}" for k, v in re.findall(r"(\w+)\s*=\s*(\S+)",
                                                                                  one_line.group(1)))
     try:
@@ -82,7 +83,8 @@ def read_board_ini(path: Path) -> BoardLogin:
     except configparser.Error as exc:
         raise UserError(f"--ssh: {path} is not an ini file: {str(exc).splitlines()[0]}") from None
     if not parser.has_section(SECTION):
-        raise UserError(f"--ssh: {path} has no [{SECTION}] section", "ip = …, username = …, port = 22 (seed 000)")
+        raise UserError(f"--ssh: {path} has no [{SECTION}] section",
+                        "ip = …, username = …, port = 22 (as in the CANN profiling guide for SVP boards)")
     section = parser[SECTION]
     missing = [key for key in ("ip", "username") if not section.get(key, "").strip()]
     if missing:

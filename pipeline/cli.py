@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from pipeline.config import PipelineConfig
     from pipeline.launch import Application, ProfilerSwitches
 
-# `pipeline simulate --aic-metrics` choices: the metric groups of stages.formats.raw.PMU_EVENT_SETS (spec §1.9),
-# listed here so the CLI starts without importing numpy.
+# `pipeline simulate --aic-metrics` choices: the metric groups of stages.formats.raw.PMU_EVENT_SETS (msprof's
+# --aic-metrics groups), listed here so the CLI starts without importing numpy.
 AIC_METRICS = ("PipeUtilization", "ArithmeticUtilization", "Memory", "ResourceConflictRatio", "PipeUtilizationExct",
                "PipelineExecuteUtilization", "MemoryL0", "MemoryUB", "L2Cache", "MemoryAccess")
 EXPORT_KINDS = ("summary", "timeline", "db", "advice")  # pipeline.offline.EXPORT_STAGES
@@ -115,7 +115,7 @@ def _cmd_acl_json(args: argparse.Namespace) -> int:
     from pipeline.launch import app_environment, write_acl_json
 
     output = Path(args.output).expanduser().resolve()
-    output.mkdir(parents=True, exist_ok=True)  # the runtime wants it to exist (seed 000)
+    output.mkdir(parents=True, exist_ok=True)  # the runtime wants it to exist (CANN profiling guide)
     switches = _switches(args, output)
     try:
         path = write_acl_json(Path(args.path).expanduser(), switches)
@@ -333,12 +333,12 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def _add_switch_flags(parser: argparse.ArgumentParser, with_switch: bool) -> None:
-    """acl.json's profiler switches (seed 000's `msprof.pyc collect` flags)."""
+    """acl.json's profiler switches (the `msprof.pyc collect` flags of the CANN profiling guide for SVP boards)."""
     on_off = ("on", "off")
     if with_switch:
         parser.add_argument("--switch", choices=on_off, help="profiling on or off (default: on)")
     parser.add_argument("--aic-metrics", choices=AIC_METRICS,
-                        help="AI Core metric group (default: ArithmeticUtilization, seed 000's)")
+                        help="AI Core metric group (default: ArithmeticUtilization, the only one SVP boards support)")
     parser.add_argument("--aicpu", choices=on_off, help="AI CPU data (default: on)")
     parser.add_argument("--acl-api", choices=on_off, help="AscendCL API data (default: on)")
     parser.add_argument("--interval", type=int, help="profile every N-th inference (default: 0, every one)")
@@ -389,7 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     collect = sub.add_parser("collect", help="profile an application on a board over SSH: copy, run, stream back")
     collect.add_argument("--ssh", required=True, metavar="BOARD_INI",
-                         help="the board's [ssh_config] ini (seed 000: ip, username, port; key, workdir, python)")
+                         help="the board's [ssh_config] ini (ip, username, port; key, workdir, python)")
     collect.add_argument("--output", default="./out/board-ssh", help="the run's output folder")
     collect.add_argument("--copy", action="append", default=[], metavar="PATH",
                          help="a file or folder to put beside the application on the board (repeatable)")
@@ -432,7 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--slice-bytes", type=int, default=2 * 1024 * 1024, help="rotate slices at this size")
     sim.add_argument("--aic-metrics", default="PipeUtilization", choices=AIC_METRICS,
-                     help="AI Core PMU metric group written in sample.json (spec §1.9)")
+                     help="AI Core PMU metric group written in sample.json (msprof's --aic-metrics)")
     sim.add_argument("--layout", choices=("current", "legacy"), default="current",
                      help="current = CANN ≥ 6.3 host reporter; legacy = CANN 5/6 AclModule/Framework/Runtime files")
     sim.add_argument("--legacy", dest="layout", action="store_const", const="legacy", help="same as --layout legacy")
@@ -441,7 +441,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "Softplus+Tanh+Mul with TransData around them (the case-study 'before'); _fused = "
                           "Conv2D+BN+activation fused, no TransData (the 'after')")
     sim.add_argument("--sleep-ms", type=int, default=0,
-                     help="the app sleeps this long inside an msproftx range around the model load (seed 004)")
+                     help="the app sleeps this long inside an msproftx range around the model load "
+                          "(as in msprof's face-mask SSD case study)")
     sim.add_argument("--subscribe", metavar="FIFO",
                      help="write aclprofModelSubscribe ProfOpDesc records into FIFO (made when absent) instead of "
                           "a PROF_… directory, op names to the resolver file, the truth next to it")

@@ -1,19 +1,19 @@
 """Launching the profiled application: `pipeline run CONFIG -- APP …` and `pipeline acl-json`.
 
-CANN switches profiling on for an application in one of two ways (seeds 000, 003):
+CANN switches profiling on for an application in one of two ways, as its profiling guides describe:
 
 * ``acl.json`` passed to ``aclInit`` / ``acl.init`` / ``svp_acl_init``::
 
       {"profiler": {"switch": "on", "output": DIR, "aic_metrics": "ArithmeticUtilization",
                     "aicpu": "on", "acl_api": "on", "interval": "0"}}
 
-  (seed 000 prints the AI CPU and metric keys of the SVP boards as ``aacpu`` / ``aac_metrics``;
+  (the CANN profiling guide for SVP boards prints their AI CPU and metric keys as ``aacpu`` / ``aac_metrics``;
   CANN's own acl.json spells them ``aicpu`` / ``aic_metrics``, as written here).
 * the environment of GE-based frameworks: ``PROFILING_MODE=true`` and ``PROFILING_OPTIONS`` holding
-  the same switches as JSON (the ``profiling_options`` keys of seed 003: output, task_trace,
+  the same switches as JSON (the ``profiling_options`` keys of CANN's TensorFlow profiling guide: output, task_trace,
   training_trace, aic_metrics, aicpu).
 
-The seeds pass acl.json's path in the application's own code, so no standard variable names it:
+CANN's profiling guides pass acl.json's path in the application's own code, so no standard variable names it:
 ``PIPELINE_ACL_JSON`` does, for the application to hand to ``acl.init`` (``pipeline.tx`` and the
 simulated application read it too). The runtime writes ``PROF_…`` under ``output``, which is what
 the run's collector follows. When the application exits, the supervisor writes the collector's end
@@ -39,7 +39,7 @@ TX_ENDPOINT_ENV = "PIPELINE_TX_ENDPOINT"  # pipeline.tx sends its records to thi
 SINCE_ENV = "PIPELINE_PROFILE_SINCE"  # epoch s: PROF_ directories older than this are an earlier job's (pipeline.tx)
 ACL_JSON_NAME = "acl.json"
 END_MARKER_NAME = "app_exit.json"
-DEFAULT_PROF_DIR = "profiling"  # under the run output: seed 000 suggests a project's profiling/ folder
+DEFAULT_PROF_DIR = "profiling"  # under the run output: the SVP profiling guide suggests a project's profiling/ folder
 SWITCHES = ("on", "off")
 
 
@@ -49,7 +49,7 @@ class ProfilerSwitches:
 
     output: str
     switch: str = "on"
-    aic_metrics: str = "ArithmeticUtilization"  # seed 000's default (the SVP boards support only this group)
+    aic_metrics: str = "ArithmeticUtilization"  # the SVP profiling guide's default (its boards have only it)
     aicpu: str = "on"
     acl_api: str = "on"
     interval: int = 0  # collect every N-th inference (0: every one)
@@ -70,7 +70,7 @@ class ProfilerSwitches:
         return section
 
     def profiling_options(self) -> dict[str, str]:
-        """The same switches as ``PROFILING_OPTIONS`` keys (seed 003's profiling_options)."""
+        """The same switches as ``PROFILING_OPTIONS`` keys (profiling_options of CANN's TensorFlow profiling guide)."""
         options = {"output": self.output, "task_trace": "on", "training_trace": "off",
                    "aic_metrics": self.aic_metrics, "aicpu": self.aicpu}
         if self.msproftx == "on":

@@ -1,4 +1,4 @@
-"""CURVE on tcp endpoints (design §5): key pairs, the server side's allow-list, the client side's keys.
+"""CURVE on tcp endpoints: key pairs, the server side's allow-list, the client side's keys.
 
 A host has one key pair in zmq's certificate files (``NAME.key`` public, ``NAME.key_secret`` both halves).
 Sockets that bind a tcp endpoint are CURVE servers and accept only clients whose public key is in the
@@ -22,7 +22,7 @@ from zmq.auth.thread import ThreadAuthenticator
 from pipeline.errors import UserError
 
 ZAP_DOMAIN = "ascend-pipeline"
-OUTPUT_UMASK = 0o027  # the seeds ask for 0027 or stricter on profiling outputs
+OUTPUT_UMASK = 0o027  # CANN's profiling guides ask for 0027 or stricter on profiling outputs
 
 
 def restrict_umask() -> None:

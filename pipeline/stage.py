@@ -1,4 +1,4 @@
-"""The stage contract (design §4): batch-shaped sources, transforms and sinks.
+"""The stage contract: batch-shaped sources, transforms and sinks.
 
 A stage class carries a nested pydantic ``Config`` (unknown keys rejected) and is registered
 under the ``ascend_pipeline.stages`` entry-point group, or named as ``package.module:Class``.
@@ -185,7 +185,7 @@ class Transform(Stage):
 
 class Sink(Stage):
     """Writes batches somewhere. ``close`` is not guaranteed after a crash, so a sink keeps its
-    output valid as it goes (design §4).
+    output valid as it goes.
 
     Crash recovery: ``snapshot`` makes what was written durable and records where the outputs end;
     ``restore`` (called instead of ``open`` in a restarted process) reopens them cut back to that

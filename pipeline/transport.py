@@ -1,4 +1,4 @@
-"""Endpoints and sockets (design §5): PUSH→PULL data hops, ipc in a 0700 directory."""
+"""Endpoints and sockets: PUSH→PULL data hops, ipc in a 0700 directory."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""msproftx annotations for your own code: the acl.prof extension API of seed 001, without CANN.
+"""msproftx annotations for your own code: the acl.prof extension API of the pyACL profiling API
+reference, without CANN.
 
     from pipeline import tx
 
@@ -14,8 +15,8 @@
 Every call returns ACL's status code as acl.prof does (0 = ACL_SUCCESS; 100000 = ACL_ERROR_INVALID_PARAM for a
 pop without push or an unknown range id), so code written for ``acl.prof`` runs unchanged against ``tx``.
 
-Records are the 256-byte msproftx records of spec §1.6 (MsprofTxInfo, level 20500), appended to
-``host/data/aging.additional.msproftx.slice_0`` of the PROF directory the runtime is writing. A call
+Records are the 256-byte msproftx records CANN writes (MsprofTxInfo, level 20500; msprof's msproftx_decoder.py),
+appended to ``host/data/aging.additional.msproftx.slice_0`` of the PROF directory the runtime is writing. A call
 only reads the clock and queues its fields; a daemon thread packs what is queued every FLUSH_S and
 appends it with one ``os.write`` on an ``O_APPEND`` descriptor, so records stay whole whichever
 threads and processes write. The collector follows that file like the runtime's own; the records
@@ -52,7 +53,7 @@ from collections import deque
 from types import TracebackType
 from typing import Any
 
-RECORD = struct.Struct("=HH3IQ2HI2H4Ii5Qi156s")  # spec §1.6: additional header + MsprofStampInfo, 256 bytes
+RECORD = struct.Struct("=HH3IQ2HI2H4Ii5Qi156s")  # additional header + MsprofStampInfo (prof_common.h), 256 bytes
 MAGIC = 0x5A5A
 LEVEL_MSPROFTX = 20500
 TX_TYPE = 0
@@ -155,7 +156,7 @@ def mark_ex(message: str, stream: Any = None) -> int:
 
 
 def push(stamp: Stamp | str) -> int:
-    """Open a span on this thread; ``pop`` closes the innermost one (single-thread use, as in seed 001)."""
+    """Open a span on this thread; ``pop`` closes the innermost one (single-thread use, as in the pyACL reference)."""
     if not _enabled:
         return ACL_SUCCESS
     _stack().append((_as_stamp(stamp), _now()))
@@ -222,7 +223,7 @@ class _NoRange:
 _NO_RANGE = _NoRange()
 
 
-def range(message: str) -> _Range | _NoRange:  # the seed's name (shadows the builtin in this module only)
+def range(message: str) -> _Range | _NoRange:  # pyACL's name (shadows the builtin in this module only)
     """``with tx.range("preprocess"):`` — range_start / range_stop around the block."""
     return _Range(message) if _enabled else _NO_RANGE
 

@@ -1,4 +1,4 @@
-"""Collection windows: a control file in the spirit of torch_npu's profiler_config.json (seed 002).
+"""Collection windows: a control file in the spirit of torch_npu's profiler_config.json (its dynamic_profile).
 
 torch_npu's dynamic_profile lets a user edit ``profiler_config.json`` while training runs; the job
 notices the change at its next step and collects for ``active`` steps. Here ``pipeline ctl`` edits

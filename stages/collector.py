@@ -4,7 +4,7 @@ New slices are picked up as they appear and bytes as they are appended; a record
 across device slices is carried over, a partial record at the end of a growing file waits.
 Each chunk is cut at record boundaries and names its stream, file, offset and count.
 
-Layouts (spec §1.1): `PROF_…/{host,device_N}/data/`, and the legacy `JOB…/` whose control files
+Layouts: `PROF_…/{host,device_N}/data/`, and the legacy `JOB…/` whose control files
 and `data/` sit in the job folder itself; that folder is then named `device_N` (N from its
 `info.json.N`) in everything the collector ships, as a PROF directory's device folder would be.
 

@@ -1,7 +1,7 @@
 """``pipeline.tx`` annotations sent to the collector over a socket instead of into the PROF directory.
 
 The collector binds a PULL socket at its ``tx_endpoint``; each message is whole 256-byte msproftx records
-(spec §1.6), packed by ``pipeline.tx`` exactly as it would write them to the PROF directory's file. What
+(MsprofTxInfo), packed by ``pipeline.tx`` exactly as it would write them to the PROF directory's file. What
 arrives is appended to a spool file in the run's output folder, which the collector reads as one more host
 stream: the same framing, counts and checkpointed offsets as the msproftx file the runtime's host writes, so a
 restarted collector goes on from its checkpoint in the spool and nothing it received is lost or sent twice.

@@ -1,9 +1,9 @@
 """The built-in advice rules (pipeline/advice.py), registered under ``ascend_pipeline.advice``.
 
-Wording and thresholds come from the seed case studies (issue 4): seed 004 (face-mask SSD on an
-Ascend 310: msprof's "please check and reduce the transData", a sleep found through msproftx,
-operator fusion taking aclmdlExecute from 7.209 ms to 2.305 ms) and seed 000 (Mish decomposed into
-Softplus + Tanh + Mul, replaced by LeakyRelu: 23.299 ms to 14.190 ms).
+Wording and thresholds come from two published case studies: msprof's face-mask SSD case (inference on
+an Ascend 310: msprof's "please check and reduce the transData", a sleep found through msproftx,
+operator fusion taking aclmdlExecute from 7.209 ms to 2.305 ms) and the CANN profiling guide for SVP boards (Mish
+decomposed into Softplus + Tanh + Mul, replaced by LeakyRelu: 23.299 ms to 14.190 ms).
 """
 
 from __future__ import annotations

@@ -31,8 +31,9 @@ class TxIdleRule(AdviceRule):
             found.append(self.advice(
                 "warning", f"msproftx range '{tx.message}' is idle {ms(tx.idle_ns)} of its {ms(tx.duration_ns)}",
                 f"No AscendCL call and no device task ran in {share(tx.idle_ns, tx.duration_ns):.0%} of it.",
-                "look for a sleep, a blocking wait or unprofiled I/O in the code this range marks. Seed 004 found a "
-                "sleep(5) in CreateMultipleStreamsFromFile this way; without it the range took 642 ms, not 5,645 ms.",
+                "look for a sleep, a blocking wait or unprofiled I/O in the code this range marks. msprof's face-mask "
+                "SSD case study found a sleep(5) in CreateMultipleStreamsFromFile this way; "
+                "without it the range took 642 ms, not 5,645 ms.",
                 message=tx.message, start_ns=tx.start_ns, duration_ns=tx.duration_ns, idle_ns=tx.idle_ns))
         return found
 
@@ -56,9 +57,9 @@ class ModelLoadRule(AdviceRule):
             "info", f"Model load ({ms(load.total_ns)}) takes longer than all {runs.count:,} executions "
                     f"({ms(runs.total_ns)})",
             f"{load.count:,} aclmdlLoad* call(s) against {runs.count:,} aclmdlExecute call(s).",
-            "loading reads and places the model: file I/O that runs once and that profiling cannot tune (seeds "
-            "000 and 004 leave it alone). Judge aclmdlExecute instead, over enough executions; in a service, "
-            "load once and keep the model.",
+            "loading reads and places the model: file I/O that runs once and that profiling cannot tune (CANN's "
+            "profiling case studies leave it alone). Judge aclmdlExecute instead, over enough executions; "
+            "in a service, load once and keep the model.",
             load_ns=load.total_ns, loads=load.count, execute_ns=runs.total_ns, executions=runs.count)]
 
 

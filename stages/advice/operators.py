@@ -34,7 +34,7 @@ class TransDataRule(AdviceRule):
             f"{part:.1%} of device time.",
             "please check and reduce the transData: feed each operator the layout it computes in (ATC "
             "--input_format, layout-preserving operators), or fuse the conversions away. msprof gives this advice "
-            "above 2 per execution (rule_transData_1); seed 004 got it for the face-mask SSD.",
+            "above 2 per execution (rule_transData_1), as it did for the face-mask SSD of its case study.",
             count=found.count, executions=runs, per_execution=round(per_run, 3), total_ns=found.total_ns,
             device_share=round(part, 4))]
 
@@ -69,7 +69,8 @@ class DecomposedActivationRule(AdviceRule):
                 f"The chip has no {activation} operator, so the model converter runs it as {len(parts)} "
                 "element-wise operators.",
                 f"use a supported activation ({', '.join(self.config.supported)}) and convert the model again: "
-                "seed 000 replaced Mish with LeakyRelu and inference went from 23.299 ms to 14.190 ms.",
+                "the CANN profiling guide for SVP boards replaced Mish with LeakyRelu and inference went "
+                "from 23.299 ms to 14.190 ms.",
                 activation=activation, parts=list(parts), instances=instances, total_ns=total,
                 device_share=round(part, 4)))
         return found
@@ -95,8 +96,8 @@ class TopOpTypesRule(AdviceRule):
                            for name, t in ranked if t.count)
         return [self.advice(
             "info", f"Top operator types by device time: {names}", detail,
-            "tune these first: read their op_summary rows (shapes, formats, PMU ratios) and fuse neighbours. Seed "
-            "004: Conv2D and BNInferenceD led op_statistic; fusing Conv2D + BNInferenceD + Relu took aclmdlExecute "
-            "from 7.209 ms to 2.305 ms.",
+            "tune these first: read their op_summary rows (shapes, formats, PMU ratios) and fuse neighbours. In "
+            "msprof's face-mask SSD case study Conv2D and BNInferenceD led op_statistic; fusing Conv2D + "
+            "BNInferenceD + Relu took aclmdlExecute from 7.209 ms to 2.305 ms.",
             top=[{"op_type": name, "count": t.count, "total_ns": t.total_ns,
                   "device_share": round(share(t.total_ns, device), 4)} for name, t in ranked])]

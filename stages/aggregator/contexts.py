@@ -1,4 +1,4 @@
-"""FFTS+ contexts (spec §1.7): an FFTS+ task's subtasks, each timed by its own start/end logs.
+"""FFTS+ contexts: an FFTS+ task's subtasks, each timed by its own start/end logs.
 
 GE reports an op's context ids in a context_id_info record beside its node_basic_info; the device
 logs each context's start and end in stars_soc.data (func types 100010 / 100011) and writes one

@@ -2,7 +2,7 @@
 
 Host side: per thread, recent Node-level API intervals, node_basic_info, tensor_info,
 context_id_info and ModelExecute windows; a task_track takes the innermost ones that contain or precede its
-timestamp (spec §1.4 "Host ↔ device association"). Device side: start/end logs paired per
+timestamp (as msprof's C++ association, tree_builder.cpp, does). Device side: start/end logs paired per
 (device, stream, task) in arrival order, batch ids from task-id flips, PMU records queued
 per (device, stream, task). Host and device tasks meet on (device, stream, task, batch); tasks of
 static models are named through their load-time registrations instead (static.py).

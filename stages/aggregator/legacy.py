@@ -1,4 +1,4 @@
-"""The join of legacy host records (CANN ≤ 6, spec §1.5), bounded.
+"""The join of legacy host records (CANN ≤ 6), bounded.
 
 There the runtime's task track names a task by (device, stream, task, batch) and GE describes it
 under the same ids in Framework.task_desc_info (op name and type, block dims, model, iteration), with

@@ -1,4 +1,4 @@
-"""AI Core PMU metrics per task (spec §1.9), column by column as msprof's op_summary shows them.
+"""AI Core PMU metrics per task, column by column as msprof's op_summary shows them.
 
 Each metric group (sample.json ``ai_core_metrics``) lists its columns; each column is a formula over the
 record's counters, looked up by PMU event id (the slot of an event is its place in

@@ -1,4 +1,4 @@
-"""op_summary PMU columns on STARS chips (spec §1.9, §6 D11): `aic_` and `aiv_` sides.
+"""op_summary PMU columns on STARS chips (msprof's C++ metric formulas): `aic_` and `aiv_` sides.
 
 Each side's columns come from its own event list in sample.json (`ai_core_profiling_events`,
 `aiv_profiling_events`), named by event id through :mod:`.metrics`, then prefixed: the AI Core
@@ -105,7 +105,7 @@ class StarsPmu:
         return values, hidden_values
 
     def cube_utilization(self, mac_ratio: float | None, aic_cycles: float | None, duration_ns: int) -> float | None:
-        """aic_total_cycles / (aic MHz × ai_core_num × duration µs) × 100 (spec §1.9).
+        """aic_total_cycles / (aic MHz × ai_core_num × duration µs) × 100, as msprof computes it.
 
         0 when the mac ratio, the cycles or the duration is 0, as msprof's Python exporter writes it
         (runtime_report.cube_usage; its C++ exporter only zeroes a zero duration): a task that never

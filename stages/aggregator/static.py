@@ -1,4 +1,5 @@
-"""Static models: tasks registered once at model load, replayed by every execution (spec §6 D4, D10).
+"""Static models: tasks registered once at model load, replayed by every execution
+(request id 0: every iteration, as msprof reads it), across task-id flips.
 
 An offline model (.om, aclmdlExecute) reports its ops at load, inside a Model-level window whose
 request id is 0 ("static graph: every iteration", D4). Each of those task_tracks registers

@@ -1,4 +1,4 @@
-"""Iterations from the step-trace keypoints (ts_track tag 10, spec §1.7), as msprof's step-trace calculator
+"""Iterations from the step-trace keypoints (ts_track tag 10), as msprof's step-trace calculator
 reads them (mscalculate/step_trace: tag handlers and their state machine).
 
 Per (device, model), tags 0 (model start), 1 (model end) and 4 (iteration end) drive a small state machine:

@@ -26,7 +26,7 @@ HOST_KINDS |= host_extra.KINDS
 
 
 class DecoderStage(Transform):
-    """Decodes every record kind the collector ships (spec §1.4–§1.7)."""
+    """Decodes every record kind the collector ships."""
 
     class Config(StageConfig):
         max_pending_chunks: int = Field(10_000, ge=1, description="chunks held while a time base is unknown")

@@ -1,7 +1,7 @@
 """The 4-bit rolling counter of HWTS-class device records (byte 0 bits 4–7 of hwts.data and aicore.data).
 
 The device numbers every record it writes to a stream modulo 16, so a jump in the sequence means
-records were lost before they reached the file (spec §1.7). Chunks of one stream reach the decoder
+records were lost before they reached the file. Chunks of one stream reach the decoder
 in order, so the last counter of each stream is enough to carry the check across chunks. A gap of
 k records shows as k mod 16: what is reported is a lower bound.
 """

@@ -1,4 +1,4 @@
-"""Other device records (spec §1.7): AI CPU kernel times, L2 cache task counters, AI Core frequency changes.
+"""Other device records: AI CPU kernel times, L2 cache task counters, AI Core frequency changes.
 
 aicpu.data holds MsprofAdditionalInfo records (level 6000): type 0 (AICPU_NODE) carries one kernel's
 times; the other types (data pipeline, model, MindSpore queue, KFC, HCCL …) are not decoded here. The

@@ -1,4 +1,4 @@
-"""Device record decoding: HWTS-class logs and PMU (910), the 310's TLV streams (spec §1.7, §6 D5)."""
+"""Device record decoding: HWTS-class logs and PMU (910), the 310's TLV streams."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Host record decoding (spec §1.4, §1.6): api_event, compact, additional, dictionaries."""
+"""Host record decoding: api_event, compact, additional, dictionaries."""
 
 from __future__ import annotations
 

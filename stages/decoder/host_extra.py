@@ -1,4 +1,4 @@
-"""Compact and additional host records the join does not use yet (spec §1.4): decoded, never rejected.
+"""Compact and additional host records the join does not use yet: decoded, never rejected.
 
 node_attr_info, memcpy_info, hccl_op_info, capture_stream_info (compact, 64 B); context_id_info,
 graph_id_map, fusion_op_info, hccl_info, Multi_Thread (additional, 256 B). Fields keep their raw names.

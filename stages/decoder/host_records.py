@@ -1,5 +1,5 @@
-"""Decoded kinds of the legacy host records (spec §1.5) and of the host records the join does not
-need yet (spec §1.4): numpy dtypes, times in local wall-clock ns. Registered in records.DTYPES."""
+"""Decoded kinds of the legacy host records (CANN ≤ 6) and of the host records the join does not
+need yet: numpy dtypes, times in local wall-clock ns. Registered in records.DTYPES."""
 
 from __future__ import annotations
 

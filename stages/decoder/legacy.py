@@ -1,4 +1,4 @@
-"""Legacy host records (CANN ≤ 6, spec §1.5): AclModule, Framework task/tensor/step/id-map, Runtime track and API.
+"""Legacy host records (CANN ≤ 6): AclModule, Framework task/tensor/step/id-map, Runtime track and API.
 
 They sit beside the device data (`device_N/data/<name>.N.slice_K`, or `JOB…/data/`), so each chunk names
 its device; their times are host monotonic ns (TimeBase.legacy_host_clock). A record whose data tag

@@ -1,4 +1,4 @@
-"""STARS-class device records (910B and later, spec §1.7, §6 D11).
+"""STARS-class device records (910B and later).
 
 stars_soc.data holds the ACSQ task start/end logs that replace hwts.data (64 B; 32 B with one
 32-bit unique task id on chip v6) and, on 64-byte chips, the FFTS+ subtask (context) start/end
@@ -50,8 +50,8 @@ def sqe_type(head: np.ndarray) -> np.ndarray:
 
 def ids(stream: np.ndarray, task: np.ndarray, expand: bool = False,
         sqe: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(stream id, task id) of STARS records from their u16 stream and task fields (spec §1.7;
-    msprof parser_item/stars_common.h).
+    """(stream id, task id) of STARS records from their u16 stream and task fields (as msprof's
+    parser_item/stars_common.h reads them).
 
     Default mode: bit 12 of the stream field set → stream = its low 11 bits, task = task low 13
     bits | stream bits 13–15; else bit 13 set → the low 12 bits of the two fields were swapped

@@ -1,4 +1,4 @@
-"""Time bases (spec §1.3): host ticks and device syscnt → local wall-clock ns, in integers."""
+"""Time bases, as msprof converts them: host ticks and device syscnt → local wall-clock ns, in integers."""
 
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ class TimeBase:
             return None
 
     def _wall_offset(self, folder: str, suffix: str, story: ClockStory) -> int | None:
-        """Monotonic → wall clock (spec §1.3): the folder's start_info, else the host's (the same host clocks),
+        """Monotonic → wall clock: the folder's start_info, else the host's (the same host clocks),
         else an end_info's (folder's, then host's). A stand-in is told in ``story``; none: start_info missing."""
         wanted = f"{folder}/start_info{suffix}"
         offset = self._offset(wanted)
@@ -181,7 +181,7 @@ class TimeBase:
         return self._cached(_HOST_KEY, lambda _: self._host_clock(), 0)
 
     def legacy_host_clock(self, device: int) -> Clock | None:
-        """Clock of the legacy host records in device_N/data (AclModule, Framework, Runtime; spec §1.5)."""
+        """Clock of the legacy host records in device_N/data (AclModule, Framework, Runtime)."""
         return self._cached(("legacy", device), self._legacy_host_clock, device)
 
     def device_clock(self, device: int) -> Clock | None:
@@ -210,7 +210,7 @@ class TimeBase:
         return None if offset is None else Clock(local_offset=offset)
 
     def _device_clock(self, device: int) -> Clock | None:
-        """Spec §1.3: syscnt → host monotonic from dev_start.log.N's ``cntvct`` and host_start.log.N's
+        """syscnt → host monotonic from dev_start.log.N's ``cntvct`` and host_start.log.N's
         ``clock_monotonic_raw`` (one instant on both sides), at info.json.N's hwts frequency; then the wall-clock
         offset. A file that is there but lacks its number counts as missing. Stand-ins, each told in the story:
         for host_start.log.N the host's own start log (host/host_start.log, converted with info.json's CPU

@@ -1,4 +1,4 @@
-"""ts_track.data on HWTS-class chips: fixed 40-byte records, one decoded kind per tag (spec §1.7).
+"""ts_track.data on HWTS-class chips: fixed 40-byte records, one decoded kind per tag.
 
 Tag 10 step trace → ``step``, 11 TS memcpy → ``ts_memcpy``, 12 task type → ``ts_task_type``,
 13 old-format task flip → ``ts_flip_old``, 14 task flip → ``flip``, 15 block num → ``ts_block_num``.
@@ -211,7 +211,7 @@ def _decode_steps(body: bytes | bytearray, n: int, device: int, clock: Clock, la
 
 
 def _stars_ids(stream: np.ndarray, task: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Stream and task ids packed the STARS way (spec §1.7, msprof parser_item/stars_common.h)."""
+    """Stream and task ids packed the STARS way (msprof's parser_item/stars_common.h)."""
     stream, task = stream.astype(np.int64), task.astype(np.int64)
     bit12, bit13 = (stream & 0x1000) != 0, (stream & 0x2000) != 0
     out_stream = np.where(~bit12 & bit13, (task & 0x0FFF) % 2048, stream % 2048)

@@ -1,4 +1,4 @@
-"""Which raw file holds which record stream, and how that stream is framed (spec §1.1, §1.2)."""
+"""Which raw file holds which record stream, and how that stream is framed (msprof's file-name patterns)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class StreamKind:
     record_size: int = 0  # fixed framing only
     magic: bytes = b""  # bytes expected at magic_offset of every record (resync anchor)
     magic_offset: int = 0
-    whole_records_per_slice: bool = False  # host slices never split a record (spec §1.1)
+    whole_records_per_slice: bool = False  # host slices never split a record
 
 
 API_EVENT = StreamKind("api_event", "fixed", 40, b"\x5a\x5a", 0, True)
@@ -47,7 +47,7 @@ LPM_FREQ = StreamKind("lpm_freq", "fixed", raw.LPM_FREQ.itemsize)
 DEVICE_EXTRA_KINDS = {"aicpu.data": AICPU, "DATA_PREPROCESS.AICPU": AICPU_PREPROCESS,
                       "DATA_PREPROCESS.dev.AICPU": AICPU_PREPROCESS, "l2_cache.data": L2_CACHE,
                       "lpmFreqConv.data": LPM_FREQ}
-# STARS chips (spec §1.7, §6 D11): 0x6BD3 at bytes 2..3 is the resync anchor (the spec's collector view;
+# STARS chips: 0x6BD3 at bytes 2..3 is the resync anchor (as CANN's collector writes it;
 # msprof's Python reader drops stars_soc records without it, its C++ reader does not look).
 STARS_SOC = StreamKind("stars_soc", "fixed", 64, b"\xd3\x6b", 2)
 STARS_SOC_V6 = StreamKind("stars_soc_v6", "fixed", 32, b"\xd3\x6b", 2)
@@ -74,7 +74,7 @@ def host_stream_kind(base: str) -> StreamKind | None:
 
 def device_stream_kind(base: str, platform: int) -> tuple[StreamKind, int] | None:
     """Kind and device id of a device slice base name such as `hwts.data.0` on `platform` (legacy names
-    included, spec §1.2)."""
+    included)."""
     found = board_kinds.device_stream_kind(base, platform)
     return None if found is None else (_kinds_by_name()[found[0].name], found[1])
 

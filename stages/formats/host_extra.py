@@ -1,4 +1,4 @@
-"""Compact and additional host records beyond those the join needs (spec §1.4, §1.6).
+"""Compact and additional host records beyond those the join needs (CANN's prof_common.h).
 
 Layouts: the payload structs of CANN's `aprof_pub.h` / `prof_common.h` (MsprofAttrInfo, MsprofMemcpyInfo,
 MsprofHCCLOPInfo, MsprofCaptureStreamInfo, MsprofContextIdInfo, MsprofGraphIdInfo, ProfFusionOpInfo,

@@ -1,4 +1,4 @@
-"""Legacy host records and file names (CANN ≤ 6: spec §1.2 "Legacy names", §1.5).
+"""Legacy host records and file names (CANN ≤ 6).
 
 Before the api_event/compact/additional reporter, each component wrote its own 0x5A5A-headed
 struct into per-device files (`AclModule.acl_model.0.slice_0`, `Framework.task_desc_info.0.slice_0`,
@@ -9,7 +9,7 @@ MsprofRuntimeProfApiData, MsprofRuntimeProfTrackData) as msprof's format strings
 (`StructFmt` ACL_FMT, GE_*, RTS_TRACK_FMT, RUNTIME_API_FMT). Where the header says `uint32_t taskId`,
 msprof reads its high half as the batch id; so do we.
 
-Older names (spec §1.2) are recognised too: the "training" form
+Older names (msprof's file_name_manager.py) are recognised too: the "training" form
 (`hwts.log.data.45.dev.profiler_default_tag.0.slice_0`) and the "infer" form whose slice index
 follows a plain dot (`AclModule.acl_model.0.3`, `hwts.log.data.45.0.3`).
 """
@@ -137,7 +137,7 @@ LEGACY_STEP_TRACE = StreamKind("legacy_step_trace", "fixed", STEP_TRACE_20.items
 # the BP end and iteration end the current ones, all-reduce tag t → BOOK_REDUCE + t − 3 (start even, end odd).
 BOOK_STEP_START, BOOK_FP, BOOK_BP, BOOK_ITERATION_END, BOOK_REDUCE = 50000, 50001, 3, 4, 10000
 
-# The slice names (spec §1.2) and which kind each holds are the board agent's rules (``pipeline_board.kinds``):
+# The slice names and which kind each holds are the board agent's rules (``pipeline_board.kinds``):
 # the collector maps the kind it names to the one here, which carries the layout's record size.
 SLICE_SEP, INFER_SEP = board_kinds.SLICE_SEP, board_kinds.INFER_SEP
 split_slice_name = board_kinds.split_slice_name

@@ -1,4 +1,5 @@
-"""ProfOpDesc, the record aclprofModelSubscribe writes into the user's pipe (spec §2).
+"""ProfOpDesc, the record aclprofModelSubscribe writes into the user's pipe
+(CANN's acl_prof.h; its collector's data_struct.h).
 
 Fixed size, no header and no framing: 72 bytes from older collectors, 80 from the newest (a trailing
 ``dev_id`` and 4 bytes of padding). ``signature`` is a CRC-32C (Castagnoli, reflected) of bytes

@@ -1,8 +1,8 @@
-"""Raw CANN profile record layouts (spec/formats.md §1.4–§1.7), as numpy structured dtypes.
+"""Raw CANN profile record layouts, as numpy structured dtypes (the format strings of msprof's parser).
 
 Every layout is little-endian and packed, exactly the bytes the CANN runtime writes. The
 simulator writes with these dtypes and the decoder reads with them, so one table serves both;
-msprof's own parser is the independent check (spec §6).
+msprof's own parser (github Ascend/msprof) is the independent check.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ HOST_MAGIC = 0x5A5A  # compact / additional / api_event headers
 HWTS_MARKER = 0x6BD3  # "data from HWTS" at bytes 2..3 of hwts.data / aicore.data records
 EVENT_FLAG = 0xFFFF_FFFF_FFFF_FFFF  # api_event bytes 24..32 of an MsprofEvent
 
-# Report levels (spec §1.4).
+# Report levels (CANN's prof_common.h).
 LEVEL_MSPROFTX = 20500
 LEVEL_ACL = 20000
 LEVEL_MODEL = 15000
@@ -37,10 +37,10 @@ LEVEL_TRACE_PREFIX = {
 }
 ACL_API_CLASS = {1: "ACL_OP", 2: "ACL_MODEL", 3: "ACL_RTS", 4: "ACL_OTHERS", 5: "ACL_NN", 6: "ACL_ASCENDC",
                  7: "HOST_HCCL", 9: "ACL_DVPP", 10: "ACL_GRAPH", 11: "ACL_ATB"}
-MODEL_EXECUTE_TYPE = 1  # level 15000 event type of the ModelExecute begin/end pair (spec §6 D4)
+MODEL_EXECUTE_TYPE = 1  # level 15000 event type of the ModelExecute begin/end pair (msprof pairs them for iterations)
 MODEL_LOAD_TYPE = 2  # level 15000 event type of the ModelLoad pair; its request id 0 marks a static graph (§6 D4)
 
-# GE task types of node_basic_info (spec §1.4).
+# GE task types of node_basic_info.
 GE_TASK_TYPES = ("AI_CORE", "AI_CPU", "AI_VECTOR_CORE", "WRITE_BACK", "MIX_AIC", "MIX_AIV", "FFTS_PLUS",
                  "DSA_SQE", "DVPP", "HCCL", "FUSION", "INVALID")
 
@@ -112,9 +112,9 @@ TS_TRACK_SIZE = 40
 TS_STEP_TRACE_V6 = _packed([("mode", "u1"), ("tag", "u1"), ("buf_size", "<u2"), ("reserved", "<u4"),
                             ("timestamp", "<u8"), ("index_id", "<u8"), ("model_id", "<u8"), ("tag_id", "<u2"),
                             ("stream_id", "<u2"), ("task_id", "<u4")], 40)
-STEP_TAG_MODEL_START, STEP_TAG_MODEL_END = 0, 1  # step-trace tag ids (spec §1.7)
+STEP_TAG_MODEL_START, STEP_TAG_MODEL_END = 0, 1  # step-trace tag ids
 
-# Ascend 310 ("mini", platform 0): ts_track.data / aicore.data are TLV streams (spec §6 D5).
+# Ascend 310 ("mini", platform 0): ts_track.data / aicore.data are TLV streams; a real 310 writes no hwts.data.
 MINI_TIMELINE = _packed([("mode", "u1"), ("tag", "u1"), ("buf_size", "<u2"), ("reserved", "<u4"),
                          ("task_type", "<u2"), ("task_state", "<u2"), ("stream_id", "<u2"), ("task_id", "<u2"),
                          ("timestamp", "<u8"), ("thread", "<u4"), ("device_id", "<u4")], 32)
@@ -126,7 +126,7 @@ MINI_TAG_TIMELINE, MINI_TAG_EVENT_COUNT, MINI_TAG_STEP_TRACE = 3, 4, 10
 MINI_STATE_RUNNING, MINI_STATE_COMPLETE = 2, 3
 MINI_TLV_TAG_SIZES = {MINI_TAG_TIMELINE: 32, MINI_TAG_EVENT_COUNT: 112, MINI_TAG_STEP_TRACE: 40}
 
-# AI Core PMU event sets per metric group (spec §1.9), in counter-slot order.
+# AI Core PMU event sets per metric group (CANN's platform_interface.h), in counter-slot order.
 PMU_EVENT_SETS = {
     "PipeUtilization": (0x8, 0xA, 0x9, 0xB, 0xC, 0xD, 0x54, 0x55),
     "ArithmeticUtilization": (0x49, 0x4A, 0x4B, 0x4C, 0x4D, 0x4E, 0x4F),
@@ -140,7 +140,7 @@ PMU_EVENT_SETS = {
     "MemoryAccess": (0x32, 0x3D, 0x3E, 0x206, 0x20C, 0x50C, 0x50D, 0x50E),
 }
 
-# AI CPU kernel times (spec §1.7). The device's aicpu.data wraps them in a 256-byte MsprofAdditionalInfo
+# AI CPU kernel times. The device's aicpu.data wraps them in a 256-byte MsprofAdditionalInfo
 # (level 6000, type 0 = AICPU_NODE, MsprofAicpuNodeAdditionalData); the older DATA_PREPROCESS.AICPU files
 # hold the bare 128-byte MsprofAicpuProfData (magic 0x5A5A, data tag 60), or text lines.
 LEVEL_AICPU = 6000
@@ -168,12 +168,12 @@ LPM_FREQ = _packed([("count", "<u4"), ("rsv", "<u4"),
                     ("points", [("syscnt", "<u8"), ("freq_mhz", "<u4"), ("rsv", "<u4")], (LPM_FREQ_POINTS,))],
                    8 + 16 * LPM_FREQ_POINTS)
 
-# Device, STARS class (910B and later, spec §1.7, §6 D11). First u16 of every record: bits 0–5 funcType,
+# Device, STARS class (910B and later). First u16 of every record: bits 0–5 funcType,
 # bits 6–9 rolling counter, bits 10–15 sqe type (ACSQ logs); u16 @2 = 0x6BD3 as on HWTS chips.
 STARS_MARKER = HWTS_MARKER
 # Chip model per platform_version, as msprof's exporter names them (NPU_INFO; db_constant.h CHIP_TABLE).
 CHIP_NAMES = {0: "Ascend310", 1: "Ascend910A", 4: "Ascend310P", 5: "Ascend910B", 7: "Ascend310B", 15: "Ascend950"}
-STARS_PLATFORMS = frozenset({5, 7, 8, 11, 15, 16})  # chip v4 (910B), v1.1.x, v6 (spec §1.8)
+STARS_PLATFORMS = frozenset({5, 7, 8, 11, 15, 16})  # chip v4 (910B), v1.1.x, v6 (msprof's chip_model.py)
 STARS_V6_PLATFORMS = frozenset({15, 16})  # 32-byte stars_soc records
 ACSQ_START, ACSQ_END = 0b000000, 0b000001
 FFTS_LOG_START, FFTS_LOG_END = 0b100010, 0b100011  # FFTS+ subtask (context) start / end

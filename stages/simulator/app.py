@@ -3,7 +3,7 @@
 It does what a CANN application does with profiling: reads acl.json (its path as the argument, as
 ``acl.init(path)`` takes it, else ``$PIPELINE_ACL_JSON``; else ``PROFILING_MODE`` / ``PROFILING_OPTIONS``),
 and when the profiler switch is on writes a ``PROF_…`` directory under its ``output`` while it runs,
-with the AI Core metric group of ``aic_metrics`` (seed 000's ``aac_metrics`` spelling is read too). Its
+with the AI Core metric group of ``aic_metrics`` (the SVP profiling guide's ``aac_metrics`` spelling is read too). Its
 host clock is this machine's CLOCK_MONOTONIC_RAW, so annotations made with ``pipeline.tx`` in this
 process line up with its records: it marks every ``--mark-every``-th image and wraps its run in a
 ``pipeline.tx`` range.

@@ -17,7 +17,7 @@ timeline per image, all on one thread (intervals nest, never partially overlap):
 Device tasks run in launch order: each starts after its launch (+ submit latency) and after the
 previous task ends, so tasks never overlap on a stream. Device streams per chip: the 310's TS
 timeline TLV streams, the 910's HWTS log and AI Core PMU, the 910B's STARS ACSQ log and FFTS
-context PMU (spec §6 D5, D11); ts_track step trace and task-id flips on the 910 and 910B. Model load
+context PMU; ts_track step trace and task-id flips on the 910 and 910B. Model load
 reports graph_id_map, each aclrtMemcpy a memcpy_info inside its MemCopySync.
 
 On the 910B the MIX_AIC ops run as FFTS+ tasks (runtime task type FFTS_PLUS): their node launch
@@ -32,7 +32,8 @@ not simulated) and no FFTS+ subtasks.
 
 That is "launch" mode (single-op / dynamic execution: op information at every launch). In "static"
 mode the app runs an offline model (.om): GE and the runtime report every op and task once, at model
-load, and each aclmdlExecute replays the same stream / task / batch ids on the device (spec §6 D4):
+load, and each aclmdlExecute replays the same stream / task / batch ids on the device
+(msprof reads request id 0 as "every iteration"):
 
     aclmdlLoadFromFile ⊃ ModelLoad event begin … end (requestId 0 = static graph, itemId = model id)
         runtime ModelBindStream per model stream
@@ -45,7 +46,8 @@ device writes the same task-flip record, with the same flip number, on every exe
 
 The case-study variants of the model (workload.py: ``face_mask_ssd_mish``, ``face_mask_ssd_fused``), and
 any run with ``sleep_ms``, wrap the model load in an msproftx range named CreateMultipleStreamsFromFile
-as seed 004's app does; ``sleep_ms`` is the app's sleep inside that range after the load (the seed's sleep(5)).
+as the app of msprof's face-mask SSD case study does; ``sleep_ms`` is the app's sleep inside that range after the
+load (the case study's sleep(5)).
 
 Layout "legacy" writes the same launch-mode run as CANN 5/6 did (stages/simulator/legacy.py): no host/
 folder, AclModule / Framework / Runtime files beside the device data, no msproftx. Static mode is not
@@ -102,7 +104,7 @@ Layout = Literal["current", "legacy"]
 LAYOUTS = ("current", "legacy")
 GRAPH_ID = 1
 DEFAULT_MODEL: Model = "face_mask_ssd"
-LOAD_RANGE = "CreateMultipleStreamsFromFile"  # seed 004's msproftx range around stream and model creation
+LOAD_RANGE = "CreateMultipleStreamsFromFile"  # the case study's msproftx range around stream and model creation
 MEMCPY_H2D, MEMCPY_D2H = 1, 2
 INPUT_BYTES, OUTPUT_BYTES = 260 * 260 * 3, 5972 * 6 * 4  # one uint8 NHWC image; boxes and scores per anchor
 
@@ -128,7 +130,7 @@ def host_streams(layout: str, device_id: int) -> tuple[str, ...]:
 @dataclass
 class TaskIds:
     """Per-stream task ids (16 bits; 32 on chip v6). On flip chips a FLIP task takes id 0 of each new batch
-    (spec §6 D10)."""
+    (as msprof's flip calculator expects)."""
 
     flips: bool
     next_id: int = 0
@@ -514,7 +516,7 @@ class Board:
     def _task_tracks(self, track_ts: np.ndarray, stream: np.ndarray, ids: np.ndarray, batches: np.ndarray,
                      flips: list[tuple[int, int]], rt_b: np.ndarray) -> rec.Chunk:
         n = len(ids)
-        if self.chip == "v6":  # a 32-bit task id: low 16 bits in taskId, high 16 in batchId (spec §1.4)
+        if self.chip == "v6":  # a 32-bit task id: low 16 bits in taskId, high 16 in batchId
             ids, batches = ids & 0xFFFF, ids >> 16
         parts = [(track_ts, rec.task_tracks(n, APP_TID, track_ts, self.device_id, stream, ids, batches,
                                             self.rt_task_type, self.kernel_hash, self.table.block_dim,

@@ -1,4 +1,4 @@
-"""Text control files of a PROF directory (spec §1.1, §6 D1/D2/D7/D8/D11) and its name.
+"""Text control files of a PROF directory, with the keys msprof's parser requires, and its name.
 
 Shapes follow the real CANN 6 files in shared/samples (compact JSON, string-valued numbers where the
 collector writes strings); the values describe the simulated board.
@@ -15,9 +15,9 @@ from stages.formats.raw import PMU_EVENT_SETS
 from stages.simulator.timebase import HOST_CPU_MHZ, TimeBase
 from stages.simulator.workload import AI_CORE_NUM, AIV_NUM, STARS_CHIPS, aic_mhz
 
-HOST_DEVICE_ID = "64"  # the host pseudo device (spec §6 D1/D2)
+HOST_DEVICE_ID = "64"  # the host pseudo device: msprof parses a directory as host data only under id 64
 PLATFORM_VERSION = {"mini": "0", "cloud": "1", "910b": "5", "v6": "15"}
-DRV_VERSION = 467732  # ≥ 467473: msprof exports the whole run (spec §6 D3)
+DRV_VERSION = 467732  # ≥ 467473: msprof exports the whole run
 HOSTNAME = "atlas-sim"
 APP = "python3"
 APP_PARAMETERS = "detect_image.py image/demo1.jpg"
@@ -98,8 +98,8 @@ def info_json(chip: str, tb: TimeBase, pid: int, device_id: int | None) -> str:
 def sample_json(chip: str, result_dir: str, device_id: int | None, metrics: str = AI_CORE_METRICS) -> str:
     """Collection switches: task-based AI Core PMU of one metric group, TS timeline on the 310, HWTS log on the
     910, and there also the AI CPU trace and L2 cache task counters; on the 910B the task time switch (its
-    STARS log replaces the HWTS log) and the AI Vector Core PMU (spec §6 D11). Chip v6: no PMU (its layout
-    is not simulated), so both PMU switches are off and list no events."""
+    STARS log replaces the HWTS log) and the AI Vector Core PMU (msprof's C++ device context requires its
+    keys). Chip v6: no PMU (its layout is not simulated), so both PMU switches are off and list no events."""
     mini, cloud, stars = chip == "mini", chip == "cloud", chip in STARS_CHIPS
     pmu = chip != "v6"
     events = ",".join(f"0x{e:x}" for e in PMU_EVENT_SETS[metrics]) if pmu else ""

@@ -1,5 +1,5 @@
 """Device records beyond task logs: PMU counters of any metric group, AI CPU kernel times, L2 cache task
-counters and AI Core frequency change points (spec §1.7, §1.9), with what the truth file records of them.
+counters and AI Core frequency change points, with what the truth file records of them.
 
 Counters derive from the op's pipe profile (workload.PIPE_PROFILE: vec, mac, scalar, mte1, mte2, mte3
 fractions of its cycles), so a cube op shows cube traffic and a vector op vector traffic in every group.
@@ -137,7 +137,7 @@ def aicpu_records(stream_id: np.ndarray, task_id: np.ndarray, start: np.ndarray,
 
 
 def aicpu_truth_ns(recs: np.ndarray, ns_per_tick: int) -> dict[str, np.ndarray]:
-    """What an exact parser derives from each AI CPU record (spec §1.7), in ns."""
+    """What an exact parser derives from each AI CPU record, in ns."""
     def ticks(name: str) -> np.ndarray:
         return recs[name].astype(np.int64)
 

@@ -1,4 +1,4 @@
-"""The simulated board in the CANN 5/6 layout (spec §1.2 "Legacy names", §1.5).
+"""The simulated board in the CANN 5/6 layout (its legacy file names and host records).
 
 The board produces the current reporter's records; `to_legacy` rewrites one batch of them as the older
 components wrote them, into per-device files beside the device data (`device_0/data/`):

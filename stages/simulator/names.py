@@ -1,9 +1,9 @@
-"""Report types the simulated app registers, and the text of the two dictionaries (spec §1.4).
+"""Report types the simulated app registers, and the text of the two dictionaries (hash_dic, type_info_dic).
 
 Type ids follow the CANN headers (hicann/runtime `aprof_pub.h`, runtime `profiling_agent.cc`):
 runtime task types (task_track taskType) are the TS task type ids, runtime API types are
 1000 + rtProfApiType, task_track's own header type is 802. ACL types are (class << 16) | index with
-the class of spec §1.4; the indices are this app's own registrations.
+the class of CANN's report levels; the indices are this app's own registrations.
 """
 
 from __future__ import annotations

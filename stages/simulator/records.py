@@ -245,7 +245,7 @@ def step_traces(n: int, timestamp: ArrayLike, index_id: ArrayLike, model_id: int
 
 
 def task_flips(n: int, timestamp: ArrayLike, stream_id: ArrayLike, flip_num: ArrayLike) -> np.ndarray:
-    """Tag-14 task flip: the flip task takes task id 0 of the new batch (spec §6 D10)."""
+    """Tag-14 task flip: the flip task takes task id 0 of the new batch, as msprof's flip calculator expects."""
     recs = np.zeros(n, raw.TS_TASK_FLIP)
     recs["mode"] = DEVICE_MODE
     recs["tag"] = raw.TS_TAG_TASK_FLIP
@@ -302,7 +302,7 @@ def with_stars_cnt(chunk: Chunk, first: int, size: int) -> Chunk:
 
 
 def stars_ids(stream_id: np.ndarray, task_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(stream field, task field) of STARS records, in the three encodings of spec §1.7.
+    """(stream field, task field) of STARS records, in the three encodings msprof's STARS parser (stars_common.h) reads.
 
     The encoding goes by task id (mod 3), so a task's start, end and PMU records agree and every
     decoding rule runs on every run: plain; bit 12 set (task bits 13–15 in the stream field); bit 13

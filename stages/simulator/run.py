@@ -26,7 +26,7 @@ from stages.simulator.workload import MODELS, STARS_CHIPS, Chip, Model
 from stages.simulator.writer import ProfWriter, Rate
 
 CHIPS = ("mini", "cloud", "910b", "v6")
-AIC_METRICS = tuple(PMU_EVENT_SETS)  # --aic-metrics choices (spec §1.9)
+AIC_METRICS = tuple(PMU_EVENT_SETS)  # --aic-metrics choices (msprof's metric groups)
 MIN_SLICE_BYTES = 1024
 TRUTH_REFRESH_NS = 1_000_000_000
 POLL_S = 0.01
@@ -173,7 +173,7 @@ def simulate(out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rat
     sooner); `start_time_ns`: wall clock of the collection start (default now; fix it for byte-identical
     control files); `mode`: "launch" (op information at every launch) or "static" (an offline model
     reports it once at load and every execution reuses its task ids, board.py); `layout`: "current"
-    (CANN ≥ 6.3 reporter) or "legacy" (CANN 5/6 files, spec §1.5; launch mode only); `model`: the workload
+    (CANN ≥ 6.3 reporter) or "legacy" (CANN 5/6 files; launch mode only); `model`: the workload
     variant (workload.MODELS); `sleep_ms`: the app's sleep inside its model-load msproftx range (board.py).
     """
     sim = Simulation(out_dir, chip, iterations, rate, seed, slice_bytes, burst_ms, first_task_id=first_task_id,

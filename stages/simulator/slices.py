@@ -1,7 +1,8 @@
-"""One raw stream written as rotating `{base}.slice_{k}` files with `.done` markers (spec §1.1).
+"""One raw stream written as rotating `{base}.slice_{k}` files with `.done` markers, as CANN's collector writes them.
 
-Host streams cut slices only at record ends (whole records, spec §6 D6); device streams fill each
-slice to exactly the size limit, so records straddle slices like the real device channel.
+Host streams cut slices only at record ends (whole records: msprof's Python api_event reader drops a record
+completed from a carried remainder); device streams fill each slice to exactly the size limit, so records
+straddle slices like the real device channel.
 """
 
 from __future__ import annotations

@@ -7,11 +7,13 @@ Example (YAML):
 
 chip: mini = Ascend 310 (TS timeline), cloud = Ascend 910 (HWTS log), 910b = Ascend 910B (STARS log,
 FFTS context PMU with AI Core and AI Vector Core tasks, FFTS+ MIX_AIC tasks with subtask logs; keep
-slice_bytes a multiple of 128 when msprof's Python parser is to read the directory, spec §6 D11),
+slice_bytes a multiple of 128 when msprof's Python parser is to read the directory:
+it loses ffts_profile records across other slice sizes),
 v6 = chip v6 (platform 15: 32-byte STARS log, 32-bit task ids, no PMU). layout: legacy (CANN 5/6
 files) runs in launch mode on the 310 and 910 only. model: the workload variant (face_mask_ssd;
 face_mask_ssd_mish and face_mask_ssd_fused are the before / after pair of the case studies,
-workload.py); sleep_ms: the app sleeps this long inside its model-load msproftx range (seed 004).
+workload.py); sleep_ms: the app sleeps this long inside its model-load msproftx range
+(the face-mask SSD case study's sleep(5)).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class SimulatorStage(Source):
         aic_metrics: AicMetrics = "PipeUtilization"  # AI Core PMU metric group (sample.json ai_core_metrics)
         layout: Literal["current", "legacy"] = "current"  # legacy = CANN 5/6 AclModule/Framework/Runtime files
         model: Model = "face_mask_ssd"  # workload variant: face_mask_ssd, face_mask_ssd_mish, face_mask_ssd_fused
-        sleep_ms: int = Field(0, ge=0)  # the app's sleep inside its model-load msproftx range (seed 004)
+        sleep_ms: int = Field(0, ge=0)  # the app's sleep inside its model-load msproftx range (the case study's)
 
         @field_validator("rate")
         @classmethod

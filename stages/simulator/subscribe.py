@@ -1,4 +1,4 @@
-"""`pipeline simulate --subscribe FIFO`: the board side of aclprofModelSubscribe (spec §2).
+"""`pipeline simulate --subscribe FIFO`: the board side of aclprofModelSubscribe.
 
 Runs the simulated workload (workload.py) and, for every op execution, writes a ProfOpDesc record into the
 FIFO (made when absent) and, just before it, the op's names to the resolver file as the board-side agent

@@ -1,8 +1,8 @@
-"""Clocks of the simulated board (spec §1.3).
+"""Clocks of the simulated board, as msprof converts them.
 
 The host counter *is* CLOCK_MONOTONIC_RAW in ns (info.json CPU Frequency "1000.000000", host_start.log
 cntvct == clock_monotonic_raw), so host records carry monotonic ns directly. The device syscnt runs at
-100 MHz (50 MHz on the 910B, spec §6 D11); dev_start.log.0 and host_start.log.0 pin one device tick to
+100 MHz (50 MHz on the 910B); dev_start.log.0 and host_start.log.0 pin one device tick to
 one host instant, so (at 100 MHz)
 
     mono_ns = host_mono0 + (syscnt - dev_cnt0) * 10

@@ -1,24 +1,24 @@
-"""The simulated workload: the face-mask SSD detector of seed case 004 (Ascend 310, before fusion).
+"""The simulated workload: the face-mask SSD detector of msprof's case study (Ascend 310, before fusion).
 
 A small SSD: AIPP, 8 conv blocks (Conv2D → BNInferenceD → Relu, MaxPoolV3 between them), 5 heads
 with a class and a box conv each (Conv2D → TransData → Reshape), two Concats, Softmax, two Casts,
 then box decoding and NMS on the AI CPU. Input 1×260×260×3 (NHWC, uint8), 5972 anchors.
 Mean durations are chosen so that one aclmdlExecute takes ≈ 7 ms of device time on the 310,
-dominated by Conv2D and BNInferenceD as in the seed's op_statistic. On the STARS chips (910B and
+dominated by Conv2D and BNInferenceD as in the case study's op_statistic. On the STARS chips (910B and
 chip v6) the element-wise and layout ops (Relu, TransData, SoftmaxV2) run on the AI Vector Cores.
 On the 910B the two first convolutions run as MIX_AIC ops launched as FFTS+ tasks, split into
-several contexts (spec §1.7); chip v6 keeps them plain AI Core tasks (msprof uses no context ids
+several contexts; chip v6 keeps them plain AI Core tasks (msprof uses no context ids
 there).
 
 Two variants make the before/after pair of the case studies (`model` below):
 
 - ``face_mask_ssd_mish``: each backbone activation is Mish, which the chip has no kernel for, so the
-  model converter decomposes it into Softplus → Tanh → Mul (seed 000), with a TransData into ND and
-  back around the three element-wise ops: 26 TransData tasks per image instead of 10, ≈ 9.6 ms of device
-  time per aclmdlExecute.
-- ``face_mask_ssd_fused``: after operator fusion (seed 004): Conv2D + BNInferenceD + a supported
+  model converter decomposes it into Softplus → Tanh → Mul (as in the CANN profiling guide for SVP boards),
+  with a TransData into ND and back around the three element-wise ops: 26 TransData tasks per image instead
+  of 10, ≈ 9.6 ms of device time per aclmdlExecute.
+- ``face_mask_ssd_fused``: after operator fusion (the case study's "after"): Conv2D + BNInferenceD + a supported
   activation (LeakyRelu) run as one Conv2D, and the head convolutions write NHWC directly (no
-  TransData). Durations are picked to land near the seed's 2.305 ms per aclmdlExecute.
+  TransData). Durations are picked to land near the case study's 2.305 ms per aclmdlExecute.
 """
 
 from __future__ import annotations
@@ -149,9 +149,9 @@ _BACKBONE = (
 )
 _HEAD_CONV_US = (34.0, 16.0, 9.0, 6.0, 5.0)
 _HEAD_TRANSDATA_US = (14.0, 7.0, 5.0, 4.0, 4.0)
-# Mish decomposed (seed 000): per op, its time as a multiple of the block's Relu time.
+# Mish decomposed (SVP profiling guide): per op, its time as a multiple of the block's Relu time.
 _MISH_OPS = (("TransData", 0.6), ("Softplus", 1.5), ("Tanh", 1.2), ("Mul", 1.0), ("TransData", 0.6))
-FUSED_BLOCK_FACTOR = 0.14  # fused Conv2D+BN+LeakyRelu time / the three ops' time (lands near seed 004's 2.305 ms)
+FUSED_BLOCK_FACTOR = 0.14  # fused Conv2D+BN+LeakyRelu time / the three ops' time (lands near the case study's 2.305 ms)
 FUSED_POOL_FACTOR = 0.5
 
 

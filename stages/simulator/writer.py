@@ -1,4 +1,4 @@
-"""Writes one growing PROF_ directory (spec §1.1): control files, then bursts of raw slices.
+"""Writes one growing PROF_ directory, laid out as CANN's collector does: control files, then bursts of raw slices.
 
     PROF_{NNNNNN}_{YYYYMMDDhhmmssmmm}_{A–R ×16}/
       host/      info.json sample.json start_info host_start.log end_info (+ .done each)

@@ -1,7 +1,7 @@
 """Shared pieces of the msprof-compatible sinks: number printing, level names, run info.
 
 Times arrive as integer nanoseconds; msprof prints µs with exactly three decimals made by
-string arithmetic on the integer (spec §1.3, ``DivideByPowersOfTenWithPrecision``), and
+string arithmetic on the integer (as msprof's C++ ``DivideByPowersOfTenWithPrecision`` does), and
 derived figures (averages, ratios, PMU metrics) with ``DoubleToStr`` semantics: rounded to
 three decimals, trailing zeros dropped.
 """

@@ -1,4 +1,4 @@
-"""op_summary files: live append, then a sorted rewrite at close (spec §3.1, §3.2).
+"""op_summary files: live append, then a sorted rewrite at close, with msprof's names and headers.
 
 While the run goes, rows are appended in arrival order to ``op_summary_{ts}.csv`` (further
 ``op_summary_slice_{k}_{ts}.csv`` past ``max_rows``), whole lines per write, so the file parses

@@ -1,4 +1,4 @@
-"""The timeline's step trace layer: one finished iteration (a ``step_trace`` row) as msprof's events (spec §3.3).
+"""The timeline's step trace layer: one finished iteration (a ``step_trace`` row) as msprof's timeline events.
 
 As current msprof writes it (its C++ step-trace assembler): on the device's "Ascend Hardware" process,
 a thread per model, tid = 70000 + model id, named ``Step Trace(Model ID:{m})``. Per iteration n:

@@ -1,4 +1,4 @@
-"""The row tables of msprof's summary export beyond op_summary (spec §3.2): headers, cells, sort keys.
+"""The row tables of msprof's summary export beyond op_summary: headers, cells, sort keys.
 
 Each table turns the aggregator's rows (stages/schema.py) into (sort key, cells). Times are printed from
 integer ns: time points and durations as µs with exactly three decimals (``us``); time points are

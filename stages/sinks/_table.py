@@ -1,4 +1,4 @@
-"""Summary tables written live and rewritten sorted at close (spec §3.1 names, §3.2 quirks).
+"""Summary tables written live and rewritten sorted at close, with msprof's names and quirks.
 
 A :class:`SortedTable` appends rows in arrival order to ``{module}_{ts}.csv`` (past ``max_rows`` rows,
 ``{module}_slice_{k}_{ts}.csv`` as well), whole lines per write, so the file parses at every moment.

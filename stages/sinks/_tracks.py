@@ -1,4 +1,4 @@
-"""Keep complete (``X``) events on one timeline track from overlapping (design §7.3).
+"""Keep complete (``X``) events on one timeline track from overlapping.
 
 Perfetto drops slices that partially overlap on one track. Two policies:
 

@@ -1,4 +1,4 @@
-"""Summary sink: msprof's summary files (spec §3.1, §3.2): op_summary, op_statistic, api_statistic,
+"""Summary sink: msprof's summary files: op_summary, op_statistic, api_statistic,
 task_time, step_trace, msprof_tx, aicpu and l2_cache.
 
 Example config::

@@ -1,4 +1,4 @@
-"""Timeline sink: msprof's chrome-trace JSON array, written as events arrive (spec §3.3).
+"""Timeline sink: msprof's chrome-trace JSON array, written as events arrive.
 
 Example config::
 

@@ -1,4 +1,4 @@
-"""`subscription` source: operator records of aclprofModelSubscribe, read from a pipe or FIFO (spec §2).
+"""`subscription` source: operator records of aclprofModelSubscribe, read from a pipe or FIFO.
 
 Example (YAML):
 

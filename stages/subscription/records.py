@@ -2,7 +2,7 @@
 
 Text columns (``op_type``, ``op_name``, ``core_type``) are symbol ids; each batch's ``meta["symbols"]`` lists
 the ``[id, text]`` pairs not sent before and ``meta["source"]`` names the sending stage (its symbol table).
-Times are the device-monotonic ns of ProfOpDesc (spec §2), not converted to wall clock.
+Times are the device-monotonic ns of ProfOpDesc, not converted to wall clock.
 """
 
 from __future__ import annotations

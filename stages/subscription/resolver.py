@@ -1,9 +1,9 @@
 """The board-side resolver: op names and types for the subscription records, standing in for pyACL's getters.
 
 ProfOpDesc carries an ``op_index`` only; its op type and name live in the producing process, which hands each
-out once (``acl.prof.get_op_type`` / ``get_op_name`` erase the entry after a successful get, spec §2). The
-board side therefore writes what the getters return to a side channel, one JSON object per line (ndjson), to
-a regular file or a FIFO:
+out once (``acl.prof.get_op_type`` / ``get_op_name`` erase the entry after a successful get, per the pyACL
+profiling API reference). The board side therefore writes what the getters return to a side channel, one JSON
+object per line (ndjson), to a regular file or a FIFO:
 
     {"op_desc_size": 80}                                    acl.prof.get_op_desc_size(), before any record
     {"op_index": 17, "op_type": "Conv2D", "op_name": "conv2d_0/Conv2D", "core_type": "AI_CORE"}
