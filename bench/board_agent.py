@@ -8,7 +8,7 @@ socket in this process (over ipc, no CURVE: the encryption's cost is ZeroMQ's, n
 the agent's peak RSS, and its CPU time as a percent of one core, both over the whole run and over the window
 from its first data message to its end of stream (the board writing at the paced rate, start-up left out),
 with that window's records per second and its CPU scaled to 100 k records/s.
-Targets (issue 7): under 30 MB RSS and a few percent of one core at 100 k records/s.
+Targets: under 30 MB RSS and a few percent of one core at 100 k records/s.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from compare_with_msprof import (  # noqa: E402  (a sibling script, not a packag
 )
 
 TOLERANCE = 1e-6  # relative, for REAL / NUMERIC values
-# columns holding STRING_IDS ids, per table (spec §3.4)
+# columns holding STRING_IDS ids, per table (msprof's msprof_db.cpp)
 STRING_COLUMNS = {
     "TASK": {"taskType"}, "CANN_API": {"name"}, "MSTX_EVENTS": {"message", "domainId"}, "TASK_PMU_INFO": {"name"},
     "COMMUNICATION_SCHEDULE_TASK_INFO": {"name", "taskType", "opType"},

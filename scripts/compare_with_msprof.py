@@ -9,8 +9,8 @@ row_tables.py) are compared row by row, headers included.
 
 msprof exports the whole run only when the driver is new enough and the chip is not platform 0
 (Ascend 310, "mini"); otherwise it exports per iteration, at most 5 iterations per call
-(spec formats.md §6 D3). This script then exports iterations 1..N of every model in chunks of
-``--model-id M --iteration-id I --iteration-count C`` and sums the chunks' op_statistic, which is
+(its ``ChipManager.ALL_DATA_EXPORT_CHIP_BLACKLIST``). This script then exports iterations 1..N of every
+model in chunks of ``--model-id M --iteration-id I --iteration-count C`` and sums the chunks' op_statistic, which is
 exact: msprof selects device tasks by iteration index (Avg is then Total/Count and Ratio(%) is not
 compared); the chunks' per-record tables are concatenated. Summed chunks would not give
 api_statistic: msprof selects host API calls by the iteration's time window (calls starting inside

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What msprof's own parser and ours make of a corrupt PROF_… directory (spec formats.md §6 D9).
+"""What msprof's own parser and ours make of a corrupt PROF_… directory.
 
 One simulated board (``pipeline simulate``), then one copy per corruption case, each parsed by
 ``pipeline import`` and by msprof's Python parser (run as a subprocess, as

@@ -4,7 +4,7 @@ l2_cache (used by compare_with_msprof.py).
 Rows of the two sides are matched by a key per table plus the row's occurrence among rows with that key
 (in the order of a time column, or in file order), then every column is compared: exactly for text,
 within a tolerance for numbers. msprof's Python path adds a local-time offset it computes as a float64
-number of µs (spec §6 "Timestamps"); at ~1.8e15 µs a float64 steps by 0.25 µs, so its wall-clock time
+number of µs; at ~1.8e15 µs a float64 steps by 0.25 µs, so its wall-clock time
 points can be off by up to that step while ours are exact integers. Its durations come from tick
 differences and agree to the printed digit. The headers must be equal, with one known exception: on the
 Ascend 310 (chip v1) msprof's Python path still writes task_time in the pre-CANN 6.3 form, one row of
