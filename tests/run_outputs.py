@@ -12,7 +12,7 @@ from typing import Any
 SUMMARY_MODULES = ("op_summary", "op_statistic", "api_statistic")
 OUTPUT_FOLDER = "mindstudio_profiler_output"
 
-# The headers as spec §3.2 and msprof's exports have them (Device_id first, as msprof's summary merger adds it;
+# The headers as msprof's exports have them (Device_id first, as msprof's summary merger adds it;
 # msprof_tx as msprof writes it after matching device marks: mark_id replaced by the device-side times).
 SUMMARY_HEADERS = {
     "task_time": "Device_id,kernel_name,kernel_type,stream_id,task_id,task_time(us),task_start(us),task_stop(us)",

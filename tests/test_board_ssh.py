@@ -1,4 +1,4 @@
-"""`pipeline collect --ssh board.ini -- ./main` against a real OpenSSH server on loopback (issue 7 part 6)."""
+"""`pipeline collect --ssh board.ini -- ./main` against a real OpenSSH server on loopback."""
 
 from __future__ import annotations
 

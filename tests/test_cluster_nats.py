@@ -1,4 +1,4 @@
-"""Cluster scale-out through a real nats-server with JetStream (issue 8 item 2).
+"""Cluster scale-out through a real nats-server with JetStream.
 
 Three simulated boards (configs/cluster-board.yaml, different seeds and hosts) publish their statistics
 into JetStream; one merge run (configs/cluster-merge.yaml) consumes them durably. The merge is killed

@@ -1,4 +1,4 @@
-"""Every CLI flag and config key is documented (design §9), and the README opens with its two commands."""
+"""Every CLI flag and config key is documented, and the README opens with its two commands."""
 
 from __future__ import annotations
 

@@ -4,14 +4,14 @@ Each directory holds two iterations of a three-op model: Conv2D and Relu on stre
 the AI CPU stream 6. The expected op_summary and op_statistic rows below are worked by hand from the raw values
 make_golden.py packs (its ``*_TASKS`` and ``*_PMU`` tables, its control files), with the spec's formulas:
 
-* times (spec §1.3): local ns = clock_monotonic_raw of host_start.log.0 (+ cntvct_diff × 1000 / host CPU MHz)
+* times: local ns = clock_monotonic_raw of host_start.log.0 (+ cntvct_diff × 1000 / host CPU MHz)
   + (syscnt − dev_start.log cntvct) × 1000 / hwts MHz + (collectionTimeBegin × 1000 − clockMonotonicRaw of
   start_info). Every directory has clock_monotonic_raw = clockMonotonicRaw = 3_000_000_000_000 ns,
   collectionTimeBegin = 1_700_000_000_000_000 µs and cntvct = 200_000_000_000, so a task starting k ticks after
   cntvct starts at 1_700_000_000_000_000_000 + diff + k × (1000 / hwts MHz) ns; printed as µs with 3 decimals.
 * Task Duration = (end − start) ticks × ns per tick; Task Wait Time = start − previous start − previous duration,
-  over the device's rows sorted by start, 0 for the first (spec §3.2).
-* PMU (spec §1.9): aicore_time(us) = total_cycles / aic MHz / block × ceil(block / ai_core_num) (rounded to 2
+  over the device's rows sorted by start, 0 for the first, as msprof computes it.
+* PMU: aicore_time(us) = total_cycles / aic MHz / block × ceil(block / ai_core_num) (rounded to 2
   decimals on the 910, as msprof's cal_total_time does); <x>_ratio = counter / total_cycles; <x>_time(us) =
   ratio × aicore_time; icache_miss_rate = miss / requests; memory_bound = mte2_ratio / max(vec_ratio,
   mac_ratio); cube_utilization(%) = total_cycles / (aic MHz × ai_core_num × duration µs) × 100, 0 when
@@ -450,7 +450,7 @@ def test_pipeline_import_gives_the_same_rows(tmp_path: Path) -> None:
     assert [list(r.values()) for r in tables["op_statistic"]] == STARS_STATISTIC
 
 
-# Host clock (spec §1.3): with a CPU Frequency of 1000 MHz (cloud, legacy) host records hold monotonic ns as they
+# Host clock: with a CPU Frequency of 1000 MHz (cloud, legacy) host records hold monotonic ns as they
 # are and host_start.log's cntvct (2_999_999_000_000 on the cloud, not clock_monotonic_raw) plays no part; with
 # 100 MHz (mini, 910B) ns = clock_monotonic_raw + cntvct_diff × 10 + (ticks − cntvct) × 10. aclmdlExecute of
 # iteration r spans [490, 700] µs + (r − 1) ms after collection start, so it starts at local

@@ -1,4 +1,4 @@
-"""`pipeline import` of a legacy JOB… directory (spec §1.1, §1.5): real processes, outputs equal the truth."""
+"""`pipeline import` of a legacy JOB… directory: real processes, outputs equal the truth."""
 
 from __future__ import annotations
 

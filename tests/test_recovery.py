@@ -1,4 +1,4 @@
-"""Crash recovery with real processes (issue 5 item 1): kill -9 a stage of each type mid-run, or the whole
+"""Crash recovery with real processes: kill -9 a stage of each type mid-run, or the whole
 pipeline; the supervisor (or a second `pipeline run`) resumes from the checkpoints and the outputs equal those
 of an undisturbed run of the same directory: same rows, none twice.
 

@@ -14,7 +14,7 @@ from pipeline_runs import run_cli, shared_dir
 
 pytestmark = pytest.mark.slow
 
-# torch_npu's kernel_details renames op_summary columns (spec §3.2).
+# torch_npu's kernel_details renames op_summary columns.
 KERNEL_DETAILS_NAMES = {"Name": "Op Name", "Type": "OP Type", "Accelerator Core": "Task Type",
                         "Start Time(us)": "Task Start Time(us)", "Duration(us)": "Task Duration(us)",
                         "Wait Time(us)": "Task Wait Time(us)"}
@@ -52,7 +52,7 @@ def test_timeline_matches_cann7_trace_view(imported: Path) -> None:
     sample_keys, our_keys = _args_keys_by_process(sample), _args_keys_by_process(ours)
     # CANN API events carry exactly the sample's args.
     assert our_keys["CANN"] == sample_keys["CANN"]
-    # Device tasks: CANN 7 said "Stream Id" where current msprof says "Physic Stream Id" (spec §3.3).
+    # Device tasks: CANN 7 said "Stream Id" where current msprof says "Physic Stream Id".
     sample_hw = {tuple(sorted(k.replace("Stream Id", "Physic Stream Id") for k in keys))
                  for keys in sample_keys["Ascend Hardware"]}
     assert our_keys["Ascend Hardware"] == sample_hw
@@ -95,7 +95,7 @@ def test_op_statistic_units_and_sort(imported: Path) -> None:
 
 CANN6_TIMELINE = ("mindinsight_msprof_cann6/PROF_000001_20230818142704322_COJGGGCANRMICFBC/device_0/timeline/"
                   "msprof_0_2_1.json")
-TX_ARGS = {"Category", "Payload_type", "Payload_value", "Message_type", "event_type"}  # spec §3.3
+TX_ARGS = {"Category", "Payload_type", "Payload_value", "Message_type", "event_type"}  # msprof's timeline
 META_KINDS = {"process_name", "process_labels", "process_sort_index", "thread_name", "thread_sort_index"}
 
 
@@ -199,7 +199,7 @@ def test_task_time_names_and_units_match_real_exports(imported: Path) -> None:
 
 def test_step_trace_layer_as_in_the_cann6_export(imported: Path) -> None:
     """CANN 6 put the step trace thread on the Ascend Hardware process too; it wrote times in ns where
-    current msprof writes µs (spec §3.3). Our Iterations are the step_trace summary's rows."""
+    current msprof writes µs. Our Iterations are the step_trace summary's rows."""
     real = _events(shared_dir() / "samples" / CANN6_TIMELINE)
     ours = _events(next((imported / "mindstudio_profiler_output").glob("msprof_*.json")))
     for events in (real, ours):

@@ -1,4 +1,4 @@
-"""`pipeline import` of simulated boards writes every summary the data supports (spec §3.2), with msprof's
+"""`pipeline import` of simulated boards writes every summary the data supports, with msprof's
 headers and values equal to the simulator's truth."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""pipeline.tx: acl.prof's msproftx calls write spec §1.6 records into the running PROF directory."""
+"""pipeline.tx: acl.prof's msproftx calls write MsprofTxInfo records into the running PROF directory."""
 
 from __future__ import annotations
 

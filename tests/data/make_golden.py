@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the golden profile directories of tests/test_golden.py: tests/data/{mini,cloud,910b,legacy}/.
 
-Every record is packed here with ``struct`` and the format strings of spec/formats.md (which quote
-msprof's own ``StructFmt`` strings); nothing is imported from the pipeline, so a layout mistake shared
+Every record is packed here with ``struct`` and msprof's own ``StructFmt`` format strings
+(github Ascend/msprof); nothing is imported from the pipeline, so a layout mistake shared
 by our decoder and our simulator cannot hide. All values are fixed: the same bytes come out on every run,
 and tests/test_golden.py checks that they equal the committed ones.
 
@@ -28,7 +28,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CHIPS = ("mini", "cloud", "910b", "legacy")
 
-# -- clocks (spec §1.3) -----------------------------------------------------------------------------
+# -- clocks -------------------------------------------------------------------------------------------
 WALL0_US = 1_700_000_000_000_000  # start_info collectionTimeBegin, µs (2023-11-14 22:13:20 UTC)
 MONO0_NS = 3_000_000_000_000  # start_info clockMonotonicRaw = host_start.log clock_monotonic_raw, ns
 DEV_CNT0 = 200_000_000_000  # dev_start.log cntvct: the device tick at host MONO0_NS
@@ -37,10 +37,10 @@ COLLECT_US = 5_000  # the collection lasts 5 ms (end_info)
 
 PID, THREAD, MODEL_ID = 9876, 4321, 3
 AICORE_STREAM, AICPU_STREAM = 5, 6
-# PipeUtilization (spec §1.9), counter slots: vec, mac (cube), scalar, mte1, mte2, mte3, icache requests, misses
+# PipeUtilization, counter slots: vec, mac (cube), scalar, mte1, mte2, mte3, icache requests, misses
 PIPE_EVENTS = "0x8,0xa,0x9,0xb,0xc,0xd,0x54,0x55"
 
-# -- names: hash_dic / type_info_dic (spec §1.4) ------------------------------------------------------
+# -- names: hash_dic / type_info_dic ------------------------------------------------------------------
 CONV, RELU, NMS = "conv1/Conv2D", "relu1/Relu", "nms/NonMaxSuppressionV3"
 HASHES = {  # hash_dic keys: any u64; the Conv2D name's is above 2**63 on purpose
     CONV: 17_000_000_000_000_000_001, RELU: 5_000_000_000_000_000_002, NMS: 5_000_000_000_000_000_003,
@@ -49,7 +49,7 @@ HASHES = {  # hash_dic keys: any u64; the Conv2D name's is above 2**63 on purpos
     "te_conv2d_1a2b": 7_000_000_000_000_000_001, "te_relu_3c4d": 7_000_000_000_000_000_002,
 }
 LEVEL_ACL, LEVEL_MODEL, LEVEL_NODE, LEVEL_RUNTIME = 20000, 15000, 10000, 5000
-ACL_MDL_EXECUTE = (2 << 16) | 5  # ACL_MODEL class (spec §1.4), this app's index 5
+ACL_MDL_EXECUTE = (2 << 16) | 5  # ACL_MODEL class, this app's index 5
 MODEL_EXECUTE = 1  # MSPROF_REPORT_MODEL_EXECUTE_TYPE
 NODE_BASIC_INFO, NODE_TENSOR_INFO, NODE_LAUNCH = 0, 1, 5  # MSPROF_REPORT_NODE_*_TYPE
 RT_KERNEL_LAUNCH, RT_CPU_KERNEL_LAUNCH = 1001, 1002  # runtime API types: 1000 + the runtime's API index
@@ -182,7 +182,7 @@ JOB_NAME = "JOBGOLDENAAAAAAAAAAAAAAAAAAAAAAA"  # 32 characters, as the real JOBA
 
 # -- host clock ---------------------------------------------------------------------------------------
 def host_ticks(chip: Chip, us: int) -> int:
-    """Host counter value `us` µs after collection start (spec §1.3): monotonic ns as they are when the CPU
+    """Host counter value `us` µs after collection start: monotonic ns as they are when the CPU
     Frequency is the default 1000 MHz, else ticks of that counter from host_start.log's cntvct."""
     mhz = float(chip.host_mhz)
     if mhz == 1000:
@@ -190,7 +190,7 @@ def host_ticks(chip: Chip, us: int) -> int:
     return chip.host_cnt0 + us * int(mhz)
 
 
-# -- packing (format strings: spec §1.4–§1.7) ---------------------------------------------------------
+# -- packing (msprof's format strings) ----------------------------------------------------------------
 def pack(fmt: str, *values: int | bytes) -> bytes:
     return struct.pack("=" + fmt, *values)
 
@@ -302,7 +302,7 @@ def context_pmu(cnt: int, task: Task, total: int, counters: tuple[int, ...]) -> 
                 ffts_type << 13, 0, 0, total, 0, *counters, DEV_CNT0 + task.start, DEV_CNT0 + task.end)
 
 
-# -- legacy host records (spec §1.5) ------------------------------------------------------------------
+# -- legacy host records ------------------------------------------------------------------------------
 def legacy_acl(begin: int, end: int) -> bytes:
     """AclModule MsprofAclProfData, `=HHIQQII64s4Q`: magic, dataTag 0, apiType (2 MODEL), begin, end, pid, tid,
     apiName."""
@@ -345,7 +345,7 @@ def legacy_rt_track(task: Task, ts: int) -> bytes:
     return pack("HHIQ32sHHHHQ", 0x5A5A, 41, THREAD, ts, text, task.task_id, 0, task.op.stream, 0, 0)
 
 
-# -- control files (spec §1.1, §6 D1/D2/D7/D8/D11) ----------------------------------------------------
+# -- control files (the keys msprof's parser requires) ------------------------------------------------
 def dump(data: dict) -> str:
     return json.dumps(data, separators=(",", ":"))
 
@@ -436,7 +436,7 @@ def host_streams(chip: Chip) -> dict[str, bytes]:
         rt_api = RT_CPU_KERNEL_LAUNCH if op.ge_task_type == GE_AI_CPU else RT_KERNEL_LAUNCH
         apis += [(t + 30, api(LEVEL_RUNTIME, rt_api, at(t + 10), at(t + 30), 0)),
                  (t + 40, api(LEVEL_NODE, NODE_LAUNCH, at(t), at(t + 40), HASHES[op.name]))]
-        group = "aging" if op.op_state else "unaging"  # a dynamic op's reports are non-persistent (spec §1.1)
+        group = "aging" if op.op_state else "unaging"  # a dynamic op's reports are non-persistent
         basic[group].append(node_basic_info(op, at(t + 5)))
         tensor[group].append(tensor_info(op, at(t + 6)))
         track.append(task_track(launch.task, at(t + 10)))
@@ -506,7 +506,7 @@ def device_controls(chip: Chip, folder: Path) -> None:
 
 
 def current_layout(chip: Chip, root: Path) -> None:
-    """PROF_…/host (host reporter streams, CANN ≥ 6.3) and PROF_…/device_0 (spec §1.1)."""
+    """PROF_…/host (host reporter streams, CANN ≥ 6.3) and PROF_…/device_0."""
     prof = root / PROF_NAME
     host = prof / "host"
     write(host / "info.json", info_json(chip, device=False))

@@ -1,4 +1,4 @@
-"""aic_/aiv_ PMU columns of STARS chips (spec §1.9, §6 D11), against values worked out by hand."""
+"""aic_/aiv_ PMU columns of STARS chips, against values worked out by hand."""
 
 from __future__ import annotations
 
@@ -124,8 +124,8 @@ def _chain_rows(batches: list) -> tuple[SymbolTable, list[list[Any]], list[str],
 
 
 def test_simulated_910b_joins_exactly_with_aic_and_aiv_columns(tmp_path: Path) -> None:
-    # 8100-byte slices split records across slices (msprof's Python path would lose ContextPmu records here,
-    # spec §6 D11); task ids start near the 16-bit limit so the AI Core stream flips.
+    # 8100-byte slices split records across slices (msprof's Python path would lose ContextPmu records
+    # here); task ids start near the 16-bit limit so the AI Core stream flips.
     prof = simulate(tmp_path / "board", chip="910b", iterations=8, rate="max", seed=4, slice_bytes=8100,
                     first_task_id=65_500)
     truth = json.loads((tmp_path / "board" / "simulator_truth.json").read_text())

@@ -169,7 +169,7 @@ def test_random_bytes_never_crash_and_every_record_is_accounted(kind: str, body:
         assert accounting["decoded"] + accounting["rejected"] == framed.count
 
 
-# -- ts_track tags on HWTS chips (spec §1.7) and the HWTS rolling counter ---------------------------
+# -- ts_track tags on HWTS chips and the HWTS rolling counter ---------------------------
 
 TS_LAYOUTS = {raw.TS_TAG_STEP_TRACE: raw.TS_STEP_TRACE, raw.TS_TAG_TS_MEMCPY: raw.TS_MEMCPY,
               raw.TS_TAG_TASK_TYPE: raw.TS_TASK_TYPE, raw.TS_TAG_TASK_FLIP_OLD: raw.TS_TASK_FLIP,
@@ -283,7 +283,8 @@ def test_ts_track_fields_round_trip_across_a_slice_boundary(rows: list[tuple[int
 
 
 def test_block_num_ids_undo_the_stars_packing(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """Worked by hand from spec §1.7: bit 12 → task takes stream bits 13–15; bit 13 → stream and task swap halves."""
+    """Worked by hand from msprof's stars_common.h: bit 12 → task takes stream bits 13–15; bit 13 → stream and
+    task swap halves."""
     decoder = _decoder(tmp_path)
     body = b"".join(_ts_record(raw.TS_TAG_BLOCK_NUM, {"stream_id": stream, "task_id": task, "block_num": 8})
                     for stream, task in ((0x1000 | 0x2000 | 5, 0x0123),  # bit 12: stream 5, task 0x2123

@@ -1,4 +1,4 @@
-"""STARS decoding (910B class, spec §1.7, §6 D11): id rules, record layouts, framing, rejections."""
+"""STARS decoding (910B class): id rules, record layouts, framing, rejections."""
 
 from __future__ import annotations
 
@@ -252,7 +252,7 @@ def test_block_pmu_is_decoded_and_unknown_pmu_func_types_rejected(tmp_path: Path
     assert decoder.ctx.rejected == {"ffts_profile: func type 000011 (unknown func type) not decoded": 1}
 
 
-# -- property: random fields, bytes split anywhere (device slices split records, spec §6 D6) ------------------
+# -- property: random fields, bytes split anywhere (device slices split records) ------------------------------
 
 ACSQ_FIELDS = st.tuples(st.sampled_from([raw.ACSQ_START, raw.ACSQ_END]), st.integers(0, 2),
                         st.integers(0, 2047), st.integers(0, 0xFFFF), st.integers(1000, 2**40))

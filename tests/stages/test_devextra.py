@@ -1,4 +1,4 @@
-"""AI CPU, L2 cache and AI Core frequency records: framing and decoding (spec §1.7)."""
+"""AI CPU, L2 cache and AI Core frequency records: framing and decoding."""
 
 from __future__ import annotations
 

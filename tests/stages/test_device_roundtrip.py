@@ -1,9 +1,9 @@
 """Device records without a property round trip elsewhere: hwts.data and aicore.data (HWTS chips), the 310's
 TLV ts_track/aicore streams, STARS BlockPmu (mixed with ContextPmu) and chip v6's 32-byte ACSQ log.
 
-Records are packed with struct from the format strings of spec §1.7 (not our dtypes), cut anywhere (device
-slices split records, §6 D6), and every decoded field must come back: times through the device clock, stream
-ids to their low 11 bits, the STARS id packing undone, states and core kinds as the spec maps them."""
+Records are packed with struct from the format strings of msprof's parser (not our dtypes), cut anywhere (device
+slices split records), and every decoded field must come back: times through the device clock, stream
+ids to their low 11 bits, the STARS id packing undone, states and core kinds as msprof maps them."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _ns(ticks: int, mhz: int) -> int:
 
 
 def _lost(counters: list[int]) -> int:
-    """Records the 4-bit rolling counter says never arrived (spec §1.7)."""
+    """Records the 4-bit rolling counter says never arrived."""
     return sum((b - a - 1) % 16 for a, b in pairwise(counters))
 
 
@@ -90,7 +90,7 @@ def test_aicore_round_trip(rows: list[tuple[Any, ...]], cut: int) -> None:
     assert accounting["rejected"] == 0 and accounting["lost_on_device"] == _lost([row[0] for row in rows])
 
 
-# -- the 310's TLV streams (spec §1.7, §6 D5) -------------------------------------------------------------------
+# -- the 310's TLV streams -------------------------------------------------------------------------------------
 
 TIMELINE = st.tuples(st.just(raw.MINI_TAG_TIMELINE), st.integers(0, 1), U16, st.sampled_from([2, 3, 7, 8]), U16, U16,
                      SYSCNT, U32, U32)
@@ -151,7 +151,7 @@ def test_mini_aicore_round_trip(rows: list[tuple[Any, ...]], cut: int) -> None:
 
 
 def _stars_fields(stream: int, task: int, packing: int) -> tuple[int, int]:
-    """(stream field, task field) of a (stream < 2048, task) pair, packed as spec §1.7 reads it back:
+    """(stream field, task field) of a (stream < 2048, task) pair, packed as msprof's stars_common.h reads it back:
     0 as is; 1 bit 12 set, task bits 13–15 in the stream field; 2 bit 13 set, the low 12 bits swapped."""
     if packing == 1:
         return 0x1000 | (task & 0xE000) | stream, task & 0x1FFF

@@ -1,6 +1,6 @@
 """Host records not covered by test_host_roundtrip.py: the compact/additional kinds the join does not use
 yet, msproftx, and the hash_dic / type_info_dic dictionaries. Random field values are packed with the
-format strings of spec §1.4/§1.6 (struct, not our dtypes), the bytes arrive in two reads cut anywhere,
+format strings of msprof's parser (struct, not our dtypes), the bytes arrive in two reads cut anywhere,
 and every decoded field must come back, times through a 19.2 MHz host counter."""
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def test_extra_host_kind_round_trip(kind: str, data: st.DataObject, cut: int) ->
             assert got[name].tolist() == values, name
 
 
-# -- msproftx (spec §1.6) ----------------------------------------------------------------------------------
+# -- msproftx ----------------------------------------------------------------------------------------------
 
 TX_FMT = "=HH3IQ2HI2H4Ii5Qi156s"
 TX_FIELDS = ("info_type", "res0", "res1", "stamp_magic", "data_tag", "process_id", "tx_thread_id", "category",
@@ -161,7 +161,7 @@ def test_msproftx_round_trip(rows: list[tuple[Any, ...]], cut: int) -> None:
     assert tx["message"].tolist() == [m.rstrip(b"\0") for m in columns[15]]  # char[156], NULs padding it dropped
 
 
-# -- hash_dic / type_info_dic (spec §1.4) --------------------------------------------------------------------
+# -- hash_dic / type_info_dic ------------------------------------------------------------------------------
 
 NAME = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), max_size=40)
 ENDING = st.sampled_from(["\n", "\r\n"])

@@ -1,5 +1,5 @@
-"""Legacy host records (spec §1.5), their file names (§1.2), and the compact/additional kinds not joined
-yet (§1.4): field values survive encode → frame → decode, bad data tags are rejected with a reason."""
+"""Legacy host records (CANN ≤ 6), their file names, and the compact/additional kinds not joined
+yet: field values survive encode → frame → decode, bad data tags are rejected with a reason."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The legacy layout end to end in process (spec §1.2, §1.5): a CANN 5/6-style directory, its JOB… form
+"""The legacy layout end to end in process: a CANN 5/6-style directory, its JOB… form
 and its "infer" file names give the simulator's truth, and the same task rows as the current layout."""
 
 from __future__ import annotations

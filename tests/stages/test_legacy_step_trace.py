@@ -1,4 +1,4 @@
-"""The 20-byte step trace of 2020 MindSpore training jobs (issue 18 §3): told from the 40-byte ts_track records by
+"""The 20-byte step trace of 2020 MindSpore training jobs: told from the 40-byte ts_track records by
 the file's bytes, decoded into step-trace rows."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""PMU formulas of every ai_core_metrics group (spec §1.9), against values worked out by hand.
+"""PMU formulas of every ai_core_metrics group, against values worked out by hand.
 
 One record throughout: 1 234 567 total cycles, block_num 4 on 2 cores (the blocks run in 2 waves), a
 1000 MHz AI Core clock, 700 µs task duration. aicore_time = 1 234 567 cycles / 1000 MHz / 4 × 2 =

@@ -1,4 +1,4 @@
-"""Device data whose control files are missing or damaged (issue 18 §2): counted against the file by name, or
+"""Device data whose control files are missing or damaged: counted against the file by name, or
 placed with a stand-in clock fact that is said as a warning."""
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def test_no_wall_clock_anywhere_fails_naming_start_info(tmp_path) -> None:  # ty
 
 
 def test_host_records_need_no_host_start_log_when_host_ticks_are_ns(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """CPU Frequency 1000 MHz: host records carry monotonic ns already (spec §1.3), so only start_info matters."""
+    """CPU Frequency 1000 MHz: host records carry monotonic ns already, so only start_info matters."""
     decoder = DecoderStage(DecoderStage.Config(), make_ctx("decode", tmp_path))
     for path, text in CONTROL.items():
         if path != "host/host_start.log":

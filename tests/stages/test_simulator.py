@@ -1,4 +1,4 @@
-"""Board simulator: the PROF_ directory it writes is what spec/formats.md §1 and §6 describe."""
+"""Board simulator: the PROF_ directory it writes is what msprof's parser reads."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The simulator's metric groups and its AI CPU, L2 cache and frequency records (spec §1.7, §1.9)."""
+"""The simulator's metric groups and its AI CPU, L2 cache and frequency records."""
 
 from __future__ import annotations
 

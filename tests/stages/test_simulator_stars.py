@@ -1,4 +1,4 @@
-"""The simulated 910B (STARS chip, spec §1.7, §6 D11): what it writes is what the spec describes."""
+"""The simulated 910B (STARS chip): what it writes is what msprof's parser reads."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def test_acsq_logs(run: tuple[Path, dict]) -> None:
         {raw.SQE_AI_CORE: 2 * (_tasks(truth, "AI_CORE") + ffts_plus_tasks),
          raw.SQE_AI_VECTOR_CORE: 2 * _tasks(truth, "AI_VECTOR_CORE"), raw.SQE_AI_CPU: 2 * _tasks(truth, "AI_CPU")})
     forms = Counter(1 if s & 0x1000 else 2 if s & 0x2000 else 0 for s in acsq["stream_id"].tolist())
-    assert set(forms) == {0, 1, 2}  # every id encoding of spec §1.7 occurs
+    assert set(forms) == {0, 1, 2}  # every STARS id encoding occurs
     assert set(stream_ids(acsq["stream_id"], acsq["task_id"]).tolist()) == {2, 3}
     assert (acsq["timestamp"][1:] >= acsq["timestamp"][:-1]).all()
 

@@ -39,7 +39,7 @@ def test_fused_variant_has_one_conv_per_block_and_no_transdata() -> None:
 def test_device_time_per_execution_follows_the_case_studies() -> None:
     per_run = {model: OpTable.build("mini", model).mean_us.sum() / 1000 for model in MODELS}
     assert per_run["face_mask_ssd_mish"] > per_run["face_mask_ssd"] > per_run["face_mask_ssd_fused"]
-    assert per_run["face_mask_ssd_fused"] == pytest.approx(2.305, rel=0.05)  # seed 004 after fusion
+    assert per_run["face_mask_ssd_fused"] == pytest.approx(2.305, rel=0.05)  # the face-mask SSD case study after fusion
 
 
 def test_unknown_model_is_refused(tmp_path: Path) -> None:

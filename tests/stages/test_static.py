@@ -1,5 +1,5 @@
 """Static models (.om): op and task information registered once at model load, replayed by every
-execution (spec §6 D4), with task-id flips on the 910 (D10). Compared with the simulator's truth."""
+execution, with task-id flips on the 910. Compared with the simulator's truth."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ def _records(n: int, size: int, seed: int) -> np.ndarray:
 
 
 def test_signature_is_the_standard_crc32c_without_its_final_xor() -> None:
-    assert op_desc.CRC32C_TABLE[1] == 0xF26B8303  # spec §2: the table starts 0, 0xF26B8303
+    assert op_desc.CRC32C_TABLE[1] == 0xF26B8303  # CRC-32C (Castagnoli): the table starts 0, 0xF26B8303
     assert op_desc.signature(b"123456789") ^ 0xFFFFFFFF == 0xE3069283  # the CRC-32C check value
 
 

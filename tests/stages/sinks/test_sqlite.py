@@ -37,7 +37,7 @@ def _table(spec: str, primary_key: str = "") -> list[tuple[str, str, int]]:
 
 
 ENUM = _table("id name:TEXT", "id")
-# spec §3.4 and msprof's table definitions (analysis/csrc/application/database/msprof_db.cpp)
+# msprof's table definitions (analysis/csrc/application/database/msprof_db.cpp)
 RUN_LEVEL_SCHEMA = {
     "STRING_IDS": _table("id value:TEXT", "id"),
     "SESSION_TIME_INFO": _table("startTimeNs endTimeNs"),

@@ -1,4 +1,4 @@
-"""SummarySink's per-record tables: task_time, step_trace, msprof_tx, aicpu, l2_cache (spec §3.2)."""
+"""SummarySink's per-record tables: task_time, step_trace, msprof_tx, aicpu, l2_cache."""
 
 from __future__ import annotations
 

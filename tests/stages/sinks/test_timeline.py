@@ -135,7 +135,7 @@ def test_structure_matches_real_trace_view(ctx: StageContext, feed: Feed) -> Non
         frozenset(e["args"]) for e in real_api if e["ph"] == "X"}
     thread_names = {e["args"]["name"].split()[0] for e in ours + real if e["name"] == "thread_name"}
     assert thread_names <= {"Thread", "Stream", "Computing", "Communication", "Communication(Not", "Free"}
-    # CANN 7 wrote "Stream Id"; current msprof writes "Physic Stream Id" (spec §3.3)
+    # CANN 7 wrote "Stream Id"; current msprof writes "Physic Stream Id"
     real_task_args = {frozenset(e["args"]) for e in by_process(real, "Ascend Hardware") if e["ph"] == "X"}
     ours_task_args = {frozenset(e["args"]) for e in by_process(ours, "Ascend Hardware") if e["ph"] == "X"}
     renamed = {frozenset(k if k != "Stream Id" else "Physic Stream Id" for k in keys) for keys in real_task_args}
