@@ -17,7 +17,7 @@ from stages.sinks._format import us_to_ns
 
 pytestmark = pytest.mark.slow
 
-CHIP_NAMES = {"0": "Ascend310", "1": "Ascend910A", "5": "Ascend910B"}  # NPU_INFO names by platform_version (§1.8)
+CHIP_NAMES = {"0": "Ascend310", "1": "Ascend910A", "5": "Ascend910B"}  # NPU_INFO names by platform_version
 # every column that holds a STRING_IDS id (msprof's msprof_db.cpp)
 STRING_COLUMNS = {"TASK": ["taskType"], "CANN_API": ["name"], "MSTX_EVENTS": ["message", "domainId"],
                   "TASK_PMU_INFO": ["name"],

@@ -2,7 +2,7 @@
 
 Each directory holds two iterations of a three-op model: Conv2D and Relu on stream 5, NonMaxSuppressionV3 on
 the AI CPU stream 6. The expected op_summary and op_statistic rows below are worked by hand from the raw values
-make_golden.py packs (its ``*_TASKS`` and ``*_PMU`` tables, its control files), with the spec's formulas:
+make_golden.py packs (its ``*_TASKS`` and ``*_PMU`` tables, its control files), with msprof's formulas:
 
 * times: local ns = clock_monotonic_raw of host_start.log.0 (+ cntvct_diff × 1000 / host CPU MHz)
   + (syscnt − dev_start.log cntvct) × 1000 / hwts MHz + (collectionTimeBegin × 1000 − clockMonotonicRaw of

@@ -164,7 +164,7 @@ def test_flows_and_tx_events_as_exported(imported: Path) -> None:
             assert [e.get("bp") for e in pair if e["ph"] == "f"] == ["e"]
     real_keys = {e["ph"]: set(e) for e in real if e["ph"] in "sf" and e.get("cat") == "HostToDevice"}
     assert {e["ph"]: set(e) for e in ours if e["ph"] in "sf"} == real_keys
-    # MsprofTx ranges: named by their message, the spec's args, on the application's CPU process.
+    # MsprofTx ranges: named by their message, msprof's args, on the application's CPU process.
     tx_pids = {e["pid"] for e in ours if e["ph"] == "M" and e["name"] == "process_sort_index"
                and e["args"]["sort_index"] == 6}
     tx = [e for e in ours if e["ph"] == "X" and e["pid"] in tx_pids]

@@ -38,7 +38,7 @@ LEVEL_TRACE_PREFIX = {
 ACL_API_CLASS = {1: "ACL_OP", 2: "ACL_MODEL", 3: "ACL_RTS", 4: "ACL_OTHERS", 5: "ACL_NN", 6: "ACL_ASCENDC",
                  7: "HOST_HCCL", 9: "ACL_DVPP", 10: "ACL_GRAPH", 11: "ACL_ATB"}
 MODEL_EXECUTE_TYPE = 1  # level 15000 event type of the ModelExecute begin/end pair (msprof pairs them for iterations)
-MODEL_LOAD_TYPE = 2  # level 15000 event type of the ModelLoad pair; its request id 0 marks a static graph (§6 D4)
+MODEL_LOAD_TYPE = 2  # level 15000 event type of the ModelLoad pair; its request id 0 marks a static graph
 
 # GE task types of node_basic_info.
 GE_TASK_TYPES = ("AI_CORE", "AI_CPU", "AI_VECTOR_CORE", "WRITE_BACK", "MIX_AIC", "MIX_AIV", "FFTS_PLUS",

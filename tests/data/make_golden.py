@@ -534,8 +534,8 @@ def current_layout(chip: Chip, root: Path) -> None:
 
 def legacy_layout(chip: Chip, root: Path) -> None:
     """A CANN 5 `JOB…` folder: control files and data/ side by side, the host components' own files
-    (AclModule, Framework, Runtime) next to the device data, whose files carry the "training" names (spec
-    §1.2). Host times are CLOCK_MONOTONIC_RAW ns."""
+    (AclModule, Framework, Runtime) next to the device data, whose files carry the "training" names
+    (msprof's legacy file names). Host times are CLOCK_MONOTONIC_RAW ns."""
     job = root / JOB_NAME
     device_controls(chip, job)
 

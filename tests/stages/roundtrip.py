@@ -15,7 +15,7 @@ from stages.framing import frame
 
 
 def local_ns(ticks: int, freq_khz: int, cnt0: int, mono0: int, offset: int) -> int:
-    """Spec §1.3 in plain integers: mono0 + (ticks − cnt0) / freq, floored to whole ns, + local offset."""
+    """msprof's time conversion, in integers: mono0 + (ticks − cnt0) / freq, floored to whole ns, + local offset."""
     return mono0 + (ticks - cnt0) * 1_000_000 // freq_khz + offset
 
 

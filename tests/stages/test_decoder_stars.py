@@ -120,7 +120,7 @@ def test_core_kind_follows_ffts_and_subtask_types() -> None:
         records.CORE_MIX_AIV, records.CORE_AIV, records.CORE_MIX_AIC]
 
 
-# -- layouts, written byte by byte at the spec's offsets ------------------------------------------------------
+# -- layouts, written byte by byte at msprof's offsets -------------------------------------------------------
 
 
 def _acsq(func: int, sqe: int, stream: int, task: int, syscnt: int, cnt: int = 0) -> bytes:
@@ -171,7 +171,7 @@ def test_other_stars_log_func_types_are_rejected_by_name(tmp_path: Path) -> None
 
 def _subtask(func: int, stream: int, task: int, syscnt: int, *, subtask_type: int = raw.SUBTASK_MIX_AIC,
              context: int = 0, ffts: int = raw.FFTS_TYPE_PLUS, thread: int = 0, cnt: int = 0) -> bytes:
-    """An FFTS+ subtask log at the spec's offsets: timestamp @8, subtask type @16, context @18, FFTS type in bits
+    """An FFTS+ subtask log at msprof's offsets: timestamp @8, subtask type @16, context @18, FFTS type in bits
     13–15 of u16 @20, thread @22."""
     record = bytearray(64)
     struct.pack_into("<HHHHQBBHHH", record, 0, func | (cnt << 6), 0x6BD3, stream, task, syscnt, subtask_type, 0,

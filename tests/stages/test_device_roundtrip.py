@@ -161,7 +161,7 @@ def _stars_fields(stream: int, task: int, packing: int) -> tuple[int, int]:
 
 
 def _core(ffts_type: int, subtask_type: int) -> int:
-    """Spec §1.7 / msprof: FFTS type 0 AI Core, 5 MIX AIC, 4 FFTS+ by subtask type (0 AIC, 6 MIX AIC,
+    """As msprof maps them: FFTS type 0 AI Core, 5 MIX AIC, 4 FFTS+ by subtask type (0 AIC, 6 MIX AIC,
     7 MIX AIV, else AIV); any other FFTS type AI Vector Core."""
     if ffts_type == raw.FFTS_TYPE_AIC or (ffts_type == raw.FFTS_TYPE_PLUS and subtask_type == raw.SUBTASK_AIC):
         return records.CORE_AIC

@@ -1,4 +1,4 @@
-"""Current host kinds: random field values encoded with the spec's layouts decode back exactly,
+"""Current host kinds: random field values encoded with msprof's layouts decode back exactly,
 also when the stream is cut into slices at random places."""
 
 from __future__ import annotations
