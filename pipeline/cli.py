@@ -143,7 +143,23 @@ def _import_structlog_without_rich() -> None:
         del sys.modules["rich"]
 
 
+def _die_with_supervisor() -> None:
+    """A supervised stage is killed by the kernel when its supervisor dies (Linux): one busy in a long piece of work
+    would otherwise not notice for as long as that work lasts. Its last checkpoint stays for a resume, and its
+    outputs are valid at every moment."""
+    if not sys.platform.startswith("linux"):
+        return  # elsewhere the stage notices between batches (its parent changes)
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+
+
 def _cmd_stage(args: argparse.Namespace) -> int:
+    if args.control:
+        _die_with_supervisor()
     # Signals that arrive while the stage is still importing are kept and replayed, not fatal.
     early: list[int] = []
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):

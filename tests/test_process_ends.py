@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from pipeline_runs import pipeline_env, run_cli
+from pipeline_runs import pipeline_env, run_cli, stage_config, start_run
 
 pytestmark = pytest.mark.slow
 STAGES_GONE_WITHIN_S = 45  # they notice within a second; a loaded machine may take longer to schedule them
@@ -27,14 +27,14 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _stage_pids(out: Path, deadline_s: float = 60) -> dict[str, int]:
+def _stage_pids(out: Path, deadline_s: float = 60, min_stages: int = 7) -> dict[str, int]:
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         try:
             pids: dict[str, int] = json.loads((out / "run.json").read_text()).get("stage_pids") or {}
         except (OSError, ValueError):
             pids = {}
-        if len(pids) >= 7:
+        if len(pids) >= min_stages:
             return pids
         time.sleep(0.05)
     raise AssertionError(f"no stage pids in {out / 'run.json'}")
@@ -60,5 +60,34 @@ def test_stages_of_a_killed_import_supervisor_exit_within_seconds(tmp_path: Path
         assert not left, f"stages still running {STAGES_GONE_WITHIN_S} s after their supervisor was killed: {left}"
     finally:
         for pid in _stage_pids(out, 0.1).values() if (out / "run.json").exists() else ():
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_stage_stuck_in_its_own_work_ends_with_its_killed_supervisor(tmp_path: Path) -> None:
+    """A sink that does not return from write_batch never gets back to its loop, where it would notice."""
+    out, cue = tmp_path / "out", tmp_path / "stall.cue"
+    cue.touch()
+    config = tmp_path / "stall.yaml"
+    config.write_text(stage_config(out, iterations=2_000, rate="max", extra_stages=(
+        f"  stall: {{type: 'stall_sink:StallSink', inputs: [aggregate.tasks], cue: \"{cue}\"}}\n")))
+    supervisor = start_run(config, capture=False)
+    pids: dict[str, int] = {}
+    try:
+        pids = _stage_pids(out, min_stages=9)
+        deadline = time.monotonic() + 60
+        while not list(out.glob("mindstudio_profiler_output/op_summary_*")) and time.monotonic() < deadline:
+            time.sleep(0.1)  # task rows are flowing: the stall sink has its first batch, and is stuck in it
+        time.sleep(1.0)
+        assert _alive(pids["stall"])
+        os.kill(supervisor.pid, signal.SIGKILL)
+        supervisor.wait(timeout=10)
+        deadline = time.monotonic() + STAGES_GONE_WITHIN_S
+        while time.monotonic() < deadline and _alive(pids["stall"]):
+            time.sleep(0.2)
+        assert not _alive(pids["stall"]), "a stage stuck in its own work outlived its killed supervisor"
+    finally:
+        cue.unlink(missing_ok=True)
+        for pid in pids.values():
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
