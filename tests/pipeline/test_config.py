@@ -80,8 +80,8 @@ def test_module_class_type() -> None:
 
 
 def test_a_stage_process_imports_and_validates_only_its_own_stage(tmp_path: Path) -> None:
-    """`pipeline stage ID` loads the config for one stage: the others' classes are not imported (a sink starts
-    without numpy) and their settings are not validated (the supervisor did that); its own still are."""
+    """`pipeline stage ID` loads the config for one stage: the others' classes are not imported (the live view's
+    sink starts without numpy) and their settings are not validated (the supervisor did that); its own still are."""
     probe = """
 import sys
 from pipeline.config import load_config
@@ -94,10 +94,10 @@ print(spec.cls.__name__, type(spec.config).__name__, sorted(config.consumers("ag
         return subprocess.run([sys.executable, "-c", probe, str(LIVE), stage], capture_output=True, text=True,
                               cwd=ROOT, timeout=60)
 
-    timeline = run("timeline")
-    assert timeline.returncode == 0, timeline.stderr
-    assert timeline.stdout.split() == ["TimelineSink", "Config", "['advice',", "'db',", "'summary',", "'top']",
-                                       "False", "False", "False"]
+    top = run("top")
+    assert top.returncode == 0, top.stderr
+    assert top.stdout.split() == ["LiveSink", "Config", "['advice',", "'db',", "'summary',", "'top']",
+                                  "False", "False", "False"]
     aggregate = run("aggregate")
     assert aggregate.stdout.split()[-3:] == ["True", "True", "False"]  # its own modules only
     broken = _stages(collect={"type": "collector", "colour": "red"},
