@@ -16,7 +16,7 @@ Rows, all on the simulated Ascend 910 (`cloud`) unless said otherwise:
   the baseline column is the same for the decoder's output (a probe on ``decode``), i.e. before the join.
   The aggregator snapshots every 0.1 s here (live.yaml: 1 s, which alone adds up to 1 s);
 - the large import vs Perfetto: trace_processor_shell loads the timeline JSON that import wrote and runs the
-  op-statistics GROUP BY of reference/peers.md §3.2;
+  op-statistics GROUP BY (name, count, sum, min and max of the slices' durations);
 - CPU per record of an import of ``--msprof-records`` records (1 M), over the whole process tree (supervisor and
   stages, from the kernel's accounting of waited-for children), beside msprof's parser on the same directory;
 - import vs msprof's own parser (``--msprof-src``; import + export summary + export timeline) on that directory;

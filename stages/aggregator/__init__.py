@@ -254,7 +254,7 @@ class AggregatorStage(Transform):
     def _ingest(self, kind: str, arr: np.ndarray, stream: str, now: float) -> None:
         if len(arr) and "ts_ns" in (arr.dtype.names or ()):
             self.watermarks[stream] = max(self.watermarks.get(stream, 0), int(arr["ts_ns"].max()))
-        if kind in ("api", "named_api"):  # named_api: a legacy API record, name inline (spec §1.5)
+        if kind in ("api", "named_api"):  # named_api: a legacy API record, name inline
             chunk = ApiChunk.of(arr, self.connection_ids + 1, now)
             self.connection_ids += len(arr)
             nodes = np.flatnonzero(arr["level"] == raw.LEVEL_NODE).tolist()
@@ -397,6 +397,14 @@ class AggregatorStage(Transform):
         self._resolve_pmu(now)
         self._take_extra_rows()
         yield from self._flush_rows(force=False)
+        yield from self._snapshot_due(now)
+
+    def _snapshot_due(self, now: float) -> Iterator[Batch]:
+        """A statistics snapshot right after the rows it counts (every task row sent), at most every
+        ``snapshot_every_s``: the live view follows the rows, not a timer of its own."""
+        if self.stats.changed and not self.rows["task"] and now - self.last_snapshot >= self.config.snapshot_every_s:
+            self.last_snapshot = now
+            yield from self._snapshot(final=False)
 
     def _take_extra_rows(self) -> None:
         """The aicpu and l2_cache rows the joins produced, names interned (schema.AICPU_COLUMNS, L2_CACHE_COLUMNS)."""
@@ -502,7 +510,7 @@ class AggregatorStage(Transform):
                 if (key[0], key[2]) in self.parked:
                     self.parked_named.add((key[0], key[2]))
             if static:
-                self._register_static(key, task)  # reported inside a static graph's load (spec §6 D4)
+                self._register_static(key, task)  # reported in a static graph's load (request id 0: every iteration)
             else:
                 self.static.launched(key[0], key[1], int(record["ts_ns"]))
                 self._meet(key, host=task)
@@ -643,7 +651,7 @@ class AggregatorStage(Transform):
                         parked.append(task)  # behind the earlier ones of its id
                     continue
                 task.stream = stream
-            elif facts.get("platform", 1) != 0:  # the 310's TS stream has no flips (spec §6 D10)
+            elif facts.get("platform", 1) != 0:  # the 310's TS stream has no flips (msprof's 310 reader has no tag 14)
                 flip_stream = f"ts_track.data.{task.device}"
                 if self.watermarks.get(flip_stream, -1) < task.start:
                     if not give_up:
@@ -1015,9 +1023,7 @@ class AggregatorStage(Transform):
             self.last_prune, self.records_at_prune = now, self.records_in
         out = list(self._advance(now))
         out.extend(self._flush_rows(force=True))
-        if self.stats.changed and now - self.last_snapshot >= self.config.snapshot_every_s:
-            self.last_snapshot = now
-            out.extend(self._snapshot(final=False))
+        out.extend(self._snapshot_due(now))
         return out
 
     def finish(self) -> Iterable[Batch]:
@@ -1098,7 +1104,7 @@ def _put(table: dict[Any, deque[Any]], key: Any, item: Any) -> None:
 
 
 def _chip_name(platform: Any) -> str:
-    """The chip model msprof's NPU_INFO gives a platform_version (spec §1.8)."""
+    """The chip model msprof's NPU_INFO gives a platform_version (msprof's chip_model.py)."""
     return raw.CHIP_NAMES.get(platform, "UNKNOWN") if isinstance(platform, int) else "UNKNOWN"
 
 

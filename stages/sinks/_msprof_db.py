@@ -1,4 +1,4 @@
-"""The tables of msprof's ``msprof_{timestamp}.db`` that this pipeline writes (spec §3.4).
+"""The tables of msprof's ``msprof_{timestamp}.db`` that this pipeline writes (msprof's ``msprof_db.cpp``).
 
 Names, column order, declared types and primary keys are msprof's (its exporter's table
 definitions, schema version 1.2.0), so that ``PRAGMA table_info`` of each table equals msprof's.

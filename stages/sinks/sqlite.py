@@ -1,4 +1,4 @@
-"""SQLite sink: msprof's ``msprof_{timestamp}.db`` schema, kept current while the run goes (spec §3.4).
+"""SQLite sink: msprof's ``msprof_{timestamp}.db`` schema, kept current while the run goes (msprof's ``msprof_db.cpp``).
 
 Example config::
 
