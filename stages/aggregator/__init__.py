@@ -27,7 +27,7 @@ from stages.aggregator.contexts import (
     context_ids,
 )
 from stages.aggregator.extras import AICPU_COLUMNS, L2_COLUMNS, DeviceExtras, extra_columns, l2_configured
-from stages.aggregator.join import FlipLog, HostIndex, Interval
+from stages.aggregator.join import FlipLog, HostBatches, HostIndex, Interval
 from stages.aggregator.metrics import pmu_columns
 from stages.aggregator.pmu_batch import pmu_batch
 from stages.aggregator.stars import StarsPmu, is_stars
@@ -179,7 +179,8 @@ class AggregatorStage(Transform):
         self.session: dict[str, Any] = {}  # the decoder's session_info facts (pid, host, start/end)
         self.host = HostIndex()
         self.legacy = legacy.LegacyIndex()
-        self.flips = FlipLog()
+        self.flips = FlipLog()  # the devices' tag-14 flips
+        self.host_batches = HostBatches()  # the host's FLIP_TASK task_tracks
         self.static = StaticModels()
         self.log_streams: set[str] = set()  # streams that carry task start/end logs
         self.watermarks: dict[str, int] = {}
@@ -501,9 +502,12 @@ class AggregatorStage(Transform):
                     self._gave_up("host task waiting for its context")
                 task.resolved = self._describe(record, node_api, node, type_name)
             self.pending_host.popleft()
-            if task.resolved is None:
-                continue  # bookkeeping task (a task-id flip): no device work of its own
-            key = self._host_key(record)
+            if task.resolved is None:  # bookkeeping task (a task-id flip): no device work of its own
+                if not task.legacy and not self._chip_v6(int(record["device_id"])):
+                    self.host_batches.add_flip(int(record["device_id"]), int(record["stream_id"]),
+                                               int(record["ts_ns"]), int(record["batch_id"]))
+                continue
+            key = self._host_key(record, flipped=not task.legacy)
             static = task.resolved["model_id"] != schema.MODEL_ID_NONE and task.resolved["iteration"] == 0
             if self._chip_v6(key[0]):
                 (self.registered_streams if static else self.launched_streams)[(key[0], key[2])] = key[1]
@@ -537,13 +541,17 @@ class AggregatorStage(Transform):
         self.flags[device] = (facts, flags)
         return flags
 
-    def _host_key(self, record: Any) -> tuple[int, int, int, int]:
+    def _host_key(self, record: Any, flipped: bool = False) -> tuple[int, int, int, int]:
         """(device, stream, task, batch) of a task_track; on chip v6 the task id is batchId << 16 | taskId, batch 0
-        (msprof TaskTrackChip6Bean)."""
+        (msprof TaskTrackChip6Bean). ``flipped``: the batch comes from the host's FLIP tasks before it (join.py
+        HostBatches; a runtime may write 0 in batchId), on the chips whose devices write flips (not the 310, whose
+        batchId is taken as written, as msprof does); once per task, in the task_track stream's order."""
         device, stream = int(record["device_id"]), int(record["stream_id"])
         task, batch = int(record["task_id"]), int(record["batch_id"])
         if self._chip_v6(device):
             return device, stream, (batch << 16) | task, 0
+        if flipped and self.devices.get(device, {}).get("platform", 1) != 0:
+            batch = self.host_batches.batch_of(device, stream, task, int(record["ts_ns"]))
         return device, stream, task, batch
 
     def _low_mark(self, stream_kind: str) -> float:
@@ -1003,6 +1011,7 @@ class AggregatorStage(Transform):
             if self.pending_host:
                 low = min(low, int(self.pending_host[0].record["ts_ns"]))
             self.host.prune_before(low)
+            self.host_batches.prune_before(low)
         log_marks = [self.watermarks[stream] for stream in self.log_streams]
         if log_marks:  # a device task not yet seen starts after its stream's mark, or is open in self.starts
             device_low = min(log_marks + [q[0] for q in self.starts.values()]

@@ -194,6 +194,41 @@ class FlipLog:
             log.prune_before(ts)
 
 
+TASK_ID_HALF = 1 << 15  # a task id this far below the one before it on its stream: the 16-bit ids wrapped
+
+
+@dataclass
+class HostBatches:
+    """Batch ids of host task_tracks, from the runtime's FLIP tasks (task_tracks of type FLIP_TASK, the flip
+    number in their batchId) as msprof's FlipCalculator.compute_batch_id gives them: a runtime may write 0 in
+    the batchId of the other task_tracks. A task takes the number of the latest flip of its (device, stream) at
+    or before it (the flip's own time included), as the device's tasks do with tag-14 flips (FlipLog); a
+    stream-destroy flip (number 65535) counts like the others on both sides. A flip that did not get task id 0
+    (another thread took the first ids of the new batch) is stamped after tasks of the new batch: msprof moves
+    the tasks stamped just before it with smaller ids into the new batch; here a task whose id falls more than
+    half the id space below the previous task of its stream while no flip came between takes the next batch
+    (the previous one + 1, the number that flip carries). Tasks are given in time order per stream (the order
+    of the task_track stream)."""
+
+    flips: FlipLog = field(default_factory=FlipLog)
+    last: dict[tuple[int, int], tuple[int, int, int]] = field(default_factory=dict)  # → (flip, batch, task id)
+
+    def add_flip(self, device: int, stream: int, ts: int, flip_num: int) -> None:
+        self.flips.add(device, stream, ts, flip_num)
+
+    def batch_of(self, device: int, stream: int, task: int, ts: int) -> int:
+        flip = self.flips.batch_of(device, stream, ts)
+        last = self.last.get((device, stream))
+        batch = flip
+        if last is not None and last[0] == flip:
+            batch = last[1] + 1 if task + TASK_ID_HALF < last[2] else last[1]
+        self.last[(device, stream)] = (flip, batch, task)
+        return batch
+
+    def prune_before(self, ts: int) -> None:
+        self.flips.prune_before(ts)
+
+
 def _by_thread(threads: list[int], items: list[Any]) -> dict[int, list[Any]]:
     """Items grouped by their thread, each group in the given order."""
     if threads and threads.count(threads[0]) == len(threads):

@@ -44,6 +44,10 @@ When the load crosses a 16-bit task-id wrap, the runtime's FLIP task lands in th
 (hicann/runtime engine.cc sends it after the task with the last id, sink streams included), so the
 device writes the same task-flip record, with the same flip number, on every execution.
 
+The FLIP task_track carries the flip number in its batchId; the other task_tracks carry batchId 0, as a real
+runtime may write them (msprof takes the batch from the FLIP tasks), unless ``batch_ids`` asks for their real
+batch ids. The legacy layout's runtime tracks carry their real batch ids.
+
 The case-study variants of the model (workload.py: ``face_mask_ssd_mish``, ``face_mask_ssd_fused``), and
 any run with ``sleep_ms``, wrap the model load in an msproftx range named CreateMultipleStreamsFromFile
 as the app of msprof's face-mask SSD case study does; ``sleep_ms`` is the app's sleep inside that range after the
@@ -211,8 +215,12 @@ class Launches:
 class Board:
     def __init__(self, chip: Chip, seed: int, timebase: TimeBase, *, device_id: int = 0,
                  first_task_id: int = 0, mode: Mode = "launch", metrics: str = "PipeUtilization",
-                 layout: Layout = "current", model: Model = DEFAULT_MODEL, sleep_ms: int = 0) -> None:
+                 layout: Layout = "current", model: Model = DEFAULT_MODEL, sleep_ms: int = 0,
+                 batch_ids: bool = False) -> None:
         self.chip = chip
+        # kernel task_tracks carry their real batch id (True) or 0, as a real runtime may write (msprof takes the
+        # batch from the FLIP tasks); FLIP tasks carry their flip number either way
+        self.batch_ids = batch_ids
         self.model_name = model
         self.sleep_ns = sleep_ms * 1_000_000
         self.load_range = model != DEFAULT_MODEL or sleep_ms > 0
@@ -518,6 +526,8 @@ class Board:
         n = len(ids)
         if self.chip == "v6":  # a 32-bit task id: low 16 bits in taskId, high 16 in batchId
             ids, batches = ids & 0xFFFF, ids >> 16
+        elif not self.batch_ids:
+            batches = np.zeros_like(batches)
         parts = [(track_ts, rec.task_tracks(n, APP_TID, track_ts, self.device_id, stream, ids, batches,
                                             self.rt_task_type, self.kernel_hash, self.table.block_dim,
                                             self.args_size))]

@@ -40,7 +40,7 @@ class Simulation:
                  seed: int = 0, slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, *,
                  first_task_id: int = 0, start_time_ns: int | None = None, mode: str = "launch",
                  aic_metrics: str = "PipeUtilization", layout: str = "current", model: str = "face_mask_ssd",
-                 sleep_ms: int = 0, host_mono0: int | None = None) -> None:
+                 sleep_ms: int = 0, host_mono0: int | None = None, batch_ids: bool = False) -> None:
         if chip not in CHIPS:
             raise ValueError(f"chip must be one of {CHIPS}, not {chip!r}")
         if mode not in MODES:
@@ -68,6 +68,7 @@ class Simulation:
         self.slice_bytes, self.burst_ns = slice_bytes, burst_ms * 1_000_000
         self.first_task_id, self.start_time_ns = first_task_id, start_time_ns
         self.host_mono0 = host_mono0  # the host clock at collection start (default: timebase.HOST_MONO0_NS)
+        self.batch_ids = batch_ids  # kernel task_tracks carry their batch id (default 0, as a real runtime may)
         self.mode = cast(Mode, mode)
         self.iteration = 0
         self.records_written = 0
@@ -93,7 +94,8 @@ class Simulation:
         tb = TimeBase(wall0_ns=wall0, hwts_mhz=hwts_mhz) if self.host_mono0 is None else \
             TimeBase(wall0_ns=wall0, host_mono0=self.host_mono0, hwts_mhz=hwts_mhz)
         board = Board(self.chip, self.seed, tb, first_task_id=self.first_task_id, mode=self.mode,
-                      metrics=self.aic_metrics, layout=self.layout, model=self.model, sleep_ms=self.sleep_ms)
+                      metrics=self.aic_metrics, layout=self.layout, model=self.model, sleep_ms=self.sleep_ms,
+                      batch_ids=self.batch_ids)
         writer = ProfWriter(self.out_dir, self.chip, tb, self.seed, self.slice_bytes, APP_PID,
                             metrics=self.aic_metrics, layout=self.layout)
         self.prof_dir = writer.prof_dir
@@ -166,7 +168,7 @@ def simulate(out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rat
              slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, stop_event: threading.Event | None = None,
              *, first_task_id: int = 0, start_time_ns: int | None = None, mode: str = "launch",
              aic_metrics: str = "PipeUtilization", layout: str = "current", model: str = "face_mask_ssd",
-             sleep_ms: int = 0) -> Path:
+             sleep_ms: int = 0, batch_ids: bool = False) -> Path:
     """Write one PROF_ directory under `out_dir` (and `out_dir/simulator_truth.json`); returns its path.
 
     `first_task_id`: task ids already used on each stream when profiling starts (reach a 16-bit wrap
@@ -174,9 +176,11 @@ def simulate(out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rat
     control files); `mode`: "launch" (op information at every launch) or "static" (an offline model
     reports it once at load and every execution reuses its task ids, board.py); `layout`: "current"
     (CANN ≥ 6.3 reporter) or "legacy" (CANN 5/6 files; launch mode only); `model`: the workload
-    variant (workload.MODELS); `sleep_ms`: the app's sleep inside its model-load msproftx range (board.py).
+    variant (workload.MODELS); `sleep_ms`: the app's sleep inside its model-load msproftx range (board.py);
+    `batch_ids`: kernel task_tracks carry their real batch id (default 0, as a real runtime may write: the
+    batch comes from the FLIP task_tracks, as msprof takes it).
     """
     sim = Simulation(out_dir, chip, iterations, rate, seed, slice_bytes, burst_ms, first_task_id=first_task_id,
                      start_time_ns=start_time_ns, mode=mode, aic_metrics=aic_metrics, layout=layout, model=model,
-                     sleep_ms=sleep_ms)
+                     sleep_ms=sleep_ms, batch_ids=batch_ids)
     return sim.run(stop_event.is_set if stop_event is not None else None)
