@@ -1047,9 +1047,12 @@ class AggregatorStage(Transform):
             self.ctx.reject("device task without a host task_track", unmatched_device)
         self.extras.leftovers(self.devices)
         self._take_extra_rows()
-        if self.static.waiting_count():
+        launched = self.static.launched_unregistered()
+        if launched:
+            self.ctx.reject("device task without a host runtime track (legacy layout, launch mode)", launched)
+        if self.static.waiting_count() > launched:
             self.ctx.reject("device task on a static model's stream without a load-time registration",
-                            self.static.waiting_count())
+                            self.static.waiting_count() - launched)
         for reason, table in (("PMU record without a device task", self.pmu),
                               ("task start log without an end", self.starts)):
             left = sum(len(q) for q in table.values())

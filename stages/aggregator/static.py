@@ -44,6 +44,8 @@ class Binding:
     until: int | None = None  # another model or a launched task took the stream over at this time
     tasks: dict[tuple[int, int], Any] = field(default_factory=dict)  # (task, batch) → registered host task
     batches: dict[int, list[int]] = field(default_factory=dict)  # task → batches registered under it
+    legacy: bool = False  # registered by legacy runtime tracks (CANN 5/6 layout)
+    last: int = 0  # time of the latest registration (local ns)
 
     def holds_at(self, ts: int) -> bool:
         return self.since <= ts and (self.until is None or ts < self.until)
@@ -124,6 +126,8 @@ class StaticModels:
             history.append(current)
         assert current is not None
         current.tasks[(task, batch)] = host
+        current.last = max(current.last, ts)
+        current.legacy = current.legacy or bool(getattr(host, "legacy", False))
         known = current.batches.setdefault(task, [])
         if batch not in known:
             known.append(batch)
@@ -164,6 +168,19 @@ class StaticModels:
 
     def waiting_count(self) -> int:
         return sum(len(q) for q in self.waiting.values())
+
+    def launched_unregistered(self) -> int:
+        """Waiting device tasks that are launch-mode tasks of the legacy layout: their stream's binding is made of
+        legacy runtime tracks (GE describes launched ops with iteration 0 there), still registering after the task
+        started (a loaded model registers everything before it runs). Each such task lacks its own runtime track,
+        not a load-time registration."""
+        count = 0
+        for (device, _, stream, _, _), queue in self.waiting.items():
+            for task, _ in queue:
+                binding = self.binding_at(device, stream, task.start)
+                if binding is not None and binding.legacy and binding.last > task.start:
+                    count += 1
+        return count
 
     def prune_before(self, ts: int) -> None:
         self.device_runs.prune_before(ts)

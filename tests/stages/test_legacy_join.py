@@ -256,3 +256,32 @@ def test_legacy_bytes_read_with_msprofs_formats(tmp_path: Path) -> None:
     assert names["hash"] == 3 * 11 and names["conv2d_0/Conv2D"] == 3  # 11 names of ≥ 24 characters are hashed
     assert len(rows["Framework.tensor_data_info.0"]) >= tasks
     assert [r[3] for r in rows["Framework.id_map_info.0"]] == [1]  # model id
+
+
+def _rewrite(path: Path, dtype: np.dtype, edit: Any) -> None:
+    records = np.frombuffer(path.read_bytes(), dtype).copy()
+    path.write_bytes(edit(records).tobytes())
+
+
+def test_a_launched_task_without_its_runtime_track_is_named_so(tmp_path: Path) -> None:
+    """GE of that time describes launched ops with iteration 0 (as a static graph's load reports them), so the
+    tracks register their stream like a loaded model; a device task whose own track is lost is then still a
+    launch-mode task without a host runtime track, not a static model's task without a load registration."""
+    from stages.formats import legacy  # noqa: PLC0415
+
+    prof, _ = _simulate(tmp_path / "board", "cloud", "legacy", iterations=4, slice_bytes=1 << 20)
+    data = prof / "device_0" / "data"
+
+    def zero_iteration(records: np.ndarray) -> np.ndarray:
+        records["cur_iter"] = 0
+        return records
+
+    for base, dtype in (("Framework.task_desc_info", legacy.GE_TASK), ("Framework.tensor_data_info", legacy.GE_TENSOR)):
+        for path in data.glob(f"{base}.0.slice_*"):
+            if not path.name.endswith(".done"):
+                _rewrite(path, dtype, zero_iteration)
+    track = data / "Runtime.task_track.0.slice_0"
+    _rewrite(track, legacy.RT_TRACK, lambda records: np.delete(records, range(150, 155)))  # 3rd image: launched
+    batches, figures = run_chain(prof, tmp_path / "out")
+    assert figures["rejected"] == {"device task without a host runtime track (legacy layout, launch mode)": 5,
+                                   "PMU record without a device task": 5}
