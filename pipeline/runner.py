@@ -671,7 +671,7 @@ class StageRunner:
                 "wall_s": time.monotonic() - self.started,
                 "in": sum(t.records for t in self.inputs.values()), "out": dict(self.out_records),
                 "rejected": dict(rejected), "reconcile": reconcile, "accounting": self.stage.accounting(),
-                "peak_rss_mb": usage.ru_maxrss / 1024, "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+                "peak_rss_mb": _peak_rss_mb(usage), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
                 "pauses": self.ctx.output_guard.summary(),
                 "waited_s": {consumer: round(seconds, 3) for consumer, seconds in self.waited_s.items()},
                 "peers": [w.summary() for w in [*self.output_peers.values(), *filter(None, [self.input_peers])]]}
@@ -722,6 +722,19 @@ class StageRunner:
         stop_authenticators()
         self.zctx.destroy(linger=0)  # closes any socket a failed path left open: the process always ends
         return 0 if final["ok"] else 1
+
+
+def _peak_rss_mb(usage: resource.struct_rusage) -> float:
+    """This process's own peak resident memory: VmHWM (Linux). ``ru_maxrss`` is no good for it: a process started
+    by fork and exec keeps its parent's peak at the fork (a stage would report its supervisor's size)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return usage.ru_maxrss / 1024
 
 
 def _rss_mb() -> float:
