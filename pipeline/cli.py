@@ -211,6 +211,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         raise UserError("--mode static is not supported with --layout legacy", "the legacy layout is launch mode only")
     if args.sleep_ms < 0:
         raise UserError(f"--sleep-ms must be 0 or more, not {args.sleep_ms}")
+    if not 0 <= args.first_task_id < 2**16:
+        raise UserError(f"--first-task-id must be from 0 to 65535, not {args.first_task_id}")
     if args.slice_bytes < MIN_SLICE_BYTES:
         raise UserError(f"--slice-bytes must be at least {MIN_SLICE_BYTES}, not {args.slice_bytes}")
     try:
@@ -224,7 +226,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     try:
         prof = simulate(Path(args.out_dir), chip=chip, iterations=args.iterations, rate=args.rate, seed=args.seed,
                         slice_bytes=args.slice_bytes, aic_metrics=args.aic_metrics, mode=args.mode,
-                        layout=args.layout, model=args.model, sleep_ms=args.sleep_ms)
+                        layout=args.layout, model=args.model, sleep_ms=args.sleep_ms,
+                        first_task_id=args.first_task_id)
     except OSError as exc:  # the folder it writes: a file in the way, no permission, a full disk
         raise refused_path(exc) from None
     print(f"wrote {prof}")
@@ -459,6 +462,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--sleep-ms", type=int, default=0,
                      help="the app sleeps this long inside an msproftx range around the model load "
                           "(as in msprof's face-mask SSD case study)")
+    sim.add_argument("--first-task-id", type=int, default=0, metavar="N",
+                     help="task ids already used on each stream when profiling starts: near 65535 the 16-bit ids "
+                          "wrap soon (FLIP tasks, batch ids), e.g. 65500 wraps the AI Core stream in the first image")
     sim.add_argument("--subscribe", metavar="FIFO",
                      help="write aclprofModelSubscribe ProfOpDesc records into FIFO (made when absent) instead of "
                           "a PROF_… directory, op names to the resolver file, the truth next to it")

@@ -25,6 +25,12 @@ per call and has no api_statistic: its acl_statistic (acl level) and runtime_api
 copy without the device data, which it exports whole, stand in for it. Its per-record tables have other
 headers and are not compared.
 
+The wrap case: ``--first-task-id 65500`` starts every stream near the 16-bit limit, so the AI Core stream's
+task ids wrap in the first image (67 ids per image: ``--iterations 1000`` wraps it twice). The runtime then
+reports FLIP tasks (task_tracks of type FLIP_TASK, the flip number in their batchId) and the device task-flip
+records, and the kernels' task_tracks carry batchId 0, as a real runtime may write them: both sides must take
+the batch ids from the flips (msprof's FlipCalculator) to join every task.
+
 Exit status: 0 when every compared statistic is equal, 1 when not, 2 on a usage or setup error.
 """
 
@@ -280,11 +286,12 @@ def pipeline_command() -> list[str]:
     return [sys.executable, "-m", "pipeline"]
 
 
-def simulate(work: Path, chip: str, iterations: int, mode: str = "launch", layout: str = "current") -> Path:
+def simulate(work: Path, chip: str, iterations: int, mode: str = "launch", layout: str = "current",
+             first_task_id: int = 0) -> Path:
     board = work / "board"
     run_logged([*pipeline_command(), "simulate", str(board), "--chip", chip, "--mode", mode, "--iterations",
-                str(iterations), "--rate", "max", "--seed", "0", "--layout", layout], work / "logs" / "simulate.log",
-               cwd=PROJECT)
+                str(iterations), "--rate", "max", "--seed", "0", "--layout", layout,
+                "--first-task-id", str(first_task_id)], work / "logs" / "simulate.log", cwd=PROJECT)
     prof_dirs = sorted(path for path in board.glob("PROF_*") if path.is_dir())
     if len(prof_dirs) != 1:
         raise SetupError(f"expected one PROF_… directory in {board}, found {len(prof_dirs)}")
@@ -470,6 +477,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="simulated host records: current reporter, or CANN 5/6 AclModule/Framework/Runtime files "
                              "(msprof's Python parser read these until 2023: point --msprof-src at such a checkout)")
     parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--first-task-id", type=int, default=0,
+                        help="task ids already used per stream: 65500 makes the task ids wrap (FLIP tasks, batch ids)")
     parser.add_argument("--work", type=Path,
                         help="working folder (default: a new temporary one); its board/, ours/, msprof/ "
                              "and logs/ subfolders are replaced")
@@ -527,10 +536,11 @@ def compare_all(ours_dir: Path, exports: dict[str, MsprofExport]) -> list[Compar
 def run(args: argparse.Namespace, work: Path) -> int:
     prepare_work(work)
     logs = work / "logs"
-    prof = simulate(work, args.chip, args.iterations, args.mode, args.layout)
+    prof = simulate(work, args.chip, args.iterations, args.mode, args.layout, args.first_task_id)
     import_ours(prof, work / "ours", logs)
     exports = run_msprof(Msprof(args.msprof_script, logs), prof, work / "msprof", args.layout)
-    print(f"\ncompared: chip {args.chip}, mode {args.mode}, {args.layout} layout, {args.iterations} iterations, {prof}")
+    print(f"\ncompared: chip {args.chip}, mode {args.mode}, {args.layout} layout, {args.iterations} iterations, "
+          f"first task id {args.first_task_id}, {prof}")
     comparisons = compare_all(work / "ours" / "mindstudio_profiler_output", exports)
     row_comparisons = [] if args.layout == "legacy" else compare_row_kinds(
         work / "ours" / "mindstudio_profiler_output", exports)

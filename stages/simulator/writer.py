@@ -120,10 +120,11 @@ def simulate(out_dir: Path, chip: str = "mini", iterations: int = 200, rate: Rat
              slice_bytes: int = 2 * 1024 * 1024, burst_ms: int = 20, stop_event: threading.Event | None = None,
              *, first_task_id: int = 0, start_time_ns: int | None = None, mode: str = "launch",
              aic_metrics: str = control.AI_CORE_METRICS, layout: str = "current", model: str = "face_mask_ssd",
-             sleep_ms: int = 0) -> Path:
+             sleep_ms: int = 0, batch_ids: bool = False) -> Path:
     """`stages.simulator.run.simulate`, also reachable from here (the `pipeline simulate` command)."""
     from stages.simulator.run import simulate as run_simulate  # run imports this module
 
     return run_simulate(out_dir, chip, iterations, rate, seed, slice_bytes, burst_ms, stop_event,
                         first_task_id=first_task_id, start_time_ns=start_time_ns, mode=mode,
-                        aic_metrics=aic_metrics, layout=layout, model=model, sleep_ms=sleep_ms)
+                        aic_metrics=aic_metrics, layout=layout, model=model, sleep_ms=sleep_ms,
+                        batch_ids=batch_ids)

@@ -80,3 +80,17 @@ def test_host_batches_follow_the_flip_tasks() -> None:
     assert [batches.batch_of(0, 2, task, ts) for task, ts in ((4, 24), (5, 25))] == [2, 2]
     batches.add_flip(0, 2, 30, STREAM_DESTROY_FLIP)  # stream destroyed: its id may come back with new tasks
     assert batches.batch_of(0, 2, 0, 31) == STREAM_DESTROY_FLIP  # as the device's flip of it names them
+
+
+def test_the_simulate_command_starts_task_ids_where_asked(tmp_path: Path) -> None:
+    from pipeline.cli import build_parser  # noqa: PLC0415
+    from pipeline.errors import UserError  # noqa: PLC0415
+
+    args = build_parser().parse_args(["simulate", str(tmp_path), "--chip", "910", "--iterations", "1",
+                                      "--first-task-id", "65500"])
+    assert args.func(args) == 0
+    tracks = _task_tracks(next(tmp_path.glob("PROF_*")))
+    assert list(tracks[tracks["task_type"] == names.TASK_FLIP]["batch_id"]) == [1]
+    beyond = build_parser().parse_args(["simulate", str(tmp_path), "--first-task-id", "65536"])
+    with pytest.raises(UserError, match="--first-task-id must be from 0 to 65535"):
+        beyond.func(beyond)
