@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from pipeline import __version__
 from pipeline.errors import UserError, refused_path
 
 if TYPE_CHECKING:
@@ -375,6 +376,7 @@ class _OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(prog="pipeline", description="Live Ascend profile-data pipeline")
+    parser.add_argument("--version", action="version", version=f"pipeline {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run every stage of a config, each as its own process",

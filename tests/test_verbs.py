@@ -218,3 +218,10 @@ def test_bad_verb_input_is_one_line(tmp_path: Path, args: list[str], message: st
     assert result.returncode == 2
     assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
     assert message.replace("{empty}", str(tmp_path)) in result.stderr
+
+
+def test_version_is_printed_not_an_error() -> None:
+    from pipeline import __version__
+
+    result = subprocess.run([sys.executable, "-m", "pipeline", "--version"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.strip() == f"pipeline {__version__}", result.stderr
