@@ -173,10 +173,12 @@ def remote_script(login: BoardLogin, app: list[str], remote_port: int) -> str:
         login.python, "-m", "pipeline_board.agent", f"{login.workdir}/profiling", "--connect",
         f"tcp://127.0.0.1:{remote_port}", "--secret-key", f"{login.workdir}/keys/board.key_secret",
         "--server-key", f"{login.workdir}/keys/workstation.key", "--end-marker", f"{login.workdir}/app_exit"))
+    agent += ' --since "$started"'  # the application may write its directory before the agent is up
     command = " ".join(shlex.quote(part) for part in app)
     return "\n".join([
         f"cd {work} || exit 97",
         "rm -f app_exit",
+        "started=$(date +%s)",
         f"export PIPELINE_ACL_JSON={work}/acl.json PYTHONPATH={work}${{PYTHONPATH:+:$PYTHONPATH}}",
         f"{agent} & agent=$!",
         f"(cd app && {command}); status=$?",

@@ -71,12 +71,13 @@ class Follower:
 
     def __init__(self, path: str, follow: bool = True, poll_ms: int = 20, wait_s: float = 60.0,
                  chunk_records: int = 1024, chunk_bytes: int = 1 << 20, quantum: int = 1 << 20,
-                 end_marker: str | None = None) -> None:
+                 end_marker: str | None = None, since: float | None = None) -> None:
         self.base = os.path.abspath(os.path.expanduser(path))
         self.follow, self.poll_s, self.wait_s = follow, poll_ms / 1000.0, wait_s
         self.chunk_records, self.chunk_bytes, self.quantum = chunk_records, chunk_bytes, quantum
         self.end_marker = end_marker
-        self.started = time.time()
+        # the job's start: a directory made before it is an earlier job's (the agent itself may start later)
+        self.started = time.time() if since is None else min(since, time.time())
         self.root = ""
         self.stop = False
         self.control_sent: dict[str, int] = {}
@@ -428,7 +429,7 @@ def _certificate(path: str, need_secret: bool = False) -> tuple[bytes, bytes | N
 
 def run(args: argparse.Namespace) -> int:
     follower = Follower(args.path, follow=not args.once, poll_ms=args.poll_ms, wait_s=args.wait_s,
-                        chunk_records=args.chunk_records, end_marker=args.end_marker)
+                        chunk_records=args.chunk_records, end_marker=args.end_marker, since=args.since)
     sender = Sender(args.connect, args.producer, None if args.insecure else args.secret_key,
                     None if args.insecure else args.server_key)
 
@@ -467,6 +468,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--as", dest="producer", default="collect", help="stage id the decoder takes as input")
     p.add_argument("--once", action="store_true", help="read what is there and end (do not follow)")
     p.add_argument("--end-marker", help="a file whose appearance ends the job (the application exited)")
+    p.add_argument("--since", type=float, help="when the job started (seconds since the epoch): directories made "
+                                               "before it are an earlier job's (default: when the agent starts)")
     p.add_argument("--wait-s", type=float, default=60.0, help="how long to wait for the directory")
     p.add_argument("--poll-ms", type=int, default=100, help="how often to look for new bytes (the board's CPU)")
     p.add_argument("--chunk-records", type=int, default=1024, help="records per message (the run's batch)")
