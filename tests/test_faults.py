@@ -29,7 +29,9 @@ FILE_SINKS = ("timeline", "summary", "db")
 
 def config_text(out: Path, board: Path, iterations: int, run_extra: str = "", rate: str = "realtime",
                 extra_stages: str = "") -> str:
-    """The live graph with the board outside ``out`` (the output disk may be a small one)."""
+    """The live graph with the board outside ``out`` (the output disk may be a small one). The aggregator sends
+    each message to its consumers in config order: the SQLite sink first, so that a sink lagging behind (whose
+    full queue holds the aggregator) cannot keep every message sent after a fault away from it."""
     return f"""
 run: {{name: f{os.getpid()}-{abs(hash(str(out))) % 100000}, output: "{out}", progress_s: 1 {run_extra}}}
 stages:
@@ -38,9 +40,9 @@ stages:
   collect: {{type: collector, path: "{board}", follow: true, wait_s: 30}}
   decode: {{type: decoder, inputs: [collect]}}
   aggregate: {{type: aggregator, inputs: [decode], snapshot_every_s: 0.5}}
+  db: {{type: sqlite, inputs: [aggregate.tasks, aggregate.stats]}}
   timeline: {{type: timeline, inputs: [aggregate.tasks]}}
   summary: {{type: summary, inputs: [aggregate.tasks, aggregate.stats], refresh_s: 0.2}}
-  db: {{type: sqlite, inputs: [aggregate.tasks, aggregate.stats]}}
   top: {{type: live, inputs: [aggregate.stats]}}
 {extra_stages}"""
 
