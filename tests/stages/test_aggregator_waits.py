@@ -119,17 +119,23 @@ def test_a_task_waits_for_its_tensors_however_far_the_clock_runs(tmp_path: Path,
     assert agg.accounting()["joins_given_up"] == {}
 
 
+def _fed_then_a_day_later(agg: AggregatorStage, clock: FakeClock, batches: list[Batch]) -> list[Batch]:
+    """What the aggregator emits for ``batches``, then on a tick a day of wall time later."""
+    emitted: list[Batch] = []
+    for batch in batches:
+        emitted += agg.process(batch)
+    clock.now += A_DAY_S
+    emitted += agg.tick(clock.now)
+    return emitted
+
+
 def test_a_device_task_waits_for_the_flip_stream_until_it_passes_its_start(tmp_path: Path) -> None:
     decoded = _decoded(tmp_path, "current")
     reference = _reference(decoded, tmp_path / "reference")
     first, later = _held_back(decoded, lambda batch: str(batch.meta.get("stream")).startswith("ts_track"))
     assert later
     agg, clock = _stage(tmp_path / "out")
-    emitted: list[Batch] = []
-    for batch in first:
-        emitted += agg.process(batch)
-    clock.now += A_DAY_S
-    emitted += agg.tick(clock.now)
+    emitted = _fed_then_a_day_later(agg, clock, first)
     assert _rows(emitted) == [] and agg.pending_device  # no flips known yet: the batch ids are not
     for batch in later:
         emitted += agg.process(batch)
@@ -144,11 +150,7 @@ def test_the_end_of_the_job_ends_every_wait_and_is_not_counted_as_giving_up(tmp_
     reference = _reference(decoded, tmp_path / "reference")
     first, _ = _held_back(decoded, _tensor_stream_after_its_first_batch())  # the rest never comes
     agg, clock = _stage(tmp_path / "out")
-    emitted: list[Batch] = []
-    for batch in first:
-        emitted += agg.process(batch)
-    clock.now += A_DAY_S
-    emitted += agg.tick(clock.now)
+    emitted = _fed_then_a_day_later(agg, clock, first)
     waiting = len(agg.pending_host)
     assert waiting
     emitted += agg.finish()
