@@ -152,10 +152,13 @@ def _die_with_supervisor() -> None:
         return  # elsewhere the stage notices between batches (its parent changes)
     import ctypes
 
+    parent = os.getppid()
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         return
+    if os.getppid() != parent:  # the supervisor died before the signal was asked for: it will never come
+        os._exit(1)
 
 
 def _cmd_stage(args: argparse.Namespace) -> int:
