@@ -10,6 +10,7 @@ import sys
 import time
 import traceback
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -32,6 +33,11 @@ SINK_FLUSH_INTERVAL_S = 0.5
 LOG_INTERVAL_S = 5.0
 ACK_RETRY_S = 0.05
 SAVE_WAIT_S = 60.0  # at the end, how long a stage waits for a checkpoint still being written by its child
+# After Ctrl-C (SIGINT): a stage takes input in while it arrives, until it is quiet for INTERRUPT_GRACE_S or for
+# at most INTERRUPT_DRAIN_S, and waits at most INTERRUPT_GRACE_S for a consumer that takes nothing.
+INTERRUPT_GRACE_S = 2.0
+INTERRUPT_DRAIN_S = 10.0
+EXIT_INTERRUPTED = 130
 
 
 @dataclass
@@ -106,6 +112,7 @@ class StageRunner:
         self.stop_requested = False
         self.abort = False
         self.stopped_by_supervisor = False
+        self.interrupted_at: float | None = None  # Ctrl-C (SIGINT): finish quickly with what has arrived
         self.input_error = False  # it ended on the user's input (InputError): the run exits 2, as for a bad config
         self.early_signals = early_signals if early_signals is not None else []
         self.outputs: dict[str, list[tuple[str, zmq.Socket[bytes]]]] = {}
@@ -178,6 +185,9 @@ class StageRunner:
                         self.abort = True
                     if self.abort:
                         raise UserError(f"stage '{self.stage_id}': aborted while a consumer was not reading") from None
+                    if self._grace_over(blocked_since):
+                        raise UserError(f"stage '{self.stage_id}': interrupted, and consumer '{consumer}' took "
+                                        f"nothing for {INTERRUPT_GRACE_S:g} s") from None
         finally:
             if blocked_since is not None:
                 waited = time.monotonic() - blocked_since
@@ -216,6 +226,25 @@ class StageRunner:
         self.stop_requested = True
         if isinstance(self.stage, Source):
             self.stage.stop()
+
+    def _on_interrupt(self, signum: int, frame: FrameType | None) -> None:
+        """Ctrl-C: a source stops reading and ends its stream; a consumer takes in what arrives for a moment more,
+        then finishes with what it has. Nothing waits long for a consumer that takes nothing. A second one aborts."""
+        if self.interrupted_at is None:
+            self.interrupted_at = time.monotonic()
+        self._on_signal(signum, frame)
+
+    def _grace_over(self, since: float) -> bool:
+        """Interrupted, and INTERRUPT_GRACE_S have passed since ``since`` (or since the interrupt, if later)."""
+        if self.interrupted_at is None:
+            return False
+        return time.monotonic() - max(since, self.interrupted_at) >= INTERRUPT_GRACE_S
+
+    def _drained(self, last_arrival: float) -> bool:
+        """Interrupted, and the input has been quiet for INTERRUPT_GRACE_S, or INTERRUPT_DRAIN_S have passed."""
+        if self.interrupted_at is None:
+            return False
+        return self._grace_over(last_arrival) or time.monotonic() - self.interrupted_at >= INTERRUPT_DRAIN_S
 
     def _on_abort(self, signum: int, frame: FrameType | None) -> None:
         """The supervisor stops this stage because another one failed."""
@@ -274,9 +303,13 @@ class StageRunner:
         end-of-stream were lost and the consumer waited for ever. A consumer closes its input only after it
         received every end-of-stream, so once all have left, everything sent has arrived.
         """
+        waiting_since = time.monotonic()
         while not self.abort and not self._supervisor_gone():
             self._watch_peers()
             if all(watch.idle() for watch in self.output_watches):
+                return
+            if self._grace_over(waiting_since):
+                self.log.warning("interrupted: not waiting longer for consumers to leave")
                 return
             time.sleep(0.05)
 
@@ -384,20 +417,21 @@ class StageRunner:
 
         pull = transport.make_pull(self.zctx, endpoint, curve=self.curve,
                                    before=watch if endpoint.startswith("tcp://") else None)
+        bound = transport.bound_ipc_file(endpoint)
         try:
             self._consume(pull)
-        finally:  # on every path: a socket left open holds the context's term() for ever
+        finally:  # on every path: a socket left open holds the context's term() for ever; its ipc file goes
             if self.input_peers is not None:
                 self._watch_peers()
                 self.input_peers.close()
-            pull.close(linger=0)
+            transport.close_bound(pull, bound)
 
     def _consume(self, pull: zmq.Socket[bytes]) -> None:
         poller = zmq.Poller()
         poller.register(pull, zmq.POLLIN)
         flush_s = self.config.run.batch.flush_ms / 1000
         next_tick = time.monotonic() + flush_s
-        last_flush = time.monotonic()
+        last_flush = last_arrival = time.monotonic()
         sink = self.stage if isinstance(self.stage, Sink) else None
         transform = self.stage if isinstance(self.stage, Transform) else None
         if sink is not None and not self._restored:
@@ -405,6 +439,8 @@ class StageRunner:
         while not self._inputs_done():
             if self.abort:
                 raise UserError(f"stage '{self.stage_id}' aborted before its inputs ended")
+            if self._drained(last_arrival):
+                break  # Ctrl-C: what has arrived is handled below; what has not is not waited for
             events = dict(poller.poll(int(flush_s * 1000)))
             if pull in events:
                 for _ in range(256):
@@ -421,6 +457,7 @@ class StageRunner:
                             for out in transform.process(batch):
                                 self.send(out)
                         self._metrics()  # heartbeat between messages of a backlog
+                last_arrival = time.monotonic()  # quiet counts from here: handling a backlog takes a while
             now = time.monotonic()
             if now >= next_tick:
                 next_tick = now + flush_s
@@ -438,6 +475,9 @@ class StageRunner:
             sink.flush()
             self._metrics(force=True)
             sink.close()
+        if not self._inputs_done():
+            raise UserError(f"stage '{self.stage_id}' interrupted before its inputs ended",
+                            f"its outputs hold the {self._received():,} records it received")
 
     def _finish_transform(self) -> None:
         if isinstance(self.stage, Transform) and not self.finished:
@@ -678,10 +718,12 @@ class StageRunner:
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_interrupt)
         signal.signal(signal.SIGUSR1, self._on_abort)
+        handlers: dict[int, Callable[[int, FrameType | None], None]] = {
+            signal.SIGUSR1: self._on_abort, signal.SIGINT: self._on_interrupt}
         for signum in self.early_signals:  # arrived while the process was still starting
-            (self._on_abort if signum == signal.SIGUSR1 else self._on_signal)(signum, None)
+            handlers.get(signum, self._on_signal)(signum, None)
         self.control.send({"type": "hello", "role": self.spec.cls.role})
         error: str | None = None
         try:
@@ -721,7 +763,9 @@ class StageRunner:
             self.control.sock.close(linger=5000)
         stop_authenticators()
         self.zctx.destroy(linger=0)  # closes any socket a failed path left open: the process always ends
-        return 0 if final["ok"] else 1
+        if final["ok"]:
+            return 0
+        return EXIT_INTERRUPTED if self.interrupted_at is not None else 1
 
 
 def _peak_rss_mb(usage: resource.struct_rusage) -> float:

@@ -6,6 +6,7 @@ import os
 import stat
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import zmq
@@ -113,6 +114,41 @@ def make_push(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, hwm: int = 256
         before(sock)
     sock.connect(endpoint)
     return sock
+
+
+@dataclass(frozen=True)
+class BoundIpcFile:
+    """The file an ipc bind made, as it was then: a later bind of the same path by another process makes a new one."""
+
+    path: Path
+    device: int
+    inode: int
+
+
+def bound_ipc_file(endpoint: str) -> BoundIpcFile | None:
+    """The file behind a just-bound ipc endpoint (None for tcp, or when it cannot be read)."""
+    if not endpoint.startswith("ipc://"):
+        return None
+    path = Path(endpoint[len("ipc://"):])
+    try:
+        made = path.stat()
+    except OSError:
+        return None
+    return BoundIpcFile(path, made.st_dev, made.st_ino)
+
+
+def close_bound(sock: zmq.Socket[bytes], bound: BoundIpcFile | None) -> None:
+    """Close a bound socket at once and remove its ipc file, which ZeroMQ leaves behind; a file another process
+    has bound at the same path since is left alone."""
+    sock.close(linger=0)
+    if bound is None:
+        return
+    try:
+        now = bound.path.stat()
+        if (now.st_dev, now.st_ino) == (bound.device, bound.inode):
+            bound.path.unlink()
+    except OSError:
+        pass  # already gone
 
 
 def _tcp_heartbeat(sock: zmq.Socket[bytes], endpoint: str) -> None:
