@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 import tempfile
 from collections.abc import Callable
@@ -28,15 +29,55 @@ def socket_root() -> Path:
     return Path(root) / f"ascend-pipeline-{os.getuid()}"
 
 
+def private_socket_root() -> Path:
+    """:func:`socket_root`, made 0700 when absent; one that exists must be this user's own directory, 0700.
+
+    The folder's name is predictable, so in a shared temp folder another user may have made it first: its
+    sockets would then be theirs to reach or replace. A folder that is not the user's alone is refused.
+    """
+    root = socket_root()
+    try:
+        root.mkdir(parents=True, mode=stat.S_IRWXU)
+        root.chmod(stat.S_IRWXU)  # mkdir's mode passes through the umask
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise UserError(f"cannot make the socket folder {root}: {exc.strerror or exc}", _ROOT_HINT) from None
+    _check_private(root)
+    return root
+
+
+_ROOT_HINT = "set XDG_RUNTIME_DIR to a folder of your own, or run.socket_dir"
+
+
+def _check_private(root: Path) -> None:
+    info = root.lstat()
+    if not stat.S_ISDIR(info.st_mode):
+        kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a directory"
+        raise UserError(f"socket folder {root} is {kind}", f"remove it, or {_ROOT_HINT}")
+    if info.st_uid != os.getuid():
+        raise UserError(f"socket folder {root} belongs to {_user(info.st_uid)}, not to you ({_user(os.getuid())})",
+                        f"remove it (its owner or root can), or {_ROOT_HINT}")
+    mode = stat.S_IMODE(info.st_mode)
+    if mode != stat.S_IRWXU:
+        raise UserError(f"socket folder {root} has mode {mode:04o}, not 0700 (yours alone)", f"chmod 700 {root}")
+
+
+def _user(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
 def socket_dir(config: PipelineConfig) -> Path:
     """Per-run socket directory, private to the user (0700)."""
     if config.run.socket_dir:
         base = Path(config.run.socket_dir).expanduser()
+        if base.parent == socket_root():  # the run's own folder (pipeline.supervisor) sits in the shared root
+            private_socket_root()
     else:
-        base = socket_root() / config.run.name
-    root = socket_root()
-    root.mkdir(parents=True, exist_ok=True, mode=0o700)
-    root.chmod(stat.S_IRWXU)
+        base = private_socket_root() / config.run.name
     if not base.exists():
         base.mkdir(parents=True, mode=0o700)
         base.chmod(stat.S_IRWXU)  # a directory we made is private; a user's own is left as it is
