@@ -1,4 +1,4 @@
-"""`pipeline` command line: run, stage, validate, graph, simulate, import, export, show, compare, top,
+"""`pipeline` command line: run, stage, validate, graph, simulate, import, export, show, compare, report, top,
 keys, plugins, acl-json, ctl."""
 
 from __future__ import annotations
@@ -304,6 +304,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return run_compare(args.run_a, args.run_b, csv_path=args.csv, top=args.top)
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from pipeline.html_report import run_report_verb
+
+    return run_report_verb(args.target, html_path=Path(args.html).expanduser() if args.html else None,
+                           output=Path(args.output).expanduser() if args.output else None)
+
+
 def _cmd_top(args: argparse.Namespace) -> int:
     from pipeline.top import run_top
 
@@ -507,6 +514,13 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--csv", help="also write every row as CSV to this file ('-': CSV on stdout, no table)")
     compare.add_argument("--top", type=int, default=30, help="rows per table on the terminal")
     compare.set_defaults(func=_cmd_compare)
+
+    report = sub.add_parser("report", help="write report.html: a run's summary, charts and advice, for a browser")
+    report.add_argument("target", help="a run's output folder, or a PROF_… directory")
+    report.add_argument("--html", help="where the page goes (default: report.html in the run's folder)")
+    report.add_argument("--output", help="where to parse a PROF_… directory not parsed yet "
+                                         "(default: PROF_DIR/pipeline_output)")
+    report.set_defaults(func=_cmd_report)
 
     top = sub.add_parser("top", help="attach to a running pipeline and show live statistics")
     top.add_argument("target", help="the run's config, its output folder, or a top endpoint (ipc://… tcp://…)")

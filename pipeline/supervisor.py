@@ -596,6 +596,9 @@ class Supervisor:
                   "permissions; the report follows on stdout)", file=sys.stderr)
         print(render_report(report), flush=True)
         print(outputs_line(out_dir, int(self.started_wall)), flush=True)  # whole seconds: coarse file systems
+        from pipeline.html_report import write_after_run  # plotly loads only here
+
+        write_after_run(out_dir)  # report.html: the summary, charts and advice for a browser
         if self.stage_log is not None:
             self.stage_log.close()
             print(f"stage logs in {self.stage_log.name}", flush=True)
