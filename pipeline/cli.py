@@ -285,7 +285,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     prof = checked_prof_dir(args.prof_dir, "export")
     only = sorted({EXPORT_STAGES[what] for what in args.what})
     return run_import(prof, Path(args.output).expanduser() if args.output else None, only=only,
-                      summary_format=args.format)
+                      summary_format=args.format, verb="export")
 
 
 def _cmd_show(args: argparse.Namespace) -> int:

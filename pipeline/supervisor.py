@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import msgpack
 import yaml
@@ -29,6 +29,9 @@ from pipeline.metrics import ViewCollector, serve_metrics
 from pipeline.report import outputs_line, render_report, root_causes, run_problems, run_warnings
 from pipeline.security import stop_authenticators
 from pipeline.views import progress_line
+
+if TYPE_CHECKING:
+    from pipeline.progress import Display
 
 KILL_GRACE_S = 5.0
 PUBLISH_INTERVAL_S = 0.5
@@ -45,13 +48,17 @@ class StageProcess:
     rate_in: float = 0.0
     rate_out: float = 0.0
     last_sample: tuple[float, int, int] | None = None
+    notice: str = ""  # what the stage asks to be said to the person (its progress' "notice"), said once
     health: StageHealth = field(default_factory=lambda: StageHealth(time.monotonic()))
 
 
 class Supervisor:
     def __init__(self, config: PipelineConfig, live: bool | None = None, run_id: str | None = None,
-                 app: Application | None = None, fresh: bool = False) -> None:
+                 app: Application | None = None, fresh: bool = False, display: Display | None = None,
+                 logs_to_file: bool = False) -> None:
         self.config = config
+        self.display = display  # instead of the live view or progress lines (`pipeline import`'s bar)
+        self.logs_to_file = logs_to_file  # the stages' log lines go to a file even off a terminal
         self.app = app  # `pipeline run CONFIG -- APP`: the profiled job, run beside the stages
         self.run_id = run_id or f"{config.run.name}-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}"
         self.live = sys.stdout.isatty() if live is None else live
@@ -320,6 +327,10 @@ class Supervisor:
                                       kind == "metrics"):
             print(f"stage '{proc.stage_id}' {line}", file=sys.stderr, flush=True)
         if kind == "metrics":
+            notice = message.get("progress", {}).pop("notice", "")
+            if notice and notice != proc.notice:
+                print(f"warning: {notice}", file=sys.stderr, flush=True)
+            proc.notice = notice
             proc.metrics = message
             now, received, sent = message["t"], message["in"], sum(message["out"].values())
             if proc.last_sample is not None:
@@ -415,7 +426,7 @@ class Supervisor:
         except OSError as exc:
             raise refused_path(exc) from None
         _refuse_a_running_run(out_dir)
-        if self.live and sys.stderr.isatty():  # their log lines would tear the live view's redraws apart
+        if self.logs_to_file or (self.live and sys.stderr.isatty()):  # log lines would tear the live view apart
             log_path = out_dir / "logs" / f"stages_{self.stamp}.log"
             log_path.parent.mkdir(exist_ok=True)
             self.stage_log = open(log_path, "a", encoding="utf-8")  # closed in _finish
@@ -445,7 +456,7 @@ class Supervisor:
                 self._kill_all()  # the stages would wait for a job that never comes
                 raise
         self._write_pids()
-        display = _LiveDisplay() if self.live else None
+        display = self.display or (_LiveDisplay() if self.live else None)
         try:
             self._loop(control, publisher, display)
         finally:
@@ -463,7 +474,7 @@ class Supervisor:
             shutil.rmtree(transport.socket_dir(self.config), ignore_errors=True)
         return self._finish()
 
-    def _loop(self, control: zmq.Socket[bytes], publisher: zmq.Socket[bytes], display: _LiveDisplay | None) -> None:
+    def _loop(self, control: zmq.Socket[bytes], publisher: zmq.Socket[bytes], display: Display | None) -> None:
         poller = zmq.Poller()
         poller.register(control, zmq.POLLIN)
         last_publish = last_progress = 0.0
@@ -665,8 +676,8 @@ class _LiveDisplay:
 
 
 def run_pipeline(config: PipelineConfig, live: bool | None = None, app: Application | None = None,
-                 fresh: bool = False) -> int:
-    return Supervisor(config, live=live, app=app, fresh=fresh).run()
+                 fresh: bool = False, display: Display | None = None, logs_to_file: bool = False) -> int:
+    return Supervisor(config, live=live, app=app, fresh=fresh, display=display, logs_to_file=logs_to_file).run()
 
 
 def read_run_file(output_dir: Path) -> dict[str, Any]:

@@ -37,7 +37,7 @@ MIN_BUDGET_BYTES = 16 << 10  # the least a pass reads of a stream that has bytes
 RESCAN_S = 0.25  # how often a following collector lists the tree for new files (slices it reads on are probed)
 SETTLE_S = 1.0  # ... but every pass until no new stream or control file has turned up for this long
 CONTROL_GRACE_S = 2.0  # at the end of a followed job, how long a control file still being copied may take
-WAIT_NOTICE_S = 2.0  # a directory not there after this long is said to be awaited (the wait is wait_s)
+WAIT_NOTICE_S = 1.0  # a directory not there after this long is said to the person (the wait is wait_s)
 STALE_SLACK_S = 1.0  # file times lag the clock by a tick: a directory this much older than the run is not its job
 log = structlog.get_logger()
 
@@ -131,6 +131,8 @@ class CollectorStage(Source):
         self.collected = 0
         self.garbage_bytes = 0
         self.bytes_read = 0
+        self.bytes_on_disk = 0  # read, and seen on disk not read yet (at the newest pass)
+        self.notice: str | None = None  # said to the person by the supervisor while the directory is awaited
         self.left_at_stop = 0
         self.symlinks: set[str] = set()
         self.refused: set[Path] = set()  # files not read (too large, not a regular file), each counted once
@@ -155,13 +157,17 @@ class CollectorStage(Source):
         # Following a folder: PROF_ directories that finished before this run started belong to earlier jobs.
         old = _finished_children(base, self._run_started()) if self.config.follow else set()
         said_waiting = False
+        if base.exists() and not base.is_dir():  # it will not turn into a directory: no wait
+            what = "is a file, not a directory" if base.is_file() else "is not a directory"
+            raise InputError(f"collector: {base} {what}",
+                             "point the collector's path (or PROF_DIR) at a CANN profiling output directory")
         while True:
             app_ended = self._app_ended()  # looked at first: a directory the app made before it ended is found
             if self.config.end_marker is not None:  # a launched app's job: only a directory made during this run
                 old |= _children_before(base, self._run_started() - STALE_SLACK_S)
             root = _prof_root(base, skip=old)
             if root is not None:
-                self.tree = ProfTree(root)
+                self.tree, self.notice = ProfTree(root), None
                 return
             if app_ended:
                 raise InputError(f"collector: the application ended without writing a PROF_… directory in {base}",
@@ -175,6 +181,10 @@ class CollectorStage(Source):
             if not said_waiting and self.config.end_marker is None and time.monotonic() > deadline - \
                     self.config.wait_s + WAIT_NOTICE_S:
                 said_waiting = True  # once: a typo in the path should not look like a hang
+                what = "holds no PROF_… directory yet" if base.exists() else "does not exist"
+                self.notice = (f"collector: {base} {what}: waiting up to {deadline - time.monotonic():.0f} s for a "
+                               "PROF_… directory there (a wrong path? Ctrl-C, then point PROF_DIR or the collector's "
+                               "path at a CANN profiling output directory)")
                 log.warning("waiting for a PROF_… directory", stage=self.ctx.stage_id, path=str(base),
                             exists=base.exists(), gives_up_in_s=round(deadline - time.monotonic(), 1))
             yield None
@@ -256,6 +266,7 @@ class CollectorStage(Source):
         self._take_tx(final)
         states = list(self.tree.streams.values())
         unread = [_unread_bytes(state) for state in states]
+        self.bytes_on_disk = self.bytes_read + sum(max(left, 0) for left in unread)
         for state, left, budget in zip(states, unread, self._budgets(unread), strict=True):
             if left == 0 and not final and not state.buffer:
                 continue  # nothing new on disk, nothing held back: opening the slice would find nothing
@@ -501,7 +512,10 @@ class CollectorStage(Source):
 
     def progress(self) -> dict[str, Any]:
         streams = len(self.tree.streams) if self.tree else 0
-        return {"streams": streams, "records": self.collected, "MB_read": round(self.bytes_read / 1e6, 1)}
+        figures: dict[str, Any] = {"streams": streams, "records": self.collected,
+                                   "MB_read": round(self.bytes_read / 1e6, 1),
+                                   "MB_on_disk": round(self.bytes_on_disk / 1e6, 1)}
+        return figures if self.notice is None else dict(figures, notice=self.notice)
 
     def accounting(self) -> dict[str, int]:
         figures = {"records_collected": self.collected, "garbage_bytes": self.garbage_bytes}
