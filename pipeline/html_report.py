@@ -35,6 +35,12 @@ TOP_N = 15  # bars per chart
 MAX_POINTS = 5000  # points per iteration-time line; longer runs are shown as bucket maxima
 PERFETTO_UI = "https://ui.perfetto.dev"
 _CHART_CONFIG = {"displaylogo": False, "responsive": True}
+# Plain styling rather than a named template: loading plotly's templates costs about a second per page.
+_AXIS = {"gridcolor": "#e6e9ed", "zerolinecolor": "#c9ced6", "linecolor": "#c9ced6", "automargin": True}
+_LAYOUT: dict[str, Any] = {"template": "none", "paper_bgcolor": "white", "plot_bgcolor": "white",
+                           "font": {"family": "system-ui, sans-serif", "size": 12, "color": "#1f2933"},
+                           "colorway": ["#3b6ea8", "#d9822b", "#2f9e6e", "#a14fa8", "#c23b3b"],
+                           "margin": {"l": 10, "r": 20, "t": 32, "b": 40}, "xaxis": _AXIS, "yaxis": _AXIS}
 
 
 @dataclass
@@ -204,8 +210,8 @@ def _bar_figure(bars: list[Bar], axis_title: str) -> Figure:
     figure = go.Figure(go.Bar(x=[bar.value_ms for bar in shown], y=[bar.label for bar in shown], orientation="h",
                               customdata=[bar.hover for bar in shown], marker_color="#3b6ea8",
                               hovertemplate="%{y}<br>%{x:,.3f} ms<br>%{customdata}<extra></extra>"))
-    figure.update_layout(template="plotly_white", height=90 + 26 * len(bars), margin={"l": 10, "r": 20, "t": 10,
-                         "b": 40}, xaxis_title=axis_title, yaxis={"type": "category", "automargin": True})
+    figure.update_layout(_LAYOUT, height=112 + 26 * len(bars), xaxis_title=axis_title,
+                         yaxis={"type": "category", "automargin": True})
     return figure
 
 
@@ -219,9 +225,8 @@ def _line_figure(series: dict[str, tuple[list[int], list[float]]]) -> tuple[Figu
         bucket = max(bucket, size)
         figure.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=name,
                                     hovertemplate="iteration %{x}<br>%{y:,.3f} ms<extra>%{fullData.name}</extra>"))
-    figure.update_layout(template="plotly_white", height=360, margin={"l": 10, "r": 20, "t": 10, "b": 40},
-                         xaxis_title="iteration", yaxis_title="iteration time (ms)", showlegend=len(series) > 1,
-                         legend={"orientation": "h", "y": 1.08})
+    figure.update_layout(_LAYOUT, height=360, xaxis_title="iteration", yaxis_title="iteration time (ms)",
+                         showlegend=len(series) > 1, legend={"orientation": "h", "y": 1.08})
     return figure, bucket
 
 
@@ -312,7 +317,7 @@ def _statistics_section(run: RunFolder) -> str:
     if run.results is None:
         return _section("statistics", "Top operators and APIs", _muted(
             "No op_statistic or api_statistic file (the run read no device task, or had no summary sink)."))
-    parts = []
+    parts = _lines_list("Incomplete", [run.results.unfinished] if run.results.unfinished else [], "warn")
     operators, apis = top_operator_types(run.results), top_apis(run.results)
     for bars, source, heading, axis, div_id in (
             (operators, run.results.op_statistic, "Operator types by device time", "total device time (ms)",
