@@ -19,6 +19,8 @@ from pipeline.heap import collect_young_less_often
 from pipeline.stage import Batch, StageConfig, Transform
 from stages import schema
 from stages.aggregator import legacy
+from stages.aggregator.apis import ApiChunk, ApiResolver, StatKey
+from stages.aggregator.columns import ColumnRows
 from stages.aggregator.contexts import (
     CONTEXT_TASK_TYPES,
     FFTS_LAUNCH_TYPES,
@@ -35,11 +37,11 @@ from stages.aggregator.static import Binding, StaticModels
 from stages.aggregator.stats import StatsBook
 from stages.aggregator.steps import StepTraceBook
 from stages.aggregator.subscribed import SubscribedOps
-from stages.decoder import host_records, records
+from stages.decoder import records
 from stages.formats import ge_enums, raw
 from stages.schema import SymbolTable, pack_rows, unpack_rows
 from stages.subscription import records as subscribed_records
-from stages.tables import pack_columns
+from stages.tables import SCHEMAS, pack_columns, pack_table
 
 # Waits (see _give_up): a record waiting for a join partner is given up only when the stream that would carry the
 # partner has moved past it (its watermark, or its order), at the end of the job, or when more than MAX_PENDING
@@ -51,7 +53,6 @@ PMU_LOOKAHEAD = 4096  # joined tasks looked at for a later one whose PMU / L2 re
 API_MARK_LEVELS = (raw.LEVEL_NODE, raw.LEVEL_MODEL, raw.LEVEL_ACL)  # levels that end after a Node API they hold
 PRUNE_EVERY_S = 0.5
 TEXT_IDS_LIMIT = 65_536  # distinct text combinations of task rows remembered with their symbol ids
-API_NAMES_LIMIT = 65_536  # distinct API names remembered with their symbol ids
 # Decoded kinds this release keeps out of its outputs: counted (AggregatorStage.accounting) with the reason the
 # report gives, never rejected.
 UNUSED_KINDS = {
@@ -76,8 +77,8 @@ UNUSED_KINDS = {
 }
 MODEL_WINDOW_TYPES = (raw.MODEL_EXECUTE_TYPE, raw.MODEL_LOAD_TYPE)
 PMU_TASK_TYPES = frozenset({"AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV"})
-NAMED_LEVELS = frozenset(level for level in raw.LEVEL_NAMES if level != raw.LEVEL_HCCL)  # named by type_info
-ROW_KINDS = ("api", "tx", "task", "step_trace", "aicpu", "l2_cache", "aicore_freq")  # row batches of ``tasks``
+ROW_KINDS = ("api", "tx", "task", "step_trace", "aicpu", "l2_cache", "aicore_freq")  # batches of ``tasks``, in order
+LIST_ROW_KINDS = ROW_KINDS[1:]  # held as row lists (API rows: as columns)
 FFTS_TASK_SPAN = "FFTS+ task spans (their contexts make the rows, as in msprof)"
 PMU_AT = schema.TASK_COLUMNS.index("pmu")
 OP_STATES = {0: "static", 1: "dynamic"}  # node_basic_info op_state
@@ -101,31 +102,6 @@ class DeviceFlags:
     pmu: bool  # AI Core / AI Vector PMU events collected (sample.json): PMU records to join
     l2: bool  # L2 cache task counters to join
     aicpu: bool  # AI CPU kernel times to join
-
-
-@dataclass
-class ApiChunk:
-    """One batch of API records as Python lists (columns), resolved from ``cursor`` on in arrival order."""
-
-    levels: list[int]
-    types: list[int]
-    items: list[int]
-    starts: list[int]
-    ends: list[int]
-    threads: list[int]
-    names: list[str] | None  # legacy records name themselves
-    first_connection: int
-    arrived: float
-    cursor: int = 0
-
-    @classmethod
-    def of(cls, arr: np.ndarray, first_connection: int, arrived: float) -> ApiChunk:
-        names = None
-        if arr.dtype == host_records.NAMED_API:
-            names = [bytes(text).split(b"\0", 1)[0].decode("utf-8", errors="replace") or "N/A"
-                     for text in arr["name"].tolist()]
-        return cls(arr["level"].tolist(), arr["type"].tolist(), arr["item_id"].tolist(), arr["start_ns"].tolist(),
-                   arr["end_ns"].tolist(), arr["thread_id"].tolist(), names, first_connection, arrived)
 
 
 @dataclass
@@ -206,7 +182,8 @@ class AggregatorStage(Transform):
         self.parked_named: set[tuple[int, int]] = set()  # parked ids a host task has named since
         self.not_passed: tuple[int, int, bool, int, int] | None = None  # the last _passed that found nothing
         self.registered_streams: dict[tuple[int, int], int] = {}
-        self.rows: dict[str, list[list[Any]]] = {kind: [] for kind in ROW_KINDS}
+        self.rows: dict[str, list[list[Any]]] = {kind: [] for kind in LIST_ROW_KINDS}
+        self.api_rows = ColumnRows(len(schema.API_COLUMNS))
         self.pmu_jobs: list[PmuJob] = []  # task rows whose PMU values are still to be computed
         self.stats = StatsBook()
         self.last_snapshot = 0.0
@@ -223,8 +200,7 @@ class AggregatorStage(Transform):
         self.subscribed = SubscribedOps()  # operator records of a subscription source
         self.pmu_layouts: dict[int, PmuLayout] = {}
         self.text_ids: dict[tuple[str, ...], tuple[int, ...]] = {}  # a task row's texts → their symbol ids
-        # (level, type, name) of an API record → symbol ids of its struct type and name, its statistics key
-        self.api_names: dict[tuple[int, int, str], tuple[int, int, tuple[str, str]]] = {}
+        self.api_names = ApiResolver(self.symbols.intern)
 
     # -- intake ---------------------------------------------------------------------------
     def process(self, batch: Batch) -> Iterable[Batch]:
@@ -256,12 +232,12 @@ class AggregatorStage(Transform):
         if len(arr) and "ts_ns" in (arr.dtype.names or ()):
             self.watermarks[stream] = max(self.watermarks.get(stream, 0), int(arr["ts_ns"].max()))
         if kind in ("api", "named_api"):  # named_api: a legacy API record, name inline
-            chunk = ApiChunk.of(arr, self.connection_ids + 1, now)
+            chunk = ApiChunk.of(arr, self.connection_ids + 1)
             self.connection_ids += len(arr)
-            nodes = np.flatnonzero(arr["level"] == raw.LEVEL_NODE).tolist()
-            self.host.add_node_apis([chunk.threads[i] for i in nodes],
-                                    [Interval(chunk.starts[i], chunk.ends[i], chunk.items[i],
-                                              chunk.first_connection + i) for i in nodes])
+            nodes = np.flatnonzero(arr["level"] == raw.LEVEL_NODE)
+            self.host.add_node_apis(chunk.threads[nodes].tolist(), list(map(
+                Interval, chunk.starts[nodes].tolist(), chunk.ends[nodes].tolist(), chunk.items[nodes].tolist(),
+                (nodes + chunk.first_connection).tolist())))
             if len(arr):
                 self.pending_apis.append(chunk)
                 self.pending_api_records += len(arr)
@@ -421,49 +397,17 @@ class AggregatorStage(Transform):
 
     def _resolve_apis(self, now: float) -> None:
         """API rows in arrival order, each once its name is known (or its wait ran out); statistics per batch."""
-        durations: dict[tuple[str, str], list[int]] = {}
-        intern, rows, types, hashes = self.symbols.intern, self.rows["api"], self.types, self.hashes
-        if len(self.api_names) > API_NAMES_LIMIT:
-            self.api_names.clear()
-        api_names = self.api_names
+        durations: dict[StatKey, list[int]] = {}
         while self.pending_apis:
             chunk = self.pending_apis[0]
-            # hash_dic and type_info carry no times: a name is waited for until it comes or the job ends
-            expired = self._give_up(self.pending_api_records)
-            i, n = chunk.cursor, len(chunk.levels)
-            while i < n:
-                level, type_id, item = chunk.levels[i], chunk.types[i], chunk.items[i]
-                name: str | None
-                if chunk.names is not None:
-                    name = chunk.names[i]
-                elif level in NAMED_LEVELS:
-                    name = types.get((level, type_id))
-                else:
-                    name = hashes.get(item)
-                if name is None:
-                    if not expired:
-                        break
-                    self._gave_up("API record waiting for its name")
-                    name = str(item if level not in raw.LEVEL_NAMES else type_id)
-                elif not name:
-                    name = str(item if level not in raw.LEVEL_NAMES else type_id)
-                named = api_names.get((level, type_id, name))
-                if named is None:
-                    struct_type = raw.ACL_API_CLASS.get(type_id >> 16, "") if level == raw.LEVEL_ACL else ""
-                    named = api_names[(level, type_id, name)] = (
-                        intern(struct_type), intern(name), (raw.LEVEL_NAMES.get(level) or str(level), name))
-                start, end = chunk.starts[i], chunk.ends[i]
-                found = durations.get(named[2])
-                if found is None:
-                    durations[named[2]] = [end - start]
-                else:
-                    found.append(end - start)
-                rows.append([start, end, level, named[0], named[1], chunk.threads[i], chunk.first_connection + i,
-                             item])
-                i += 1
-            self.pending_api_records -= i - chunk.cursor
-            chunk.cursor = i
-            if i < n:
+            before = chunk.cursor
+            columns, unnamed = self.api_names.resolve(chunk, self.types, self.hashes, durations,
+                                                      expired=self._give_up(self.pending_api_records))
+            self.api_rows.add(columns)
+            for _ in range(unnamed):
+                self._gave_up("API record waiting for its name")
+            self.pending_api_records -= chunk.cursor - before
+            if chunk.cursor < len(chunk):
                 break
             self.pending_apis.popleft()
         for (level_name, name), spans in durations.items():
@@ -939,6 +883,9 @@ class AggregatorStage(Transform):
         limit = self.config.max_batch_rows or self.ctx.batch_records
         if self.pmu_jobs and (force or len(self.rows["task"]) >= limit):
             self._fill_pmu()
+        while self.api_rows and (force or len(self.api_rows) >= limit):
+            yield pack_table("api", self.api_rows.table(limit, SCHEMAS["api"]), "tasks",
+                             {"symbols": self.symbols.take_unsent()})
         for kind, rows in self.rows.items():
             while rows and (force or len(rows) >= limit):
                 chunk, self.rows[kind] = rows[:limit], rows[limit:]
