@@ -1,13 +1,17 @@
 """Test-wide settings: helper modules in tests/ are importable by name, the project's bytecode is written
-once before the tests start their stage processes, and the fuzzers' counts are printed at the end (added up
-over pytest-xdist's workers: the suite runs on two, `-n 2` in pyproject.toml)."""
+once before the tests start their stage processes, the socket folders of runs a test killed are removed at the
+end, and the fuzzers' counts are printed at the end (added up over pytest-xdist's workers: the suite runs on
+two, `-n 2` in pyproject.toml)."""
 
 import compileall
+import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
@@ -24,6 +28,34 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     for package in ("pipeline", "pipeline_board", "stages"):
         compileall.compile_dir(ROOT / package, quiet=1)
+
+
+def run_socket_folders(under: Path) -> list[Path]:
+    """Socket folders of pipeline runs whose outputs go under ``under``: a run's supervisor removes its folder when
+    it ends, so those still there belong to runs that did not end (a supervisor a test killed, as a crash would).
+    A run's folder holds the config it runs (``config.yaml``), which names its output folder."""
+    from pipeline.transport import socket_root
+
+    root, under = socket_root(), under.resolve()
+    found = []
+    for folder in root.iterdir() if root.is_dir() else ():
+        try:
+            output = yaml.safe_load((folder / "config.yaml").read_text())["run"]["output"]
+        except (OSError, yaml.YAMLError, KeyError, TypeError):
+            continue  # not a run's folder, or one another run is writing now
+        if Path(output).resolve().is_relative_to(under):
+            found.append(folder)
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def remove_socket_folders_of_killed_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Tests that kill a supervisor leave its run's socket folder behind; at the end of the session (of each
+    pytest-xdist worker) the folders of this session's runs go. Every test writes its runs' outputs under the
+    session's temp folder, so another session's runs, running or not, are never touched."""
+    yield
+    for folder in run_socket_folders(tmp_path_factory.getbasetemp()):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
