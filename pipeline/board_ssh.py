@@ -15,19 +15,23 @@ is readable by other users (the guide warns that such files leak board credentia
 
 from __future__ import annotations
 
+import collections
 import configparser
 import os
 import re
 import shlex
 import shutil
+import signal
 import socket
 import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, TextIO
 
 import structlog
 
@@ -39,6 +43,8 @@ SECTION = "ssh_config"
 AGENT_PACKAGE = Path(__file__).resolve().parents[1] / "pipeline_board"
 SESSION_CONFIG = Path(__file__).resolve().parent / "builtin_configs" / "board-ssh.yaml"
 END_GRACE_S = 15.0  # the board side ended in failure: how long the local run may go on draining
+AGENT_FAILED = "pipeline-board: agent failed, exit"  # the board's line when the agent ends in failure
+AGENT_EXIT = 98  # the session's status when only the agent failed
 log = structlog.get_logger()
 
 
@@ -180,13 +186,14 @@ def remote_script(login: BoardLogin, app: list[str], remote_port: int) -> str:
         "rm -f app_exit",
         "started=$(date +%s)",
         f"export PIPELINE_ACL_JSON={work}/acl.json PYTHONPATH={work}${{PYTHONPATH:+:$PYTHONPATH}}",
-        f"{agent} & agent=$!",
+        # the agent's failure is said at once (the workstation stops waiting for its data), not at the app's end
+        f'({agent}; code=$?; if [ $code -ne 0 ]; then echo "{AGENT_FAILED} $code" >&2; fi; exit $code) & agent=$!',
         f"(cd app && {command}); status=$?",
         "echo $status > app_exit",
         "wait $agent; agent_status=$?",
         'echo "pipeline-board: application exit $status, agent exit $agent_status" >&2',
         'if [ "$status" -ne 0 ]; then exit "$status"; fi',
-        'if [ "$agent_status" -ne 0 ]; then exit 98; fi',
+        f'if [ "$agent_status" -ne 0 ]; then exit {AGENT_EXIT}; fi',
         "exit 0",
     ])
 
@@ -223,34 +230,102 @@ def collect_over_ssh(ini: Path, app: list[str], output: Path, copy: list[Path], 
         env = dict(os.environ, PIPELINE_BOARD_PORT=str(local_port), PIPELINE_BOARD_KEYS=str(keys),
                    PIPELINE_BOARD_OUTPUT=str(output), PIPELINE_BOARD=login.target())
         pipeline = subprocess.Popen([sys.executable, "-m", "pipeline", "run", str(config or SESSION_CONFIG),
-                                     "--live", "off"], env=env)
+                                     "--live", "off"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         remote = subprocess.Popen([*session.ssh("-R", f"127.0.0.1:{remote_port}:127.0.0.1:{local_port}",
                                                 "-o", "ExitOnForwardFailure=yes"),
-                                   remote_script(login, app, remote_port)], env=session.env, stdin=subprocess.DEVNULL)
+                                   remote_script(login, app, remote_port)], env=session.env, stdin=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE)
+        local = [_Relay(pipeline.stdout, sys.stdout), _Relay(pipeline.stderr, sys.stderr)]
+        board = _Relay(remote.stderr, sys.stderr)
         try:
-            app_status = remote.wait()
-            if app_status not in (0, *range(1, 97)):  # the board side failed before or apart from the app
-                _stop_after_grace(pipeline)
-            pipeline_status = pipeline.wait()
+            app_status, pipeline_status = _session(login, remote, pipeline, board, local)
         except KeyboardInterrupt:
             remote.terminate()
-            pipeline.send_signal(2)
+            pipeline.send_signal(signal.SIGINT)
             remote.wait()
-            pipeline_status = pipeline.wait()
+            pipeline.wait()
             return 130
+        finally:
+            for relay in (board, *local):
+                relay.join(5)
+    agent_line = board.agent_line()
+    if agent_line is not None:
+        print(f"error: --ssh: the board agent failed: {agent_line} (the job's profiling data, if any, stays on "
+              f"the board in {login.workdir}/profiling)", file=sys.stderr)
+        return app_status if app_status not in (0, AGENT_EXIT) else 1
     if app_status == 255:
         print(f"error: --ssh: the ssh session to {login.target()} failed (see above)", file=sys.stderr)
         return 2
-    if app_status == 98:
-        print("error: --ssh: the board agent failed (its line above says why)", file=sys.stderr)
-        return pipeline_status or 1
     return app_status if app_status else pipeline_status
 
 
-def _stop_after_grace(pipeline: subprocess.Popen[bytes]) -> None:
-    """No end of stream will come from the board: give the run a moment, then stop it."""
-    deadline = time.monotonic() + END_GRACE_S
+def _session(login: BoardLogin, remote: subprocess.Popen[bytes], pipeline: subprocess.Popen[bytes], board: _Relay,
+             local: list[_Relay]) -> tuple[int, int]:
+    """Wait for the board session; (its exit status, the local pipeline's)."""
+    while remote.poll() is None and not board.agent_failed.wait(0.2):
+        pass
+    if board.agent_failed.is_set():  # nothing more will come from the board: the local run is stopped, quietly
+        _abort_quietly(pipeline, local)
+        if remote.poll() is None:
+            print(f"board agent failed: waiting for the application on {login.target()} to exit (Ctrl-C stops it)",
+                  file=sys.stderr, flush=True)
+        return remote.wait(), pipeline.wait()
+    app_status = remote.wait()
+    if app_status not in range(0, 97):  # the board side failed before or apart from the app: no end of stream
+        _abort_quietly(pipeline, local, grace_s=END_GRACE_S)
+    return app_status, pipeline.wait()
+
+
+def _abort_quietly(pipeline: subprocess.Popen[bytes], local: list[_Relay], grace_s: float = 0.0) -> None:
+    """No end of stream will come from the board: after ``grace_s`` (data in flight may still land), stop the run
+    as a second Ctrl-C does. Its lines about stages it stopped say nothing the board's error does not."""
+    deadline = time.monotonic() + grace_s
     while pipeline.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
-    if pipeline.poll() is None:
-        pipeline.terminate()
+    for relay in local:
+        relay.mute()
+    for _ in range(2):  # the first asks for a drain, which would wait for the board; the second aborts
+        if pipeline.poll() is None:
+            pipeline.send_signal(signal.SIGINT)
+            try:
+                pipeline.wait(1.0)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+class _Relay(threading.Thread):
+    """Copies a child's output to ours line by line as it comes, until muted; watches for the agent's failure."""
+
+    def __init__(self, stream: IO[bytes] | None, to: TextIO) -> None:
+        super().__init__(daemon=True)
+        assert stream is not None, "the child's output is a pipe"
+        self.stream, self.to = stream, to
+        self.muted = False
+        self.recent: collections.deque[str] = collections.deque(maxlen=50)
+        self.agent_failed = threading.Event()
+        self.start()
+
+    def mute(self) -> None:
+        self.muted = True
+
+    def run(self) -> None:
+        for raw in self.stream:
+            line = raw.decode("utf-8", errors="replace")
+            if not self.muted:
+                self.to.write(line)
+                self.to.flush()
+            self.recent.append(line.rstrip("\n"))
+            if line.startswith(AGENT_FAILED):
+                self.agent_failed.set()
+
+    def agent_line(self) -> str | None:
+        """The agent's own error line (else its last line, a traceback's end) when it failed; None when it did not."""
+        lines = list(self.recent)
+        ends = [i for i, line in enumerate(lines) if line.startswith(AGENT_FAILED)]
+        if not ends:
+            return None
+        before = [line.strip() for line in lines[:ends[-1]] if line.strip()]
+        said = [line for line in before if line.startswith("agent: error: ")]
+        if said:
+            return said[-1][len("agent: error: "):]
+        return before[-1] if before else f"it exited with status {lines[ends[-1]].split()[-1]}"

@@ -17,10 +17,15 @@ import sys
 import time
 from typing import Any, Dict, Iterator, Tuple
 
-import zmq
-import zmq.auth
+try:
+    import zmq
+    import zmq.auth
 
-from pipeline_board import framing, wire
+    from pipeline_board import framing, wire
+except ImportError as missing:  # a board Python without pyzmq or msgpack: one line, not a traceback
+    print(f"agent: error: Python module '{missing.name}' is missing for {sys.executable} (install pyzmq and "
+          "msgpack for it, or point board.ini's python at an interpreter that has them)", file=sys.stderr)
+    sys.exit(2)
 from pipeline_board.kinds import StreamKind, device_stream_kind, host_stream_kind, split_slice_name
 from pipeline_board.slices import (
     CONTROL_PREFIXES,

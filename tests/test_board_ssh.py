@@ -150,3 +150,57 @@ def test_the_applications_failure_is_the_sessions_exit_status(tmp_path: Path, ss
                             cwd=ROOT, env=pipeline_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 3, result.stderr[-3000:]
     assert "application exit 3, agent exit 0" in result.stderr
+
+
+
+def _python_without_zmq() -> str | None:
+    """A Python on this machine without pyzmq: a board interpreter the agent cannot run on."""
+    for candidate in ("/usr/bin/python3", shutil.which("python3") or ""):
+        if candidate and subprocess.run([candidate, "-c", "import zmq"], capture_output=True).returncode != 0:
+            return candidate
+    return None
+
+
+def _collect(tmp_path: Path, port: int, key: Path, python: str, main: Path) -> subprocess.CompletedProcess[str]:
+    ini = _ini(tmp_path, f"[ssh_config]\nip = 127.0.0.1\nusername = root\nport = {port}\nkey = {key}\n"
+                         f"known_hosts = {tmp_path / 'known_hosts'}\nworkdir = {tmp_path / 'b'}\npython = {python}\n",
+               0o600)
+    return subprocess.run([sys.executable, "-m", "pipeline", "collect", "--ssh", str(ini), "--output",
+                           str(tmp_path / "out"), "--", str(main)],
+                          cwd=ROOT, env=pipeline_env(), capture_output=True, text=True, timeout=300)
+
+
+def _ends_with_the_agents_line(result: subprocess.CompletedProcess[str], line: str) -> None:
+    assert result.returncode == 1, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: --ssh: the board agent failed: {line}"), result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    for noise in ("drain timeout", "ended without a report", "interrupted: draining"):
+        assert noise not in result.stderr, result.stderr[-3000:]  # the stopped local run stays quiet
+
+
+@pytest.mark.slow
+def test_an_agent_error_ends_the_session_with_its_line(tmp_path: Path, sshd: tuple[int, Path]) -> None:
+    port, key = sshd
+    main = tmp_path / "project" / "main"
+    main.parent.mkdir()
+    main.write_text("#!/bin/sh\nexit 0\n")  # profiles nothing: the agent finds no PROF_… directory
+    main.chmod(0o755)
+    python = BOARD_PYTHON if Path(BOARD_PYTHON).is_file() else sys.executable
+    result = _collect(tmp_path, port, key, python, main)
+    _ends_with_the_agents_line(result, "the application ended without writing a PROF_… directory in "
+                                       f"{tmp_path / 'b' / 'profiling'}")
+    assert "application exit 0, agent exit 2" in result.stderr
+
+
+@pytest.mark.slow
+def test_an_agent_that_cannot_start_ends_the_session_once_the_app_ends(tmp_path: Path,
+                                                                       sshd: tuple[int, Path]) -> None:
+    python = _python_without_zmq()
+    if python is None:
+        pytest.skip("every Python here has pyzmq: none to stand for a board without it")
+    port, key = sshd
+    result = _collect(tmp_path, port, key, python, _app(tmp_path, iterations=25))
+    _ends_with_the_agents_line(result, f"Python module 'zmq' is missing for {python}")
+    assert "application exit 0, agent exit 2" in result.stderr  # the application was not stopped
+    assert any((tmp_path / "b" / "profiling").glob("PROF_*"))  # its profiling stays on the board
