@@ -200,9 +200,11 @@ CHIP_ALIASES = {"310": "mini", "910": "cloud"}  # the chips' own names for the s
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    from pipeline.logs import quiet_command_logging
     from stages.simulator.run import MIN_SLICE_BYTES, records_per_second
     from stages.simulator.writer import simulate
 
+    quiet_command_logging()  # `wrote PROF_…` says it; the simulator's info lines are for a stage's log
     if args.iterations < 0:
         raise UserError(f"--iterations must be 0 or more, not {args.iterations}")
     if not 0 <= args.seed < 2**32:

@@ -45,3 +45,15 @@ def configure_logging(stage: str, run_id: str, level: str | None = None) -> stru
     structlog.contextvars.bind_contextvars(stage=stage, run_id=run_id, pid=os.getpid())
     logger: structlog.stdlib.BoundLogger = structlog.get_logger()
     return logger
+
+
+def quiet_command_logging() -> None:
+    """For a command a person runs in this process (`pipeline simulate`): its own last line says what it did, so
+    log lines below a warning are left out (PIPELINE_LOG_LEVEL lowers the bar), and those shown go to stderr."""
+    name = os.environ.get("PIPELINE_LOG_LEVEL", "warning").upper()
+    structlog.configure(
+        processors=[structlog.processors.add_log_level, structlog.dev.ConsoleRenderer(colors=False)],
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, name, logging.WARNING)),
+        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
