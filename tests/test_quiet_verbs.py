@@ -64,7 +64,7 @@ def test_import_through_a_pipe_prints_a_few_plain_lines(prof: Path, tmp_path: Pa
     assert not LOG_LINE.search(result.stdout + result.stderr)
     assert "\x1b" not in result.stdout
     lines = [line for line in result.stdout.splitlines() if line.startswith("import: ")]
-    assert 2 <= len(lines) <= 8, lines
+    assert 1 <= len(lines) <= 8, lines  # a few: the size, the quarters a view saw, the writing (in 0.5 s views)
     assert re.fullmatch(r"import: [\d.]+ MB of raw data on disk", lines[0]), lines
     assert "completed in" in result.stdout and f"stage logs in {_stage_log(out)}" in result.stdout
 
