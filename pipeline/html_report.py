@@ -98,6 +98,10 @@ def write_after_run(folder: Path) -> Path | None:
     except OSError as exc:
         print(f"warning: report.html not written: {exc.filename}: {exc.strerror}", file=sys.stderr, flush=True)
         return None
+    except Exception as exc:  # a page that fails to render must not turn a finished run into a crash
+        print(f"warning: report.html not written: {type(exc).__name__}: {exc} (the run's other outputs are "
+              "complete; `pipeline report` on the folder shows the traceback)", file=sys.stderr, flush=True)
+        return None
     print(f"report: {path} (open it in a browser)", flush=True)
     return path
 
@@ -116,12 +120,23 @@ def read_run_folder(folder: Path) -> RunFolder:
     advice_doc = _json_object(folder / "advice.json") or {}
     advice = [item for item in advice_doc.get("advice", []) if isinstance(item, dict)]
     run = RunFolder(folder, run_report, results, str(stamp) if stamp else None, advice=advice)
-    if run.stamp:
-        summaries = folder / SUMMARY_DIR
-        run.step_trace = _matching(summaries, rf"step_trace(?:_slice_\d+)?_{run.stamp}\.(?:csv|json)")
-        run.timeline = _matching(summaries, rf"msprof(?:_slice_\d+)?_{run.stamp}(?:_\d+)?\.json")
-        run.database = next(iter(_matching(folder, rf"msprof_{run.stamp}\.db")), None)
+    # An export of one sink into a folder leaves the other sinks' files of an earlier run there: the step trace
+    # goes with the statistics shown, the timeline and database are the latest run's where it wrote them.
+    latest = [str(s) for s in dict.fromkeys(((run_report or {}).get("stamp"), run.stamp)) if s]
+    summaries = folder / SUMMARY_DIR
+    run.step_trace = _first_found(latest[::-1], summaries, r"step_trace(?:_slice_\d+)?_{}\.(?:csv|json)")
+    run.timeline = _first_found(latest, summaries, r"msprof(?:_slice_\d+)?_{}(?:_\d+)?\.json")
+    run.database = next(iter(_first_found(latest, folder, r"msprof_{}\.db")), None)
     return run
+
+
+def _first_found(stamps: list[str], folder: Path, pattern: str) -> list[Path]:
+    """The files of the first timestamp that has any (``pattern`` has ``{}`` where the timestamp goes)."""
+    for stamp in stamps:
+        found = _matching(folder, pattern.replace("{}", re.escape(stamp)))
+        if found:
+            return found
+    return []
 
 
 def _matching(folder: Path, pattern: str) -> list[Path]:

@@ -145,6 +145,25 @@ def test_report_of_msprof_style_statistics_alone_escapes_what_the_data_says(tmp_
     assert "chart-apis" not in page and "chart-iterations" not in page
 
 
+def test_an_export_beside_an_earlier_run_links_its_own_database(tmp_path: Path) -> None:
+    """`pipeline export db` into a folder holding an earlier run's summaries: the statistics are the earlier
+    run's (the newest there), the database the export's own."""
+    summaries = tmp_path / "mindstudio_profiler_output"
+    summaries.mkdir()
+    (summaries / "op_statistic_20260101000000.csv").write_text(
+        "Device_id,OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)\n"
+        "0,MatMul,AI_CORE,1,10,10,10,10,100\n")
+    (tmp_path / "msprof_20260101000000.db").write_bytes(b"")
+    (tmp_path / "msprof_20260202000000.db").write_bytes(b"")
+    (tmp_path / "run_report.json").write_text(json.dumps({"run_id": "export-1", "stamp": "20260202000000",
+                                                          "state": "completed", "wall_s": 1.5, "stages": {}}))
+    result = run_cli("report", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert f"datasette {tmp_path.resolve() / 'msprof_20260202000000.db'}" in page
+    assert "msprof_20260101000000.db" not in page and "op_statistic_20260101000000.csv" in page
+
+
 @pytest.mark.parametrize("make", ["missing", "empty"])
 def test_report_of_a_folder_without_results_is_one_line(tmp_path: Path, make: str) -> None:
     target = tmp_path / "nothing"
