@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
+from typing import Any
 
 from pipeline.errors import UserError
 from pipeline.offline import checked_prof_dir, default_output, import_quietly, is_prof_dir
@@ -37,18 +38,37 @@ class RunResults:
     @property
     def unfinished(self) -> str | None:
         """Why these files may not hold the whole job: the run that wrote them was interrupted or failed."""
+        report = self._report()
+        if report is None or report.get("state") in (None, "completed"):
+            return None
+        state, wall_s = report["state"], float(report.get("wall_s", 0))
+        how = {"interrupted": "was interrupted (Ctrl-C)", "aborted": "was aborted"}.get(str(state), f"ended {state}")
+        losses = len(self.losses)
+        why = (f"these figures are incomplete ({losses} problem(s), listed under problems in its run_report.json)"
+               if losses else "they may not hold the whole job")
+        return f"run {report.get('run_id', '?')}, which wrote these files, {how} after {wall_s:.1f} s: {why}"
+
+    @property
+    def losses(self) -> list[str]:
+        """Why the figures are incomplete: the problems of the run that wrote these files, one line each (none
+        when it completed)."""
+        report = self._report()
+        if report is None or report.get("state") in (None, "completed"):
+            return []
+        problems = report.get("problems")
+        return [str(line) for line in problems] if isinstance(problems, list) else []
+
+    def _report(self) -> dict[str, Any] | None:
+        """The run report of the run that wrote these files (None: msprof's folder, a run still going, whose
+        report is written at the end, or a later run's report, an export into the same folder)."""
         try:
             report = json.loads((self.folder / "run_report.json").read_text(encoding="utf-8"))
             if not isinstance(report, dict) or report.get("stamp") != self.stamp:
-                return None  # a later run's report (an export into the same folder)
-            state, wall_s = report.get("state"), float(report.get("wall_s", 0))
+                return None
+            float(report.get("wall_s", 0))
         except (OSError, ValueError, TypeError):
-            return None  # msprof's folder, a run still going (its report is written at the end), or not ours
-        if state in (None, "completed"):
             return None
-        how = {"interrupted": "was interrupted (Ctrl-C)", "aborted": "was aborted"}.get(str(state), f"ended {state}")
-        return (f"run {report.get('run_id', '?')}, which wrote these files, {how} after {wall_s:.1f} s: they may "
-                "not hold the whole job")
+        return report
 
     @property
     def advice(self) -> Path | None:

@@ -20,6 +20,7 @@ OP_SUMMARY_COLUMNS = ("Device_id", "Op Name", "OP Type", "Task Type", "Task Star
 NUMERIC = {"Device_id", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)", "Max Time(us)", "Ratio(%)",
            "Time(us)", "Avg(us)", "Min(us)", "Max(us)", "Variance", "Task Start Time(us)", "Task Duration(us)",
            "Task Wait Time(us)", "Block Dim"}
+MAX_LOSSES_SHOWN = 10  # a failed run's problem lines shown above the tables
 
 
 def run_show(target: str, top: int = 20, output: Path | None = None) -> int:
@@ -28,6 +29,11 @@ def run_show(target: str, top: int = 20, output: Path | None = None) -> int:
     console.print(f"[bold]{results.folder}[/bold]  (timestamp {results.stamp})")
     if results.unfinished:
         console.print(f"[yellow]note: {results.unfinished}[/yellow]")
+    losses = results.losses
+    for line in losses[:MAX_LOSSES_SHOWN]:  # what each loss cost, as the run said it
+        console.print(f"  {line}", markup=False, highlight=False)
+    if len(losses) > MAX_LOSSES_SHOWN:
+        console.print(f"  … and {len(losses) - MAX_LOSSES_SHOWN} more in run_report.json", markup=False)
     for table in show_tables(results, top):
         console.print(table)
     return 0

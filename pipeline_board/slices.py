@@ -119,9 +119,10 @@ def read_slices(state: Any, budget: int, final: bool) -> Iterator[Step]:
                 state.abandoned = True
                 yield "abandon", "became a symlink"
                 continue
-            if more:  # gone, or never written, while later slices exist: go on with them
+            if more or (final and exc.errno != errno.ENOENT):  # gone or unreadable: go on with later slices
                 state.abandoned = True
-                yield "abandon", "is missing (deleted, or never written)"
+                yield "abandon", ("is missing (deleted, or never written)" if exc.errno == errno.ENOENT
+                                  else f"cannot be read ({exc.strerror})")
                 continue
             break
         with handle:

@@ -11,10 +11,16 @@ and `data/` sit in the job folder itself; that folder is then named `device_N` (
 A slice is append-only: one that shrinks, is replaced (another inode), turns into a symlink or is not a
 regular file is not read further (counted once; its next slice is read when it appears). Symlinks in the
 tree are not followed, as msprof does not follow them; each is counted once in the run report.
+
+Every loss is a line of the run report that fails the run (``input_problems``), naming the file and what it
+cost: a slice or folder not read (missing, unreadable, a symlink, changed under the collector), a slice shorter
+than its `.done` gives, a stream with more than MAX_GARBAGE_SHARE of its bytes not records. A host slice that
+repeats an earlier one of its stream byte for byte is not read again: counted apart, said in a warning.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Iterator
@@ -39,6 +45,8 @@ SETTLE_S = 1.0  # ... but every pass until no new stream or control file has tur
 CONTROL_GRACE_S = 2.0  # at the end of a followed job, how long a control file still being copied may take
 WAIT_NOTICE_S = 1.0  # a directory not there after this long is said to the person (the wait is wait_s)
 STALE_SLACK_S = 1.0  # file times lag the clock by a tick: a directory this much older than the run is not its job
+MAX_GARBAGE_SHARE = 0.01  # a stream with more of its bytes not whole records than this fails the run
+HEAD_BYTES = 4096  # a host slice is told from the earlier ones of its stream by this many first bytes, then all
 log = structlog.get_logger()
 
 
@@ -59,6 +67,10 @@ class StreamState:
     last_index: int = 0  # the highest slice index seen in the folder
 
     closed_sizes: dict[int, int] = field(default_factory=dict)  # slice index → size, once a later slice exists
+    bytes_in: int = 0  # bytes read of the stream
+    garbage: int = 0  # ... of which not whole records
+    garbage_files: tuple[str, ...] = ()  # the slices that garbage was read from
+    heads: dict[bytes, int] | None = None  # host slices: digest of the first HEAD_BYTES → slice index
 
     def slice_path(self, index: int | None = None) -> str:
         """A slice's path (text: a pass builds several per stream, and Path objects cost more than the stat)."""
@@ -142,6 +154,9 @@ class CollectorStage(Source):
         self._scanned_at = -RESCAN_S  # monotonic time of the last listing of the tree
         self._changed_at = 0.0  # ... and of the last listing that found a new stream or control file
         self.end_problems: list[str] = []  # what the end of the job left unread, for the run report
+        self.losses: dict[str, str] = {}  # path → the line saying what was not read of it and what that cost
+        self.repeats: dict[str, str] = {}  # path of a host slice not read twice → the line saying so
+        self.repeated_records = 0
 
     def stop(self) -> None:
         self._stop = True
@@ -326,6 +341,9 @@ class CollectorStage(Source):
             self.symlinks.add(path)
             self.ctx.reject("symlink in the PROF directory not followed", 1)
             log.warning("symlink in the PROF directory not followed", stage=self.ctx.stage_id, path=str(path))
+            self._lose(path, "is a symbolic link: not followed (msprof does not follow links in a PROF directory "
+                             "either), so what it holds is missing from the outputs (copy it in with `cp -rL` in "
+                             "place of the link and import again)")
 
     def _refuse(self, path: Path, reason: str) -> None:
         """A file the collector will not read, counted once under ``reason``."""
@@ -333,6 +351,12 @@ class CollectorStage(Source):
             self.refused.add(path)
             self.ctx.reject(reason, 1)
             log.warning(reason, stage=self.ctx.stage_id, path=str(path))
+            self._lose(os.fspath(path), f"was not read ({reason}), so what it describes is missing from the "
+                                        "outputs (copy it again from the board's PROF_… directory)")
+
+    def _lose(self, path: str, what: str) -> None:
+        """A loss of the run, one line for ``path`` (the first said stands)."""
+        self.losses.setdefault(path, f"collector: {path} {what}")
 
     def _refuse_linked_folders(self) -> None:
         """host/, device_N/ and data/ folders that are symlinks: not followed, counted."""
@@ -399,6 +423,9 @@ class CollectorStage(Source):
         for step, value in slices.read_slices(state, budget, final):
             if step == "read":
                 self.bytes_read += value
+                state.bytes_in += value
+                if state.offset == value and state.kind.whole_records_per_slice and state.kind.framing == "fixed":
+                    self._skip_a_repeat(state, value)  # the first bytes of a host slice: read before?
             elif step == "symlink":
                 self._refuse_symlink(value)
             elif step == "abandon":
@@ -406,11 +433,39 @@ class CollectorStage(Source):
             elif step == "frame":
                 yield from self._emit(state, final=value)
 
+    def _skip_a_repeat(self, state: StreamState, read: int) -> None:
+        """A host slice whose bytes repeat an earlier slice of its stream byte for byte (a copy under the next
+        name) is not read: the bytes just read from its start leave the buffer, the slice is left, counted apart.
+        Slices are told apart by their first HEAD_BYTES, then compared whole."""
+        head = state.buffer[len(state.buffer) - read:][:HEAD_BYTES]
+        key = hashlib.blake2b(head, digest_size=16).digest()
+        if state.heads is None:
+            state.heads = {}
+        earlier = state.heads.get(key)
+        path = state.slice_path()
+        if earlier is None or earlier == state.slice_index or not _same_bytes(state.slice_path(earlier), path):
+            state.heads.setdefault(key, state.slice_index)
+            return
+        state.buffer = state.buffer[:len(state.buffer) - read]
+        state.abandoned = True
+        size = _size(Path(path))
+        records = size // state.kind.record_size
+        self.repeated_records += records
+        self.ctx.reject(f"{state.kind.name}: a slice that repeats an earlier one byte for byte (not read twice)", 1)
+        log.warning("slice repeats an earlier one", stage=self.ctx.stage_id, path=path,
+                    earlier=state.slice_path(earlier))
+        self.repeats[path] = (f"collector: {path} repeats {state.base}{state.sep}{earlier} byte for byte: its "
+                              f"{records:,} {state.kind.name} records ({size:,} bytes) are counted once, not twice "
+                              "(a copy of a slice? remove it)")
+
     def _abandon(self, state: StreamState, problem: str) -> Iterator[Batch]:
-        """The current slice is not read further (counted once); what was read of it is framed to the end."""
+        """The current slice is not read further (counted once, a loss of the run); what was read of it is framed
+        to the end."""
         reason = f"{state.kind.name}: a slice {problem}; the rest of it is not read"
         self.ctx.reject(reason, 1)
-        log.warning(reason, stage=self.ctx.stage_id, path=state.slice_path(), offset=state.offset)
+        path = state.slice_path()
+        log.warning(reason, stage=self.ctx.stage_id, path=path, offset=state.offset)
+        self._lose(path, f"{problem}: {_slice_cost(state, problem)}")
         yield from self._emit(state, final=True)
 
     def _emit(self, state: StreamState, final: bool) -> Iterator[Batch]:
@@ -418,7 +473,10 @@ class CollectorStage(Source):
         for framed, slice_index, offset in slices.frame_buffer(state, final):
             for run in framed.garbage:
                 self.garbage_bytes += len(run)
+                state.garbage += len(run)
                 self.ctx.reject(f"{state.kind.name}: {slices.GARBAGE}", len(run), run)
+            if framed.garbage and state.slice_path(slice_index) not in state.garbage_files:
+                state.garbage_files += (state.slice_path(slice_index),)
             if framed.count:
                 state.records += framed.count
                 self.collected += framed.count
@@ -468,7 +526,8 @@ class CollectorStage(Source):
             if self.bytes_read == before:
                 break
         yield from self._pass(final=True, scan=True)
-        self.end_problems = self._left_unread()
+        self.end_problems = self._left_unread() + self._unreadable_folders() + self._short_slices() + \
+            self._garbage_streams()
 
     def _unsent_control_files(self) -> list[Path]:
         """Control files on disk that never parsed (damaged, or still being written), not refused otherwise."""
@@ -485,9 +544,12 @@ class CollectorStage(Source):
         problems = []
         for path in self._unsent_control_files():
             self.ctx.reject("control file damaged or cut short at the end of the job", _size(path))
-            problems.append(f"collector: {path} is damaged or cut short (neither JSON nor whole lines, or not the "
-                            "size its .done gives): not read, so what it describes is missing from the outputs "
-                            "(copy it again from the board)")
+            unreadable = _open_error(path)
+            problems.append(f"collector: {path} " + (
+                f"cannot be read ({unreadable}): what it describes is missing from the outputs (let the user "
+                "running pipeline read it)" if unreadable else
+                "is damaged or cut short (neither JSON nor whole lines, or not the size its .done gives): not "
+                "read, so what it describes is missing from the outputs (copy it again from the board)"))
         folders: list[tuple[Path, int | str | None]] = [
             (folder, slices.device_id(name)) for folder, name in _folders(self.tree.root) if name != "host"]
         if not folders:
@@ -507,8 +569,65 @@ class CollectorStage(Source):
             log.warning("left unread at the end of the job", stage=self.ctx.stage_id, problem=problem)
         return problems
 
+    def _unreadable_folders(self) -> list[str]:
+        """host/, device_N/ and data/ folders that cannot be listed: nothing in them was read."""
+        assert self.tree is not None
+        problems = []
+        for folder, _ in _folders(self.tree.root):
+            for where in (folder, folder / "data"):
+                try:
+                    os.listdir(where)
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    self.ctx.reject("folder in the PROF directory cannot be read", 1)
+                    problems.append(f"collector: {where} cannot be read ({exc.strerror}): the files in it are "
+                                    "missing from the outputs (let the user running pipeline read it)")
+        return problems
+
+    def _short_slices(self) -> list[str]:
+        """Slices shorter than their `.done` gives: the bytes that never reached the file, by slice."""
+        assert self.tree is not None
+        streams = {(state.folder, state.base): state for state in self.tree.streams.values()}
+        problems = []
+        for folder in sorted({state.folder for state in streams.values()}):
+            for path in _listdir(folder):
+                parsed = split_slice_name(path.name)
+                state = None if parsed is None else streams.get((folder, parsed[0]))
+                done = None if state is None else slices.done_size(path)
+                if state is None or done is None or str(path) in self.losses or path.is_symlink():
+                    continue
+                size = _size(path)
+                if size < done:
+                    self.ctx.reject(f"{state.kind.name}: a slice shorter than its .done gives", 1)
+                    problems.append(f"collector: {path} holds {size:,} bytes but its .done gives {done:,}: "
+                                    f"{_bytes_cost(done - size, state.kind)} never reached the file, so they are "
+                                    "missing from the outputs (copy the slice again from the board's PROF_… "
+                                    "directory and import again)")
+        return problems
+
+    def _garbage_streams(self) -> list[str]:
+        """Streams with more than MAX_GARBAGE_SHARE of their bytes not whole records: a slice of another job or
+        of random bytes, not a few damaged records."""
+        assert self.tree is not None
+        problems = []
+        for state in self.tree.streams.values():
+            if state.garbage <= MAX_GARBAGE_SHARE * state.bytes_in:
+                continue
+            files = ", ".join(state.garbage_files[:3]) + (
+                f" and {len(state.garbage_files) - 3} more" if len(state.garbage_files) > 3 else "")
+            problems.append(f"collector: {files}: {state.garbage:,} of the {state.bytes_in:,} bytes of "
+                            f"{state.kind.name} read are not whole records (bad magic, unknown tag or truncated), more than "
+                            f"{MAX_GARBAGE_SHARE:.0%}: {_bytes_cost(state.garbage, state.kind)} are missing from the "
+                            "outputs (they are kept in the run's rejected/ folder; is the file from this job? copy "
+                            "it again from the board's PROF_… directory)")
+        return problems
+
     def input_problems(self) -> list[str]:
-        return self.end_problems
+        return list(self.losses.values()) + self.end_problems
+
+    def input_warnings(self) -> list[str]:
+        return list(self.repeats.values())
 
     def progress(self) -> dict[str, Any]:
         streams = len(self.tree.streams) if self.tree else 0
@@ -518,7 +637,8 @@ class CollectorStage(Source):
         return figures if self.notice is None else dict(figures, notice=self.notice)
 
     def accounting(self) -> dict[str, int]:
-        figures = {"records_collected": self.collected, "garbage_bytes": self.garbage_bytes}
+        figures = {"records_collected": self.collected, "garbage_bytes": self.garbage_bytes,
+                   "repeated_records": self.repeated_records}
         if self.config.tx_endpoint:
             figures["tx_socket_records"] = self.tx_socket_records
         return figures
@@ -584,6 +704,53 @@ def _job_device(path: Path) -> int | None:
             if device is not None:
                 return device
     return None
+
+
+def _slice_cost(state: StreamState, problem: str) -> str:
+    """What an abandoned slice cost, as far as the disk tells: all of it when it was never opened (its size, or
+    its .done's), else what it held past the offset read."""
+    path = state.slice_path()
+    if state.offset == 0 and state.file_id is None:
+        size = _size(Path(path)) or slices.done_size(path)
+        held = "what it held" if not size else f"its {_bytes_cost(size, state.kind)}"
+        advice = ("let the user running pipeline read it" if problem.startswith("cannot be read")
+                  else "copy it again from the board's PROF_… directory")
+        return f"{held} {'is' if not size else 'are'} missing from the outputs ({advice} and import again)"
+    return (f"what it held past byte {state.offset:,} is missing from the outputs (something other than the runtime "
+            "changed it: import a complete copy of the PROF_… directory)")
+
+
+def _bytes_cost(size: int, kind: StreamKind) -> str:
+    """``size`` bytes of a stream, with the records they hold when its records have one size."""
+    if kind.framing == "fixed" and kind.record_size:
+        return f"{size:,} bytes (about {size // kind.record_size:,} {kind.name} records)"
+    return f"{size:,} bytes of {kind.name}"
+
+
+def _same_bytes(first: str, second: str) -> bool:
+    """Two regular files (links not followed) of the same size and bytes."""
+    try:
+        with open(os.open(first, os.O_RDONLY | os.O_NOFOLLOW), "rb") as a, \
+                open(os.open(second, os.O_RDONLY | os.O_NOFOLLOW), "rb") as b:
+            if os.fstat(a.fileno()).st_size != os.fstat(b.fileno()).st_size:
+                return False
+            while True:
+                block = a.read(1 << 20)
+                if block != b.read(1 << 20):
+                    return False
+                if not block:
+                    return True
+    except OSError:
+        return False
+
+
+def _open_error(path: Path) -> str | None:
+    """Why ``path`` cannot be opened for reading (None: it can)."""
+    try:
+        with open(path, "rb"):
+            return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
 
 
 def _size(path: Path) -> int:
