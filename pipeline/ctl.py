@@ -24,22 +24,32 @@ def control_file(target: str) -> tuple[Path, Path | None]:
     """(control file, the windows stage's status file if known) of ``target``."""
     path = Path(target).expanduser()
     if path.suffix == ".json" and not path.is_dir():  # the windows stage's status beside it, by its default name
+        _refuse_a_run_without_windows(path.resolve().parent)
         status = path.resolve().parent / "windows" / STATUS_FILE
         return path, status if status.is_file() else None
     if path.is_file() and path.suffix in (".yaml", ".yml"):
         from pipeline.config import load_config
 
         loaded = load_config(path)
-        return _from_config(loaded.output_dir, loaded)
-    if path.is_dir():  # the windows stage's default names (a config names others); no imports: ctl starts fast
-        return path.resolve() / CONTROL_NAME, path.resolve() / "windows" / STATUS_FILE
+        found = windows_files(loaded)
+        if found is None:
+            raise UserError(f"ctl: {loaded.path} has no enabled windows stage to read the control file",
+                            "add one (see configs/board.yaml)")
+        return found
+    if path.is_dir():  # no imports: ctl starts fast
+        recorded = _refuse_a_run_without_windows(path.resolve())
+        if recorded is not None:
+            return Path(recorded["control"]), Path(recorded["status"])
+        return path.resolve() / CONTROL_NAME, path.resolve() / "windows" / STATUS_FILE  # the stage's defaults
     raise UserError(f"ctl: {target} is not a config, a run output folder or a control file",
                     "pass configs/board.yaml, the run's output folder, or its control.json")
 
 
-def _from_config(output: Path, config: PipelineConfig) -> tuple[Path, Path | None]:
+def windows_files(config: PipelineConfig) -> tuple[Path, Path] | None:
+    """(control file, status file) of the config's enabled windows stage; None when it has none."""
     from stages.sinks.windows import WindowsSink
 
+    output = config.output_dir
     for spec in config.enabled_stages().values():
         settings = spec.config
         if issubclass(spec.cls, WindowsSink) and isinstance(settings, WindowsSink.Config):
@@ -47,8 +57,29 @@ def _from_config(output: Path, config: PipelineConfig) -> tuple[Path, Path | Non
             control = control if control.is_absolute() else output / control
             directory = directory if directory.is_absolute() else output / directory
             return control, directory / STATUS_FILE
-    raise UserError(f"ctl: {config.path} has no enabled windows stage to read the control file",
-                    "add one (see configs/board.yaml)")
+    return None
+
+
+def windows_record(config: PipelineConfig) -> dict[str, str] | None:
+    """What run.json says of the run's windows stage, for ``pipeline ctl RUN_FOLDER``: its files, or None."""
+    found = windows_files(config)
+    return None if found is None else {"control": str(found[0]), "status": str(found[1])}
+
+
+def _refuse_a_run_without_windows(folder: Path) -> dict[str, str] | None:
+    """The windows stage's files that the run in ``folder`` recorded in run.json (None: no run.json, or one from
+    before it recorded them); a run without a windows stage is refused: no window of it would get any data."""
+    try:
+        run_info = json.loads((folder / "run.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(run_info, dict) or "windows" not in run_info:
+        return None
+    recorded = run_info["windows"]
+    if not isinstance(recorded, dict):
+        raise UserError(f"ctl: the run in {folder} has no windows stage: nothing there reads collection windows",
+                        "add a windows stage to its config (see configs/board.yaml) and run it again")
+    return {"control": str(recorded["control"]), "status": str(recorded["status"])}
 
 
 def _require_running(control: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -63,25 +65,28 @@ def _rate(records: int, seconds: float) -> str:
     return f"{records / seconds:,.0f}/s" if seconds > 0 else "-"
 
 
-def render_report(report: dict[str, Any]) -> str:
+REPORT_COLUMNS = ("stage", "type", "in", "out", "rejected", "wall s", "throughput", "peak MB")
+REPORT_DROPPED_FIRST = ("type", "peak MB", "wall s")  # left out in this order when the lines would wrap
+
+
+def render_report(report: dict[str, Any], width: int | None = None) -> str:
+    """The run report as text. Its stage table takes ``width`` columns at most (default: the terminal's, when
+    standard output is one): its columns are as wide as their cells, and the least useful go when they must."""
+    if width is None and sys.stdout.isatty():
+        width = shutil.get_terminal_size().columns
     lines = [f"run {report['run_id']}: {report['state']} in {report['wall_s']:.1f} s"
              + (" (Ctrl-C, then drained: the outputs hold what was read until then)"
                 if report["state"] == "interrupted" else "")]
-    header = (f"  {'stage':<12} {'type':<11} {'in':>11} {'out':>11} {'rejected':>9} {'wall s':>7} {'throughput':>12}"
-              f" {'peak MB':>8}")
-    lines.append(header)
     stalls = report.get("stalls", {})
+    rows = {sid: _report_row(final) for sid, final in report["stages"].items() if final is not None}
+    table = _report_table(rows, width)
+    lines.append(table.pop("header"))
     for sid, final in report["stages"].items():
         if final is None:
-            lines.append(f"  {sid:<12} {'?':<11} {'(no report: crashed or killed)':>40}")
+            lines.append(f"  {sid} (no report: crashed or killed)")
             lines.extend(_stall_lines(stalls.get(sid, [])))
             continue
-        out = sum(final["out"].values()) or final.get("accounting", {}).get("records_written", 0)
-        rejected = sum(final["rejected"].values())
-        moved = max(final["in"], out)
-        lines.append(f"  {sid:<12} {final['stage_type'][:11]:<11} {final['in']:>11,} {out:>11,} {rejected:>9,} "
-                     f"{final['wall_s']:>7.1f} {_rate(moved, final['wall_s']):>12} "
-                     f"{final.get('peak_rss_mb', 0):>8.0f}")
+        lines.append(table[sid])
         for reason, count in sorted(final["rejected"].items()):
             lines.append(f"      rejected {count:,}: {reason}")
         for row in final.get("reconcile", []):
@@ -92,6 +97,30 @@ def render_report(report: dict[str, Any]) -> str:
     status = "all counts reconcile" if not report["problems"] else f"{len(report['problems'])} problem(s)"
     lines.append(f"  {status}")
     return "\n".join(lines)
+
+
+def _report_row(final: dict[str, Any]) -> dict[str, str]:
+    out = sum(final["out"].values()) or final.get("accounting", {}).get("records_written", 0)
+    return {"type": final["stage_type"], "in": f"{final['in']:,}", "out": f"{out:,}",
+            "rejected": f"{sum(final['rejected'].values()):,}", "wall s": f"{final['wall_s']:.1f}",
+            "throughput": _rate(max(final["in"], out), final["wall_s"]),
+            "peak MB": f"{final.get('peak_rss_mb', 0):.0f}"}
+
+
+def _report_table(rows: dict[str, dict[str, str]], width: int | None) -> dict[str, str]:
+    """The header line (key ``header``) and each stage's line, indented by two, columns two apart."""
+    cells = {sid: {"stage": sid, **row} for sid, row in rows.items()}
+    columns = list(REPORT_COLUMNS)
+    widths = {name: max([len(name), *(len(row[name]) for row in cells.values())]) for name in columns}
+    for dropped in REPORT_DROPPED_FIRST:
+        if width is None or 2 + sum(widths[name] + 2 for name in columns) - 2 <= width:
+            break
+        columns.remove(dropped)
+
+    def line(row: dict[str, str]) -> str:
+        return "  " + "  ".join(row[name].ljust(widths[name]) if name in ("stage", "type") else
+                                row[name].rjust(widths[name]) for name in columns).rstrip()
+    return {"header": line({name: name for name in columns}), **{sid: line(row) for sid, row in cells.items()}}
 
 
 def fault_lines(final: dict[str, Any]) -> list[str]:

@@ -22,13 +22,14 @@ import zmq
 
 from pipeline import checkpoint, transport
 from pipeline.config import PipelineConfig
+from pipeline.ctl import windows_record
 from pipeline.errors import UserError, refused_path
 from pipeline.health import StageHealth
 from pipeline.launch import Application, combined_exit_code
 from pipeline.metrics import ViewCollector, serve_metrics
 from pipeline.report import outputs_line, render_report, root_causes, run_problems, run_warnings
 from pipeline.security import stop_authenticators
-from pipeline.views import progress_line
+from pipeline.views import progress_line, records_out
 
 if TYPE_CHECKING:
     from pipeline.progress import Display
@@ -332,7 +333,7 @@ class Supervisor:
                 print(f"warning: {notice}", file=sys.stderr, flush=True)
             proc.notice = notice
             proc.metrics = message
-            now, received, sent = message["t"], message["in"], sum(message["out"].values())
+            now, received, sent = message["t"], message["in"], records_out(message)
             if proc.last_sample is not None:
                 dt = now - proc.last_sample[0]
                 if dt > 0:
@@ -354,7 +355,7 @@ class Supervisor:
         for sid in self._in_config_order():
             proc = self.procs[sid]
             metrics = proc.metrics
-            stages[sid] = {"role": proc.role, "in": metrics.get("in", 0), "out": sum(metrics.get("out", {}).values()),
+            stages[sid] = {"role": proc.role, "in": metrics.get("in", 0), "out": records_out(metrics),
                            "out_ports": metrics.get("out", {}),
                            "rejected": metrics.get("rejected", 0), "rate_in": proc.rate_in, "rate_out": proc.rate_out,
                            "progress": metrics.get("progress", {}), "rss_mb": metrics.get("rss_mb", 0.0),
@@ -400,6 +401,7 @@ class Supervisor:
             line = proc.health.check(now, timeout)
             if line is None:
                 continue
+                           "inputs": [f"{producer}.{port}" for producer, port in self.config.stages[sid].inputs],
             print(f"stage '{proc.stage_id}' {line}", file=sys.stderr, flush=True)
             if self.config.run.kill_stuck:
                 proc.health.kill(now)
@@ -442,7 +444,8 @@ class Supervisor:
         self.exporter = serve_metrics(self.config)
         checkpoint.write_atomic(out_dir / "run.json", json.dumps({  # `pipeline top` may read it at once
             "run_id": self.run_id, "config": str(self.config.path), "pid": os.getpid(),
-            "top_endpoint": transport.top_endpoint(self.config), "curve": self._curve_paths()}, indent=2).encode())
+            "top_endpoint": transport.top_endpoint(self.config), "curve": self._curve_paths(),
+            "windows": windows_record(self.config)}, indent=2).encode())  # `pipeline ctl RUN_FOLDER` reads it
         previous = signal.signal(signal.SIGINT, self._on_interrupt)
         signal.signal(signal.SIGTERM, self._on_interrupt)
         signal.signal(signal.SIGHUP, self._on_hangup)

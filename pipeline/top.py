@@ -1,4 +1,5 @@
-"""`pipeline top`: attach to a running pipeline's view (SUB, newest snapshot only)."""
+"""`pipeline top`: attach to a running pipeline's view (SUB, newest snapshot only), or show the final figures of
+a run that has ended."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import zmq
 from pipeline.errors import UserError
 from pipeline.security import CurveKeys
 from pipeline.transport import secure_connect
-from pipeline.views import output_console, render_view
+from pipeline.views import output_console, records_out, render_view
 
 
 def _connectable(endpoint: str) -> str:
@@ -22,18 +23,35 @@ def _connectable(endpoint: str) -> str:
     return endpoint.replace("tcp://*:", "tcp://127.0.0.1:").replace("tcp://0.0.0.0:", "tcp://127.0.0.1:")
 
 
-def resolve_endpoint(target: str, secret_key: str | None = None,
-                     server_key: str | None = None) -> tuple[str, CurveKeys | None]:
-    """The top endpoint of ``target`` and the CURVE keys to reach it (None: plain)."""
+def run_file_of(target: str) -> Path | None:
+    """The run.json that ``target`` (a config, a run's output folder or its run.json) names; None for an endpoint."""
     if target.startswith(("ipc://", "tcp://")):
-        return _connectable(target), _keys(secret_key, server_key)
+        return None
     path = Path(target).expanduser()
     if path.is_file() and path.suffix in (".yaml", ".yml"):
         from pipeline.config import load_config
 
         config = load_config(path)
         path = config.output_dir  # the running supervisor wrote run.json there
-    run_file = path / "run.json" if path.is_dir() else path
+    return path / "run.json" if path.is_dir() else path
+
+
+def ended_run(run_file: Path | None) -> Path | None:
+    """The run_report.json of the run that run.json describes, if that run has ended (the report is newer)."""
+    if run_file is None or not run_file.is_file():
+        return None
+    report = run_file.parent / "run_report.json"
+    if report.is_file() and report.stat().st_mtime_ns >= run_file.stat().st_mtime_ns:
+        return report
+    return None
+
+
+def resolve_endpoint(target: str, secret_key: str | None = None,
+                     server_key: str | None = None) -> tuple[str, CurveKeys | None]:
+    """The top endpoint of ``target`` and the CURVE keys to reach it (None: plain)."""
+    run_file = run_file_of(target)
+    if run_file is None:
+        return _connectable(target), _keys(secret_key, server_key)
     if run_file.is_file():
         run_info = json.loads(run_file.read_text())
         curve = run_info.get("curve") or {}
@@ -53,6 +71,9 @@ def _keys(secret_key: str | None, server_key: str | None) -> CurveKeys | None:
 
 def run_top(target: str, once: bool = False, as_json: bool = False, timeout_s: float = 10.0,
             secret_key: str | None = None, server_key: str | None = None) -> int:
+    report = ended_run(run_file_of(target))
+    if report is not None:
+        return _show_ended(report, as_json)
     endpoint, curve = resolve_endpoint(target, secret_key, server_key)
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     sub = ctx.socket(zmq.SUB)
@@ -86,7 +107,7 @@ def _loop(sub: zmq.Socket[bytes], endpoint: str, once: bool, as_json: bool, time
             if as_json:
                 print(json.dumps(view), flush=True)
             else:
-                output_console().print(render_view(view))
+                output_console().print(render_view(view, fit_screen=False))
             if once or view.get("state") == "ended":
                 return 0
             time.sleep(1.0)
@@ -102,3 +123,57 @@ def _loop(sub: zmq.Socket[bytes], endpoint: str, once: bool, as_json: bool, time
             live.update(render_view(view))
             if view.get("state") == "ended":
                 return 0
+
+
+def _show_ended(report_file: Path, as_json: bool) -> int:
+    """A run that has ended publishes nothing: its final figures, from its run report and its outputs."""
+    view = final_view(report_file)
+    if as_json:
+        print(json.dumps(view), flush=True)
+        return 0
+    console = output_console()
+    console.print(f"run {view['run_id']} has ended ({view['outcome']} after {view['elapsed_s']:.1f} s): its final "
+                  f"figures, from {report_file} and the run's outputs", highlight=False)
+    console.print(render_view(view, fit_screen=False))
+    return 0
+
+
+def final_view(report_file: Path) -> dict[str, Any]:
+    """The view of an ended run, as `pipeline top --json` gives it: state ``ended``, ``outcome`` the run's
+    (completed, interrupted, failed …), rates averaged over each stage's time, statistics from the outputs."""
+    report = json.loads(report_file.read_text(encoding="utf-8"))
+    stages = {sid: _final_stage(final) for sid, final in report.get("stages", {}).items()}
+    stats: dict[str, Any] = {"ops": _final_ops(report_file.parent, str(report.get("stamp", "")))}
+    advice = report_file.parent / "advice.json"
+    if advice.is_file():
+        stats["advice"] = json.loads(advice.read_text(encoding="utf-8")).get("advice", [])
+    return {"run_id": report.get("run_id", "?"), "state": "ended", "outcome": report.get("state", "?"),
+            "elapsed_s": float(report.get("wall_s", 0.0)), "stages": stages, "stats": stats}
+
+
+def _final_stage(final: dict[str, Any] | None) -> dict[str, Any]:
+    if final is None:
+        return {"role": "?", "in": 0, "out": 0, "out_ports": {}, "inputs": [], "rejected": 0, "rate_in": 0.0,
+                "rate_out": 0.0, "progress": {}, "rss_mb": 0.0, "status": "no report (crashed or killed)"}
+    wall_s = float(final.get("wall_s") or 0.0)
+    written = final.get("accounting", {}).get("records_written", 0)
+    out = records_out({"out": final["out"], "progress": {"records_written": written}})
+    status = "done" if final.get("ok") else f"failed: {str(final.get('error') or '?').removeprefix('error: ')}"
+    return {"role": final["role"], "in": final["in"], "out": out, "out_ports": final["out"],
+            "inputs": [row["from"] for row in final.get("reconcile", [])],
+            "rejected": sum(final["rejected"].values()), "rate_in": final["in"] / wall_s if wall_s else 0.0,
+            "rate_out": out / wall_s if wall_s else 0.0, "progress": {}, "rss_mb": final.get("peak_rss_mb", 0.0),
+            "status": status}
+
+
+def _final_ops(folder: Path, stamp: str) -> list[list[Any]]:
+    """op_statistic's rows as the live view's (device, op type, core, count, total, min, max in ns)."""
+    from pipeline.results import count, locate, micros, read_rows  # only here: `top` of a live run starts fast
+
+    results = locate(folder)
+    if results is None or results.stamp != stamp or results.op_statistic is None:
+        return []
+    return [[int(count(row.get("Device_id", "0"))), row.get("OP Type", ""), row.get("Core Type", ""),
+             count(row.get("Count", "0")), int(micros(row.get("Total Time(us)", "")) * 1000),
+             int(micros(row.get("Min Time(us)", "")) * 1000), int(micros(row.get("Max Time(us)", "")) * 1000)]
+            for row in read_rows(results.op_statistic)]
