@@ -357,6 +357,7 @@ class Supervisor:
             metrics = proc.metrics
             stages[sid] = {"role": proc.role, "in": metrics.get("in", 0), "out": records_out(metrics),
                            "out_ports": metrics.get("out", {}),
+                           "inputs": [f"{producer}.{port}" for producer, port in self.config.stages[sid].inputs],
                            "rejected": metrics.get("rejected", 0), "rate_in": proc.rate_in, "rate_out": proc.rate_out,
                            "progress": metrics.get("progress", {}), "rss_mb": metrics.get("rss_mb", 0.0),
                            "status": self._status(proc), "restarts": self.restarts[sid]}
@@ -401,7 +402,6 @@ class Supervisor:
             line = proc.health.check(now, timeout)
             if line is None:
                 continue
-                           "inputs": [f"{producer}.{port}" for producer, port in self.config.stages[sid].inputs],
             print(f"stage '{proc.stage_id}' {line}", file=sys.stderr, flush=True)
             if self.config.run.kill_stuck:
                 proc.health.kill(now)
