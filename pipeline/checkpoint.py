@@ -9,7 +9,9 @@ Files under the run's output folder:
 
     checkpoints/epoch-{n:08d}/{stage}.ckpt   one stage's state at epoch n (runner counts + stage bytes)
     checkpoints/complete.json                the newest complete epoch (written by the supervisor)
-    checkpoints/closed-{stage}.json          a sink that closed its outputs after the final epoch
+    checkpoints/{stage}.commit               the summary sink's final files, recorded before they replace the live ones
+    checkpoints/closed-{stage}.json          a sink that closed its outputs on a stream cut short (a stop, no final
+                                             epoch): no epoch before it can be resumed, a rerun starts over
 
 Stage state is pickled: resume only from output folders nobody else can write (they are created
 with umask 0027, this folder 0700).
@@ -50,9 +52,22 @@ def closed_marker(out_dir: Path, stage_id: str) -> Path:
     return checkpoint_dir(out_dir) / f"closed-{stage_id}.json"
 
 
+def private_dir(folder: Path) -> None:
+    """``folder`` and every missing parent made 0700 (``mkdir(parents=True, mode=…)`` gives the parents the
+    umask's mode: ``checkpoints/`` came out 0750)."""
+    missing = []
+    while not folder.is_dir():
+        missing.append(folder)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    for made in reversed(missing):
+        made.mkdir(mode=0o700, exist_ok=True)
+
+
 def write_atomic(path: Path, data: bytes) -> None:
-    """Temp file, fsync, rename: a reader sees the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Temp file, fsync, rename: a reader sees the old file or the whole new one. Folders it makes are 0700."""
+    private_dir(path.parent)
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(temp, "wb") as out:
@@ -74,6 +89,17 @@ class CompleteEpoch:
     stamp: str  # the {timestamp} of the run's output file names
     graph: list[list[str]]  # stage ids, types and inputs: a resumed config must have the same graph
     saved_at: float
+
+
+@dataclass
+class LeftBehind:
+    """What a source that a resumed run does not start again (a simulated board: no outputs, no checkpoints) left
+    in the output folder, from its stage class's ``left_behind(config, output_dir)``."""
+
+    ended: bool  # its job ended: what it wrote is all there will be (else the rest never comes)
+    line: str  # what became of its job, for the person
+    cut_short: bool = False  # it ended before the job it was given was done: the run report says so
+    salvage: str = ""  # how to parse what it wrote anyway (appended to the hint when the run is refused)
 
 
 def read_complete(out_dir: Path) -> CompleteEpoch | None:
@@ -116,6 +142,19 @@ def discard_after(out_dir: Path, epoch: int) -> None:
 
 def remove_all(out_dir: Path) -> None:
     shutil.rmtree(checkpoint_dir(out_dir), ignore_errors=True)
+
+
+def mark_closed_early(out_dir: Path, stage_id: str, epoch: int) -> None:
+    """A sink is about to close its outputs on a stream that ended without a final epoch (the source was stopped):
+    once closed (sorted, renamed) they cannot be cut back to an epoch, so no epoch of this run can be resumed."""
+    write_atomic(closed_marker(out_dir, stage_id), json.dumps({"stage": stage_id, "epoch": epoch}).encode())
+
+
+def closed_early(out_dir: Path) -> list[str]:
+    """The sinks that closed their outputs on a stream cut short (see :func:`mark_closed_early`)."""
+    folder = checkpoint_dir(out_dir)
+    found = folder.glob("closed-*.json") if folder.is_dir() else []
+    return sorted(path.name.removeprefix("closed-").removesuffix(".json") for path in found)
 
 
 def graph_of(stages: Iterable[tuple[str, str, list[tuple[str, str]]]]) -> list[list[str]]:

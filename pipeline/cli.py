@@ -196,6 +196,7 @@ def _cmd_graph(args: argparse.Namespace) -> int:
     return 0
 
 
+FRESH_HELP = "start over even if the output folder holds checkpoints of an unfinished run (default: resume it)"
 CHIP_ALIASES = {"310": "mini", "910": "cloud"}  # the chips' own names for the simulator's families
 
 
@@ -267,7 +268,14 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from pipeline.offline import checked_prof_dir, run_import
 
     prof = checked_prof_dir(args.prof_dir, "import")
-    return run_import(prof, Path(args.output).expanduser() if args.output else None)
+    return run_import(prof, Path(args.output).expanduser() if args.output else None, fresh=args.fresh,
+                      command=_again("import", args.prof_dir, args.output))
+
+
+def _again(verb: str, *args: str | None) -> str:
+    """The command line that runs an import again (named in the lines on resuming and starting over)."""
+    *words, output = args
+    return shlex.join(["pipeline", verb, *filter(None, words), *(["--output", output] if output else [])])
 
 
 def _export_kind(text: str) -> str:
@@ -287,7 +295,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
     prof = checked_prof_dir(args.prof_dir, "export")
     only = sorted({EXPORT_STAGES[what] for what in args.what})
     return run_import(prof, Path(args.output).expanduser() if args.output else None, only=only,
-                      summary_format=args.format, verb="export")
+                      summary_format=args.format, verb="export", fresh=args.fresh,
+                      command=_again("export", *args.what, args.prof_dir, args.output))
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -401,9 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="show the live view (default: when stdout is a terminal)")
     run.add_argument("--no-follow", action="store_true",
                      help="collectors read what is on disk and end, instead of waiting for the job to finish")
-    run.add_argument("--fresh", action="store_true",
-                     help="start over even if the output folder holds checkpoints of an unfinished run (default: "
-                          "resume it)")
+    run.add_argument("--fresh", action="store_true", help=FRESH_HELP)
     run.add_argument("--prof-dir", help="with -- APP: the application's profiling output, which the collectors "
                                         "follow (default: RUN_OUTPUT/profiling)")
     _add_switch_flags(run, with_switch=False)
@@ -493,6 +500,7 @@ def build_parser() -> argparse.ArgumentParser:
     imp = sub.add_parser("import", help="run the same stages over a finished PROF_… directory")
     imp.add_argument("prof_dir")
     imp.add_argument("--output", help="output folder (default: PROF_DIR/pipeline_output)")
+    imp.add_argument("--fresh", action="store_true", help=FRESH_HELP)
     imp.set_defaults(func=_cmd_import)
 
     export = sub.add_parser("export", help="run only the chosen sinks over a finished PROF_… directory")
@@ -501,6 +509,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("prof_dir")
     export.add_argument("--output", help="output folder (default: PROF_DIR/pipeline_output)")
     export.add_argument("--format", choices=("csv", "json"), help="summary files as csv (default) or json")
+    export.add_argument("--fresh", action="store_true", help=FRESH_HELP)
     export.set_defaults(func=_cmd_export)
 
     show = sub.add_parser("show", help="print a run's statistics as tables (parses a PROF_… directory first)")

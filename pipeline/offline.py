@@ -42,8 +42,10 @@ def default_output(prof: Path) -> Path:
 
 
 def run_import(prof: Path, output: Path | None = None, only: Sequence[str] | None = None,
-               summary_format: str | None = None, verb: str = "import", progress: TextIO | None = None) -> int:
+               summary_format: str | None = None, verb: str = "import", progress: TextIO | None = None,
+               fresh: bool = False, command: str | None = None) -> int:
     """Run builtin_configs/import.yaml over ``prof``; ``only``: the sink stages to keep (all by default).
+    ``fresh``: start over, not resume an import killed in ``output``; ``command``: the line that runs it again.
 
     The stages' log lines go to the run's log file (named at the end); ``progress`` (default: stdout) shows
     a bar when it is a terminal, a few plain lines when not."""
@@ -63,7 +65,8 @@ def run_import(prof: Path, output: Path | None = None, only: Sequence[str] | Non
     display = progress_display(verb, progress or sys.stdout)
     template = resources.files("pipeline") / "builtin_configs" / "import.yaml"
     with resources.as_file(template) as path:
-        return run_pipeline(load_config(path, overrides), live=False, display=display, logs_to_file=True)
+        return run_pipeline(load_config(path, overrides), live=False, display=display, logs_to_file=True,
+                            fresh=fresh, command=command or f"pipeline {verb} {prof}")
 
 
 def import_quietly(prof: Path, output: Path, verb: str) -> None:

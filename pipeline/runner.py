@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import resource
@@ -10,7 +11,7 @@ import sys
 import time
 import traceback
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -136,6 +137,7 @@ class StageRunner:
         self.resume_epoch = resume  # None: a first start; 0: a restart with no complete epoch; n: restore n
         self.epoch = 0  # the newest epoch this stage saved (a source: emitted)
         self.finished = False  # a transform's finish() ran (at the final barrier, or at end of stream)
+        self.final_epoch = False  # the final barrier came: the streams run to the source's end, not to a stop
         self.aligner = checkpoint.BarrierAligner(self.inputs)
         self._arrived: deque[tuple[tuple[str, str], wire.Message]] = deque()
         self.checkpoint_error: str | None = None
@@ -474,6 +476,7 @@ class StageRunner:
         if sink is not None:
             sink.flush()
             self._metrics(force=True)
+            self._mark_closing_early()
             sink.close()
         if not self._inputs_done():
             raise UserError(f"stage '{self.stage_id}' interrupted before its inputs ended",
@@ -487,28 +490,50 @@ class StageRunner:
                 self.send(out)
 
     # -- checkpoints ----------------------------------------------------------------------
+    def _mark_closing_early(self) -> None:
+        """A sink closing on streams that ended without the final epoch (the source was stopped) says so first:
+        its closed outputs cannot be cut back to an epoch, so a rerun must start over rather than resume."""
+        if not self.checkpointing or self.final_epoch:
+            return
+        out_dir = self.config.output_dir
+        path = checkpoint.closed_marker(out_dir, self.stage_id)
+        self.ctx.output_guard.attempt(path, lambda: checkpoint.mark_closed_early(out_dir, self.stage_id, self.epoch))
+
     def _checkpoint(self, epoch: int, final: bool) -> None:
         """Every input delivered barrier ``epoch`` (a source: a safe point): save, forward it, acknowledge.
 
         At the final barrier nothing more can arrive, so a transform emits what it holds first: the final
-        epoch then covers the whole run, and a restart from it only has to end the streams."""
+        epoch then covers the whole run, and a restart from it only has to end the streams. A source cuts no
+        epoch once it has been asked to stop: its state would say "stopped", and a run resumed from it would
+        stop reading at once; nor a final one, since its stream then ends short of the job's end."""
         if self.abort:
             return  # being stopped: an epoch this stage can no longer pass on is not saved either
         if final:
             self._finish_transform()
-        self.epoch = epoch
+            self.final_epoch = True
         if not self.checkpointing or self.checkpoint_error is not None:
-            self.send_barrier(epoch, final)
+            if not (isinstance(self.stage, Source) and self.stop_requested):
+                self.epoch = epoch
+                self.send_barrier(epoch, final)
             return
         ack = {"type": "checkpoint", "epoch": epoch, "final": final, "in": self._received(),
                "out": sum(self.out_records.values())}
         if self.stage.snapshot_in_child and hasattr(os, "fork"):
-            self._save_in_child(epoch, final, ack)
+            self._reap_saves(wait_s=None)  # one at a time, in epoch order (before the signals are held)
+            with self._source_signals_held():
+                if self._stop_asked():
+                    return
+                self.epoch = epoch
+                self._save_in_child(epoch, final, ack)
             self.send_barrier(epoch, final)
             return
         started = time.perf_counter()
         try:
-            saved = self._saved_state(epoch, final)
+            with self._source_signals_held():
+                if self._stop_asked():
+                    return
+                self.epoch = epoch
+                saved = self._saved_state(epoch, final)
         except Exception as exc:  # e.g. a plugin whose state does not pickle: recovery is off for this run
             self._checkpoint_failed(epoch, f"{type(exc).__name__}: {exc}", traceback.format_exc())
             self.send_barrier(epoch, final)
@@ -518,6 +543,23 @@ class StageRunner:
         self._count_stall(started)
         self._count_saved(len(saved))
         self._acknowledge(ack)
+
+    def _stop_asked(self) -> bool:
+        """A source asked to stop (or aborted) before its state was taken: it saves no more epochs."""
+        return isinstance(self.stage, Source) and (self.stop_requested or self.abort)
+
+    @contextlib.contextmanager
+    def _source_signals_held(self) -> Iterator[None]:
+        """For a source, the stop signals wait while its state is taken (a snapshot, or the fork whose child takes
+        it): a stop that lands in between would be saved in the state. Consumers are not held."""
+        if not isinstance(self.stage, Source):
+            yield
+            return
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGUSR1})
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
     def _save_in_child(self, epoch: int, final: bool, ack: dict[str, Any]) -> None:
         """Pickle and write the checkpoint in a forked child: it sees this moment's memory (copy-on-write) while

@@ -56,7 +56,7 @@ class StageProcess:
 class Supervisor:
     def __init__(self, config: PipelineConfig, live: bool | None = None, run_id: str | None = None,
                  app: Application | None = None, fresh: bool = False, display: Display | None = None,
-                 logs_to_file: bool = False) -> None:
+                 logs_to_file: bool = False, command: str | None = None) -> None:
         self.config = config
         self.display = display  # instead of the live view or progress lines (`pipeline import`'s bar)
         self.logs_to_file = logs_to_file  # the stages' log lines go to a file even off a terminal
@@ -86,6 +86,10 @@ class Supervisor:
         self.recoveries: list[dict[str, Any]] = []
         self.resumed: dict[str, Any] | None = None  # this run continues one that was killed
         self.external: list[str] = []  # sources that write for the run and are not checkpointed (the simulator)
+        self.external_lines: list[str] = []  # what each of them left, said when the run resumes
+        self.resume_warnings: list[str] = []  # ... and what the run report must say of it (a job cut short)
+        # the command that runs this again (`pipeline import PROF_DIR`), for the lines on resuming and starting over
+        self.command = command or f"pipeline run {config.path}"
         self.saved_counts: dict[int, dict[str, tuple[int, int]]] = {}  # epoch → stage → (in, out) when saved
         self.checkpointed: dict[str, tuple[int, int]] = {}  # the same at the newest complete epoch
         self.complete_unrecorded = False  # the newest complete epoch could not be written (full disk): warned once
@@ -131,24 +135,61 @@ class Supervisor:
         if self.app is not None:
             raise UserError(f"{checkpoint.checkpoint_dir(out_dir)} holds checkpoints of run {complete.run_id}, "
                             "whose application was stopped: a new launch cannot go on with it",
-                            "start over with `pipeline run --fresh … -- APP`, or parse what the first launch "
+                            f"start over with `{self.command} --fresh … -- APP`, or parse what the first launch "
                             "wrote with `pipeline import`")
         if complete.graph != self._graph():
             raise UserError(f"{checkpoint.checkpoint_dir(out_dir)} holds checkpoints of run {complete.run_id}, "
                             "whose stages differ from this config's",
-                            "resume it with the config it ran with, or start over with `pipeline run --fresh`")
+                            f"resume it with the config it ran with, or start over with `{self.command} --fresh`")
+        closed = checkpoint.closed_early(out_dir)
+        if closed:  # their outputs hold what was read before the stop, and cannot be cut back to an epoch
+            names = ", ".join(f"'{sid}'" for sid in closed)
+            print(f"starting over: run {complete.run_id} was stopped after {names} closed outputs that cannot go "
+                  f"back to checkpoint epoch {complete.epoch}; its outputs are made again under the same names",
+                  file=sys.stderr, flush=True)
+            self.stamp = complete.stamp
+            checkpoint.remove_all(out_dir)
+            return None
+        self._check_external(complete)
         self.run_id, self.stamp = complete.run_id, complete.stamp
         checkpoint.discard_after(out_dir, complete.epoch)
         self.epochs.reset(complete.epoch)
         self.resumed = {"epoch": complete.epoch, "saved_at": complete.saved_at}
         age = time.time() - complete.saved_at
         print(f"resuming run {complete.run_id} from checkpoint epoch {complete.epoch} (saved {age:,.0f} s ago); "
-              "`pipeline run --fresh` starts over", flush=True)
-        self.external = [sid for sid in self.config.enabled_stages() if sid not in self.participants]
-        if self.external:
-            print(f"not started again: {', '.join(self.external)} (a resumed run reads what the first one had "
-                  "them write, and waits for the rest)", flush=True)
+              f"`{self.command} --fresh` starts over", flush=True)
+        for line in self.external_lines:
+            print(line, flush=True)
         return complete.epoch
+
+    def _check_external(self, complete: checkpoint.CompleteEpoch) -> None:
+        """Sources a resumed run does not start again (a simulated board): what they left decides whether the run
+        can go on. One whose job ended (cut short or not) left all it will write; one killed mid-job never writes
+        the rest, so the run would wait for ever: refused."""
+        self.external = [sid for sid in self.config.enabled_stages() if sid not in self.participants]
+        for sid in self.external:
+            spec = self.config.stages[sid]
+            look = getattr(spec.cls, "left_behind", None)
+            left: checkpoint.LeftBehind | None = look(spec.config, self.config.output_dir) if look else None
+            if left is None:
+                self.external_lines.append(f"not started again: '{sid}' (the resumed run reads what it wrote, and "
+                                           "waits for the rest of its job, which only a copy running elsewhere can "
+                                           "write: Ctrl-C stops the wait)")
+            elif not left.ended:
+                raise UserError(f"run {complete.run_id} cannot be resumed: {left.line}, so the rest of its job "
+                                "never comes",
+                                f"start over with `{self.command} --fresh`{left.salvage}")
+            else:
+                self.external_lines.append(f"not started again: '{sid}': {left.line}")
+                if left.cut_short:
+                    self.resume_warnings.append(f"stage '{sid}': {left.line}")
+
+    def _set_aside_unfinished_jobs(self) -> None:
+        """A new run's sources that write a job (a simulated board) move aside what a killed one left unfinished."""
+        for sid, spec in self.config.enabled_stages().items():
+            set_aside = getattr(spec.cls, "set_aside_unfinished", None)
+            for line in set_aside(spec.config, self.config.output_dir) if set_aside else []:
+                print(f"stage '{sid}': {line}", file=sys.stderr, flush=True)
 
     def _on_checkpoint(self, proc: StageProcess, message: dict[str, Any]) -> None:
         if message.get("type") == "checkpoint_failed":
@@ -185,8 +226,11 @@ class Supervisor:
         return proc.final is None
 
     def _can_recover(self, proc: StageProcess) -> bool:
+        """A sink that closed its outputs on streams cut short (Ctrl-C, then a crash in the drain) cannot go back
+        to an epoch: then a crash ends the run."""
         return (proc.stage_id in self.participants and self.recovery_off is None and self.state != "aborted"
-                and self.restarts[proc.stage_id] < self.config.run.max_restarts)
+                and self.restarts[proc.stage_id] < self.config.run.max_restarts
+                and not checkpoint.closed_early(self.config.output_dir))
 
     def _recover(self, crashed: StageProcess, control: zmq.Socket[bytes], publisher: zmq.Socket[bytes]) -> None:
         """Stop the other checkpointing stages and start them all again from the newest complete epoch."""
@@ -433,6 +477,8 @@ class Supervisor:
             log_path.parent.mkdir(exist_ok=True)
             self.stage_log = open(log_path, "a", encoding="utf-8")  # closed in _finish
         resume = self._prepare_checkpoints()
+        if resume is None:
+            self._set_aside_unfinished_jobs()
         self._private_socket_dir()
         control_ep = self.control_endpoint = transport.control_endpoint(self.config)
         control = self.zctx.socket(zmq.PULL)
@@ -517,7 +563,8 @@ class Supervisor:
                 return
             if failed and failure_seen_at is None:
                 failure_seen_at = now
-                self.state = "failing"
+                if self.state != "aborted":  # killed by the second Ctrl-C, not failed: the run stays aborted
+                    self.state = "failing"
                 self._stop_others()
                 if app_running:  # a profiling failure does not stop the user's job
                     print("pipeline failed: waiting for the application to exit (Ctrl-C stops it)",
@@ -593,7 +640,7 @@ class Supervisor:
         elif self.state == "draining":  # Ctrl-C, drained: whole outputs of what was read until then
             self.state = "interrupted" if not problems else "failed"
         now = time.monotonic()
-        warnings = run_warnings(finals)
+        warnings = run_warnings(finals) + self.resume_warnings
         report = {"run_id": self.run_id, "stamp": self.stamp, "config": str(self.config.path), "state": self.state,
                   "wall_s": now - self.started, "stages": finals, "exit_codes": exit_codes,
                   "problems": problems, "warnings": warnings, "recovery": self._recovery_report(),
@@ -609,7 +656,9 @@ class Supervisor:
             print(f"error: cannot write {out_dir / 'run_report.json'}: {exc.strerror} (free space or fix "
                   "permissions; the report follows on stdout)", file=sys.stderr)
         print(render_report(report), flush=True)
-        print(outputs_line(out_dir, int(self.started_wall)), flush=True)  # whole seconds: coarse file systems
+        for line in self._recovery_lines():
+            print(f"  {line}", flush=True)
+        print(outputs_line(out_dir, int(self._outputs_since())), flush=True)  # whole seconds: coarse file systems
         from pipeline.html_report import write_after_run  # plotly loads only here
 
         write_after_run(out_dir)  # report.html: the summary, charts and advice for a browser
@@ -633,6 +682,28 @@ class Supervisor:
                   + (" (and the pipeline reported the problems above)" if problems else ""), file=sys.stderr)
         return combined_exit_code(code, self.app_status)
 
+    def _recovery_lines(self) -> list[str]:
+        """Under the run table: the attempt this run resumed, and each restart after a crash."""
+        lines = []
+        if self.resumed is not None:
+            lines.append(f"resumed from checkpoint epoch {self.resumed['epoch']} (an earlier attempt of this run "
+                         "was stopped)")
+        for event in self.recoveries:
+            code = event["exit"]
+            how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code} without a report"
+            lines.append(f"restarted after stage '{event['stage']}' crashed ({how}) at {event['at_s']:.1f} s, from "
+                         f"checkpoint epoch {event['resumed_epoch']}")
+        return lines
+
+    def _outputs_since(self) -> float:
+        """When this run's outputs began: a resumed run's first attempt wrote some of them (its stamp says when)."""
+        if self.resumed is None:
+            return self.started_wall
+        try:
+            return min(self.started_wall, time.mktime(time.strptime(self.stamp, "%Y%m%d%H%M%S")))
+        except ValueError:
+            return self.started_wall
+
     def _recovery_report(self) -> dict[str, Any]:
         return {"enabled": self.recovery_off is None, "why_not": self.recovery_off,
                 "checkpoint_s": self.checkpoint_s, "last_complete_epoch": self.epochs.complete,
@@ -645,8 +716,8 @@ class Supervisor:
         if all((finals.get(sid) or {}).get("ok") for sid in self.participants):
             checkpoint.remove_all(out_dir)
         elif checkpoint.read_complete(out_dir) is not None:
-            print(f"checkpoints kept in {checkpoint.checkpoint_dir(out_dir)}: `pipeline run` with the same config "
-                  "resumes this run, `--fresh` starts it over", file=sys.stderr)
+            print(f"checkpoints kept in {checkpoint.checkpoint_dir(out_dir)}: `{self.command}` again resumes this "
+                  "run, with `--fresh` it starts over", file=sys.stderr)
 
     def _aborted_line(self) -> str:
         """What a second Ctrl-C lost: records read from disk but not through every stage."""
@@ -679,8 +750,12 @@ class _LiveDisplay:
 
 
 def run_pipeline(config: PipelineConfig, live: bool | None = None, app: Application | None = None,
-                 fresh: bool = False, display: Display | None = None, logs_to_file: bool = False) -> int:
-    return Supervisor(config, live=live, app=app, fresh=fresh, display=display, logs_to_file=logs_to_file).run()
+                 fresh: bool = False, display: Display | None = None, logs_to_file: bool = False,
+                 command: str | None = None) -> int:
+    """``command``: how the user runs this again (default `pipeline run CONFIG`), for the lines on resuming and
+    starting over."""
+    return Supervisor(config, live=live, app=app, fresh=fresh, display=display, logs_to_file=logs_to_file,
+                      command=command).run()
 
 
 def read_run_file(output_dir: Path) -> dict[str, Any]:

@@ -83,6 +83,10 @@ class Simulation:
     def stopped(self) -> bool:
         return self._stopping or self._should_stop()
 
+    def cut_short(self) -> bool:
+        """The job ended before the iterations it was given were run (it was stopped)."""
+        return self.prof_dir is not None and self.iteration < self.iterations
+
     def run(self, should_stop: Callable[[], bool] | None = None,
             on_iteration: Callable[[int], None] | None = None) -> Path:
         """Write the whole PROF directory (iterations = 0: until stopped); returns its path. `on_iteration` is
@@ -151,7 +155,7 @@ class Simulation:
         truth = self._board.truth
         truth.records = Counter(self._writer.record_counts())
         truth.slices = Counter(self._writer.slice_counts())
-        truth.write(self.out_dir / TRUTH_FILE, self._writer.prof_dir, self.chip, complete)
+        truth.write(self.out_dir / TRUTH_FILE, self._writer.prof_dir, self.chip, complete, self.iterations)
 
 
 def records_per_second(rate: str) -> float | None:

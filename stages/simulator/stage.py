@@ -18,14 +18,18 @@ workload.py); sleep_ms: the app sleeps this long inside its model-load msproftx 
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from pipeline.checkpoint import LeftBehind
 from pipeline.stage import Batch, Source, StageConfig, StageContext
 from stages.simulator.run import MIN_SLICE_BYTES, Simulation, records_per_second, simulate
+from stages.simulator.truth import TRUTH_FILE
 from stages.simulator.workload import Model
 
 __all__ = ["SimulatorStage", "simulate"]
@@ -103,3 +107,55 @@ class SimulatorStage(Source):
 
     def accounting(self) -> dict[str, int]:
         return {"records_written": self.simulation.records_written}
+
+    def input_warnings(self) -> list[str]:
+        """A job stopped before its iterations were run (Ctrl-C, a failed run) is not the job configured."""
+        sim = self.simulation
+        if not sim.cut_short():
+            return []
+        return [f"the simulated job in {sim.prof_dir} was cut short: {sim.iteration} of {sim.iterations} iterations "
+                "were run"]
+
+    @classmethod
+    def _settings(cls, config: Any, output_dir: Path) -> tuple[SimulatorStage.Config, Path]:
+        """The stage's config and its output folder, outside a stage process (for the supervisor)."""
+        settings = config if isinstance(config, cls.Config) else cls.Config.model_validate(config or {})
+        folder = Path(settings.output).expanduser()
+        return settings, folder if folder.is_absolute() else output_dir / folder
+
+    @classmethod
+    def left_behind(cls, config: Any, output_dir: Path) -> LeftBehind:
+        """What the board of an earlier run left (a resumed run does not start it again), from its truth file:
+        whether its job ended (end_info written) and whether it was cut short."""
+        settings, folder = cls._settings(config, output_dir)
+        truth_file = folder / TRUTH_FILE
+        try:
+            truth = json.loads(truth_file.read_text())
+            prof, done = truth["prof_dir"], int(truth["iterations"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return LeftBehind(False, f"the simulated board left no readable {truth_file}")
+        planned = int(truth.get("iterations_planned", settings.iterations))
+        of = f"{done} of {planned}" if planned else f"{done}"
+        salvage = f", or parse what it wrote with `pipeline import {prof}`"
+        if not truth.get("complete"):
+            return LeftBehind(False, f"its simulated board was killed mid-job ({of} iterations in {prof}, no "
+                                     "end_info)", salvage=salvage)
+        if truth.get("cut_short", planned and done < planned):
+            return LeftBehind(True, f"the simulated job in {prof} was cut short: {of} iterations were run",
+                              cut_short=True)
+        return LeftBehind(True, f"its job in {prof} had ended ({done} iterations)")
+
+    @classmethod
+    def set_aside_unfinished(cls, config: Any, output_dir: Path) -> list[str]:
+        """Before a new job: a PROF_ directory an earlier board left without end_info (it was killed) would be taken
+        by a collector following the folder for a job still running, and followed for ever. Each is renamed
+        ``unfinished-PROF_…`` (kept for `pipeline import`); one line each says so."""
+        _, folder = cls._settings(config, output_dir)
+        lines = []
+        for prof in sorted(folder.glob("PROF_*")) if folder.is_dir() else []:
+            if prof.is_dir() and not any(prof.glob("device_*/end_info.*")):
+                target = prof.with_name(f"unfinished-{prof.name}")
+                prof.rename(target)
+                lines.append(f"{prof} never ended (its simulated board was killed): moved to {target.name}, so that "
+                             "the collector follows the new job")
+        return lines

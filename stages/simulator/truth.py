@@ -129,13 +129,17 @@ class Truth:
         return [{"device_id": self.device_id, "op_type": op_type, "core_type": core, "count": c, "total_ns": t,
                  "min_ns": lo, "max_ns": hi} for (op_type, core), (c, t, lo, hi) in sorted(groups.items())]
 
-    def to_dict(self, prof_dir: Path, chip: str, complete: bool) -> dict[str, Any]:
+    def to_dict(self, prof_dir: Path, chip: str, complete: bool, planned: int = 0) -> dict[str, Any]:
+        """``complete``: the directory is finished (end_info written); ``planned``: the iterations the job was given
+        (0: until stopped); ``cut_short``: it finished before those were run (stopped)."""
         return {
             "prof_dir": str(prof_dir),
             "chip": chip,
             "mode": self.mode,
             "complete": complete,
             "iterations": self.iterations,
+            "iterations_planned": planned,
+            "cut_short": complete and self.iterations < planned,
             "iteration_ns": self.iteration_ns,
             "ns_per_tick": self.ns_per_tick,
             "op_statistic": self.op_statistic(),
@@ -149,8 +153,8 @@ class Truth:
             "slices": dict(sorted(self.slices.items())),
         }
 
-    def write(self, path: Path, prof_dir: Path, chip: str, complete: bool) -> None:
+    def write(self, path: Path, prof_dir: Path, chip: str, complete: bool, planned: int = 0) -> None:
         """Atomically (re)write the truth file."""
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_dict(prof_dir, chip, complete), indent=1) + "\n")
+        tmp.write_text(json.dumps(self.to_dict(prof_dir, chip, complete, planned), indent=1) + "\n")
         os.replace(tmp, path)
