@@ -617,10 +617,10 @@ class CollectorStage(Source):
             files = ", ".join(state.garbage_files[:3]) + (
                 f" and {len(state.garbage_files) - 3} more" if len(state.garbage_files) > 3 else "")
             problems.append(f"collector: {files}: {state.garbage:,} of the {state.bytes_in:,} bytes of "
-                            f"{state.kind.name} read are not whole records (bad magic, unknown tag or truncated), more than "
-                            f"{MAX_GARBAGE_SHARE:.0%}: {_bytes_cost(state.garbage, state.kind)} are missing from the "
-                            "outputs (they are kept in the run's rejected/ folder; is the file from this job? copy "
-                            "it again from the board's PROF_… directory)")
+                            f"{state.kind.name} read are not whole records (bad magic, unknown tag or truncated), "
+                            f"more than {MAX_GARBAGE_SHARE:.0%}: {_bytes_cost(state.garbage, state.kind)} are missing "
+                            "from the outputs (they are kept in the run's rejected/ folder; is the file from this "
+                            "job? copy it again from the board's PROF_… directory)")
         return problems
 
     def input_problems(self) -> list[str]:
