@@ -34,7 +34,7 @@ def control_file(target: str) -> tuple[Path, Path | None]:
         found = windows_files(loaded)
         if found is None:
             raise UserError(f"ctl: {loaded.path} has no enabled windows stage to read the control file",
-                            "add one (see configs/board.yaml)")
+                            "add one, as configs/board.yaml has")
         return found
     if path.is_dir():  # no imports: ctl starts fast
         recorded = _refuse_a_run_without_windows(path.resolve())
@@ -78,7 +78,7 @@ def _refuse_a_run_without_windows(folder: Path) -> dict[str, str] | None:
     recorded = run_info["windows"]
     if not isinstance(recorded, dict):
         raise UserError(f"ctl: the run in {folder} has no windows stage: nothing there reads collection windows",
-                        "add a windows stage to its config (see configs/board.yaml) and run it again")
+                        "add a windows stage to its config, as configs/board.yaml has, and run it again")
     return {"control": str(recorded["control"]), "status": str(recorded["status"])}
 
 
