@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,15 @@ def _free_port() -> int:
         return port
 
 
+@dataclass
+class NatsServer:
+    url: str
+    process: subprocess.Popen[bytes]
+
+
 @pytest.fixture()
-def nats_url(tmp_path: Path) -> Iterator[str]:
+def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
+    """A nats-server with JetStream on a free loopback port (a test may kill or stop it)."""
     binary = shutil.which("nats-server")
     if binary is None:
         pytest.skip("nats-server is not installed (apt-get install nats-server; .ci/run does it)")
@@ -52,10 +60,17 @@ def nats_url(tmp_path: Path) -> Iterator[str]:
                 if time.monotonic() > deadline or server.poll() is not None:
                     pytest.fail("nats-server did not start listening within 15 s")
                 time.sleep(0.1)
-        yield f"nats://127.0.0.1:{port}"
+        yield NatsServer(f"nats://127.0.0.1:{port}", server)
     finally:
-        server.terminate()
+        if server.poll() is None:
+            server.send_signal(signal.SIGCONT)  # a test may have stopped it
+            server.terminate()
         server.wait(10)
+
+
+@pytest.fixture()
+def nats_url(nats_server: NatsServer) -> str:
+    return nats_server.url
 
 
 def _start(config: str, env: dict[str, str]) -> subprocess.Popen[str]:
@@ -157,12 +172,12 @@ def test_three_boards_merge_through_jetstream_across_a_merge_crash(nats_url: str
     apis = {(r["Level"], r["API Name"]): r for r in _table(merge_out, "api_statistic")}
     expected_apis = _expected_apis(board_outs)
     assert set(apis) == set(expected_apis)
-    for key, (count, total, low, high, variance) in expected_apis.items():
-        row = apis[key]
-        assert int(row["Count"]) == count, key
-        assert float(row["Time(us)"]) == pytest.approx(total, abs=0.01 * len(BOARDS)), key
-        assert (float(row["Min(us)"]), float(row["Max(us)"])) == (low, high), key
-        assert float(row["Variance"]) == pytest.approx(variance, rel=1e-3, abs=0.05), key
+    for api, (count, total, low, high, variance) in expected_apis.items():
+        row = apis[api]
+        assert int(row["Count"]) == count, api
+        assert float(row["Time(us)"]) == pytest.approx(total, abs=0.01 * len(BOARDS)), api
+        assert (float(row["Min(us)"]), float(row["Max(us)"])) == (low, high), api
+        assert float(row["Variance"]) == pytest.approx(variance, rel=1e-3, abs=0.05), api
 
     report = read_report(merge_out)["stages"]
     consumed = report["consume"]["accounting"]
@@ -182,3 +197,44 @@ def test_an_unreachable_server_is_one_clear_line(tmp_path: Path) -> None:
     text = result.stdout + result.stderr
     assert "cannot reach NATS at nats://127.0.0.1:" in text, text[-2000:]
     assert "Traceback" not in text
+
+
+def _error_lines(output: str) -> list[str]:
+    assert "Traceback" not in output and "Event loop is closed" not in output, output[-3000:]
+    return [line for line in output.splitlines() if line.startswith("error:")]
+
+
+@pytest.mark.parametrize("outage", ["killed", "stopped"])
+def test_a_server_outage_ends_board_and_merge_each_with_one_line(nats_server: NatsServer, tmp_path: Path,
+                                                                 outage: str) -> None:
+    """The server dies (SIGKILL) or stops answering (SIGSTOP: a network cut) while a board publishes and the
+    merge consumes: both runs end by themselves, failed, each naming the lost server once, without a traceback."""
+    common = {"NATS_URL": nats_server.url, "CLUSTER": "job"}
+    merge_out = tmp_path / "merge"
+    merge = _start("cluster-merge.yaml", {**common, "OUT_DIR": str(merge_out), "BOARDS": "1"})
+    board = _start("cluster-board.yaml", {**common, "BOARD": "board-a", "SEED": "11", "ITERATIONS": "100000",
+                                          "OUT_DIR": str(tmp_path / "board-a")})  # would run for hours
+    try:
+        def merged_some() -> bool:
+            for name, process in (("merge", merge), ("board", board)):
+                if process.poll() is not None:
+                    pytest.fail(f"the {name} ended before the outage: {process.communicate()[0][-3000:]}")
+            return any((merge_out / "mindstudio_profiler_output").glob("op_statistic_*.csv"))
+
+        _wait_for(merged_some, 120, "the merge's first op_statistic")  # the board publishes, the merge consumes
+        nats_server.process.send_signal(signal.SIGKILL if outage == "killed" else signal.SIGSTOP)
+        board_output, _ = board.communicate(timeout=180)
+        merge_output, _ = merge.communicate(timeout=180)
+    finally:
+        for process in (merge, board):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(30)
+
+    assert board.returncode == 1, board_output[-3000:]
+    nats_lines = [line for line in _error_lines(board_output) if "NATS" in line]
+    assert len(nats_lines) == 1, board_output[-3000:]
+    assert nats_lines[0].startswith("error: stage 'publish': publishing to ascend.job.board-a."), nats_lines
+    assert merge.returncode == 1, merge_output[-3000:]
+    (merge_line,) = _error_lines(merge_output)
+    assert merge_line.startswith("error: stage 'consume': lost the NATS server: "), merge_line

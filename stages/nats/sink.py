@@ -114,19 +114,26 @@ class NatsSink(Sink):
             raise UserError(f"stage '{self.ctx.stage_id}': a {batch.kind} batch of {len(payload)} bytes exceeds "
                             f"NATS's 1 MiB message limit", "lower run.batch.max_bytes")
         msg_id = f"{batch.meta.get('source', subject)}:{batch.kind}:{batch.meta.get('seq', self.published['messages'])}"
-        for attempt in range(PUBLISH_TRIES):
-            try:
-                self.link.call(self.link.js.publish(subject, payload, stream=self.config.stream, timeout=5,
-                                                    headers={"Nats-Msg-Id": msg_id}))
-                break
-            except asyncio.TimeoutError:  # no acknowledgement in time (a busy machine): the message id makes a
-                if attempt + 1 < PUBLISH_TRIES:  # second publish of one that did land a duplicate JetStream drops
-                    continue
-                raise UserError(f"stage '{self.ctx.stage_id}': publishing to {subject} failed: no acknowledgement "
-                                f"in {PUBLISH_TRIES} tries", "is the NATS server up, with JetStream on?") from None
-            except Exception as exc:
-                raise UserError(f"stage '{self.ctx.stage_id}': publishing to {subject} failed: "
-                                f"{type(exc).__name__} {exc}", "is the NATS server up, with JetStream on?") from None
+        failure = self._publish_tries(subject, payload, msg_id)
+        if failure is not None:  # the stage ends here: the connection and its loop go now, on this path too
+            self.link.close(drain=False)  # a server that did not answer the publish would not answer a drain
+            self.link = None
+            raise UserError(f"stage '{self.ctx.stage_id}': publishing to {subject} failed: {failure}",
+                            "is the NATS server up, with JetStream on?")
         self.published["messages"] += 1
         self.published["records"] += batch.count
         self.published["bytes"] += len(payload)
+
+    def _publish_tries(self, subject: str, payload: bytes, msg_id: str) -> str | None:
+        """Publish until JetStream acknowledges; None then, else why it failed."""
+        assert self.link is not None, "open() first"
+        for _ in range(PUBLISH_TRIES):
+            try:
+                self.link.call(self.link.js.publish(subject, payload, stream=self.config.stream, timeout=5,
+                                                    headers={"Nats-Msg-Id": msg_id}))
+                return None
+            except asyncio.TimeoutError:  # no acknowledgement in time (a busy machine): the message id makes a
+                continue  # second publish of one that did land a duplicate JetStream drops
+            except Exception as exc:
+                return f"{type(exc).__name__} {exc}"
+        return f"no acknowledgement in {PUBLISH_TRIES} tries"
