@@ -221,7 +221,8 @@ def test_a_board_killed_mid_job_is_not_waited_for_and_fresh_follows_a_new_job(tm
     config.write_text(_live_config(out, iterations=400))
     supervisor = _start(config, tmp_path / "first.log")
     try:
-        _wait_for("a complete checkpoint", lambda: _epoch(out) >= 1 and "board" in _stage_pids(out))
+        _wait_for("a complete checkpoint and the board's first truth file", lambda: _epoch(out) >= 1 and "board" in
+                  _stage_pids(out) and _truth(out).get("complete") is False)
         pids = _stage_pids(out)
         supervisor.kill()  # the stages die with it (parent-death signal), the board mid-job
         supervisor.wait(RUN_TIMEOUT_S)
