@@ -684,7 +684,7 @@ class StageRunner:
             saved = msgpack.unpackb(path.read_bytes(), raw=False)
         except (OSError, ValueError) as exc:
             raise UserError(f"stage '{self.stage_id}': cannot resume from {path}: {exc}",
-                            "start the run over with `pipeline run CONFIG --fresh`") from None
+                            "start the run over: the same command with --fresh") from None
         counts = saved["counts"]
         self.out_records.update(counts["out_records"])
         self.out_batches.update(counts["out_batches"])
