@@ -9,6 +9,7 @@ placing every row one at a time.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
 
 import numpy as np
@@ -143,8 +144,8 @@ def _near(track: NestedTrack, point: int) -> tuple[np.ndarray, np.ndarray]:
     starts, ends = track._starts, track._ends
     k = bisect_left(starts, point)
     chain = [span for span in _chain(track, k) if ends[span] > point]
-    return (np.array([starts[span] for span in chain] + starts[k:], np.int64),
-            np.array([ends[span] for span in chain] + ends[k:], np.int64))
+    return (np.concatenate((np.array([starts[span] for span in chain], np.int64), np.array(starts[k:], np.int64))),
+            np.concatenate((np.array([ends[span] for span in chain], np.int64), np.array(ends[k:], np.int64))))
 
 
 def _clean_prefix(track: NestedTrack, start: np.ndarray, end: np.ndarray) -> int:
@@ -220,9 +221,9 @@ def _store(track: NestedTrack, start: np.ndarray, end: np.ndarray) -> None:
     by_new[in_new] = new[container[in_new] - k]
     by_new &= s < np.where(in_new, e[np.maximum(container - k, 0)], 0)
     parent = np.where(new | by_new, container, kept_parent)
-    starts[k:] = s.tolist()
-    ends[k:] = e.tolist()
-    parents[k:] = parent.tolist()
+    starts[k:] = array("q", s.astype(np.int64, copy=False).tobytes())
+    ends[k:] = array("q", e.astype(np.int64, copy=False).tobytes())
+    parents[k:] = array("q", parent.astype(np.int64, copy=False).tobytes())
     top_start = int(start.max())
     if top_start > track._max_start:
         track._max_start = top_start

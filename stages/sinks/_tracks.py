@@ -100,8 +100,9 @@ class SerialTrack:
 
 class NestedTrack:
     """A laminar family of spans sorted by (start, -end); each span knows its innermost container. Spans are three
-    parallel lists (starts, ends, the index of each one's container or -1), so a batch of them is stored with
-    list operations (:mod:`._track_columns`) and bisection runs in C."""
+    parallel arrays of int64 (starts, ends, the index of each one's container or -1): a batch of them is stored
+    with slice operations (:mod:`._track_columns`), bisection runs in C, and a span costs 24 bytes (a track
+    holds every span of the last ``window_ns``: hundreds of thousands on a busy host)."""
 
     __slots__ = ("window_ns", "adjusted", "dropped", "_starts", "_ends", "_parents", "_floor", "_max_start",
                  "_prune_at")
@@ -110,9 +111,9 @@ class NestedTrack:
         self.window_ns = window_ns
         self.adjusted = 0
         self.dropped = 0
-        self._starts: list[int] = []
-        self._ends: list[int] = []
-        self._parents: list[int] = []  # index of the container, always before the span; -1: none
+        self._starts = array("q")
+        self._ends = array("q")
+        self._parents = array("q")  # index of the container, always before the span; -1: none
         self._floor = -1  # latest end among forgotten spans
         self._max_start = -1
         self._prune_at = 4096
@@ -130,8 +131,8 @@ class NestedTrack:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.window_ns, self.adjusted, self.dropped = state["window_ns"], state["adjusted"], state["dropped"]
         self._floor, self._max_start, self._prune_at = state["floor"], state["max_start"], state["prune_at"]
-        self._starts, self._ends = list(state["starts"]), list(state["ends"])
-        self._parents = list(state["parents"])
+        self._starts, self._ends = array("q", state["starts"]), array("q", state["ends"])
+        self._parents = array("q", state["parents"])
 
     def place(self, start: int, end: int) -> tuple[int, int] | None:
         if end < start:
@@ -296,9 +297,9 @@ class NestedTrack:
         for kept in keep:
             renumber.append(kept_count)
             kept_count += kept
-        self._parents = [-1 if parent < 0 else renumber[parent] for parent in compress(self._parents, keep)]
-        self._starts = list(compress(self._starts, keep))
-        self._ends = list(compress(ends, keep))
+        self._parents = array("q", [-1 if parent < 0 else renumber[parent] for parent in compress(self._parents, keep)])
+        self._starts = array("q", compress(self._starts, keep))
+        self._ends = array("q", compress(ends, keep))
         self._prune_at = max(4096, 2 * len(self._starts))
 
 
