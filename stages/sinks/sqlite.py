@@ -42,6 +42,7 @@ from __future__ import annotations
 import copy
 import pickle
 import sqlite3
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -123,6 +124,9 @@ class Writer:
             self.cursor = self.conn.cursor()
             self.cursor.execute("PRAGMA synchronous=NORMAL")
             self.cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")  # as Python's sqlite3 waits by default
+        # closed by close(), or when the stage ends without it (a failed stage): ADBC refuses to close a
+        # connection whose cursor is open, and would say so in a traceback at exit
+        self._closer = weakref.finalize(self, _close_handles, self.cursor, self.conn)
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> None:
         with _as_sqlite():
@@ -150,14 +154,16 @@ class Writer:
             pass  # no transaction (the error ended it)
 
     def close(self) -> None:
+        self._closer()
+
+
+def _close_handles(cursor: Any, conn: Any) -> None:
+    """The cursor, then its connection (once each; already closed is fine)."""
+    for handle in (cursor, conn):
         try:
-            self.cursor.close()
+            handle.close()
         except adbc_driver_manager.Error:
             pass
-        try:
-            self.conn.close()
-        except adbc_driver_manager.Error:
-            pass  # already closed
 
 
 def rows_table(table: msdb.Table, rows: Sequence[Sequence[Any]]) -> pa.Table:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from contextlib import closing
 from typing import Any
 
@@ -371,3 +373,22 @@ def test_existing_file_replaced_and_config(ctx: StageContext, feed: Feed) -> Non
     assert SqliteSink.Config().path == "msprof_{timestamp}.db"
     with pytest.raises(ValidationError):
         SqliteSink.Config(journal="wal")  # type: ignore[call-arg]
+
+
+def test_a_sink_that_ends_without_close_leaves_no_traceback(tmp_path: Any) -> None:
+    """A failed stage never calls close(): its ADBC connection is closed at exit without a complaint (ADBC refuses
+    to close a connection whose cursor is open, and prints a traceback from the garbage collector)."""
+    script = (
+        "from pathlib import Path\n"
+        "from pipeline.stage import StageContext\n"
+        "from stages.sinks.sqlite import SqliteSink\n"
+        f"out = Path({str(tmp_path)!r})\n"
+        "ctx = StageContext(stage_id='db', run_id='t', output_dir=out, aside_dir=out / 'rejected')\n"
+        "sink = SqliteSink(SqliteSink.Config(), ctx)\n"
+        "sink.open()\n"
+        "assert sink.conn is not None\n"
+        "sink.cycle = sink\n"  # a failed stage's sink is collected with other garbage: in no particular order
+        "del sink\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
