@@ -3,14 +3,17 @@
 The run's summary (run_report.json), the top operator types and APIs as bar charts (op_statistic,
 api_statistic), the iteration times as a line chart (step_trace), the advice with its evidence
 (advice.json), and how to open the timeline in Perfetto's UI and the database in Datasette. The charts
-are plotly's; plotly.js is embedded in the page, so it opens offline and fetches nothing.
+are drawn by plotly.js, embedded in the page, so it opens offline and fetches nothing.
 
-Only this module imports plotly, and only when it writes a page.
+The figures are plain JSON handed to ``Plotly.newPlot``; plotly.js is read from the installed plotly
+package's files (read once per process), and no plotly module is imported.
 """
 
 from __future__ import annotations
 
+import functools
 import html
+import importlib.util
 import json
 import os
 import re
@@ -21,26 +24,25 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 from pipeline.errors import UserError
 from pipeline.results import SUMMARY_DIR, RunResults, count, iter_rows, locate, micros, read_rows, results_of
 
-if TYPE_CHECKING:
-    from plotly.graph_objects import Figure
-
 REPORT_NAME = "report.html"
 TOP_N = 15  # bars per chart
 MAX_POINTS = 5000  # points per iteration-time line; longer runs are shown as bucket maxima
 PERFETTO_UI = "https://ui.perfetto.dev"
+PLOTLY_JS = ("package_data", "plotly.min.js")  # inside the installed plotly package
 _CHART_CONFIG = {"displaylogo": False, "responsive": True}
-# Plain styling rather than a named template: loading plotly's templates costs about a second per page.
 _AXIS = {"gridcolor": "#e6e9ed", "zerolinecolor": "#c9ced6", "linecolor": "#c9ced6", "automargin": True}
-_LAYOUT: dict[str, Any] = {"template": "none", "paper_bgcolor": "white", "plot_bgcolor": "white",
+_LAYOUT: dict[str, Any] = {"paper_bgcolor": "white", "plot_bgcolor": "white",
                            "font": {"family": "system-ui, sans-serif", "size": 12, "color": "#1f2933"},
                            "colorway": ["#3b6ea8", "#d9822b", "#2f9e6e", "#a14fa8", "#c23b3b"],
-                           "margin": {"l": 10, "r": 20, "t": 32, "b": 40}, "xaxis": _AXIS, "yaxis": _AXIS}
+                           "margin": {"l": 10, "r": 20, "t": 32, "b": 40}}
+# Characters that could end the <script> element or open a comment in it, as JSON escapes.
+_SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 
 
 @dataclass
@@ -218,35 +220,67 @@ def bucket_maxima(xs: list[int], ys: list[float], limit: int = MAX_POINTS) -> tu
     return [xs[i] for i in keep], [ys[i] for i in keep], size
 
 
-def _bar_figure(bars: list[Bar], axis_title: str) -> Figure:
-    import plotly.graph_objects as go
+@dataclass(frozen=True)
+class Chart:
+    """One plotly.js chart: its traces and layout as plain JSON-ready values."""
 
-    shown = list(reversed(bars))  # plotly draws the first bar at the bottom
-    figure = go.Figure(go.Bar(x=[bar.value_ms for bar in shown], y=[bar.label for bar in shown], orientation="h",
-                              customdata=[bar.hover for bar in shown], marker_color="#3b6ea8",
-                              hovertemplate="%{y}<br>%{x:,.3f} ms<br>%{customdata}<extra></extra>"))
-    figure.update_layout(_LAYOUT, height=112 + 26 * len(bars), xaxis_title=axis_title,
-                         yaxis={"type": "category", "automargin": True})
-    return figure
+    traces: list[dict[str, Any]]
+    layout: dict[str, Any]
 
 
-def _line_figure(series: dict[str, tuple[list[int], list[float]]]) -> tuple[Figure, int]:
-    import plotly.graph_objects as go
+def _axis(title: str | None = None, **more: Any) -> dict[str, Any]:
+    return {**_AXIS, **({"title": {"text": title}} if title else {}), **more}
 
-    figure = go.Figure()
+
+def bar_chart(bars: list[Bar], axis_title: str) -> Chart:
+    """Horizontal bars, the largest at the top, each with its detail on hover."""
+    shown = list(reversed(bars))  # plotly.js draws the first bar at the bottom
+    trace = {"type": "bar", "orientation": "h", "x": [bar.value_ms for bar in shown],
+             "y": [bar.label for bar in shown], "customdata": [bar.hover for bar in shown],
+             "marker": {"color": "#3b6ea8"},
+             "hovertemplate": "%{y}<br>%{x:,.3f} ms<br>%{customdata}<extra></extra>"}
+    layout = {**_LAYOUT, "height": 112 + 26 * len(bars), "xaxis": _axis(axis_title),
+              "yaxis": _axis(type="category")}
+    return Chart([trace], layout)
+
+
+def line_chart(series: dict[str, tuple[list[int], list[float]]]) -> tuple[Chart, int]:
+    """One line per series (at most MAX_POINTS points each) and the largest bucket of iterations a point stands for."""
+    traces = []
     bucket = 1
     for name, (xs, ys) in sorted(series.items()):
         xs, ys, size = bucket_maxima(xs, ys)
         bucket = max(bucket, size)
-        figure.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=name,
-                                    hovertemplate="iteration %{x}<br>%{y:,.3f} ms<extra>%{fullData.name}</extra>"))
-    figure.update_layout(_LAYOUT, height=360, xaxis_title="iteration", yaxis_title="iteration time (ms)",
-                         showlegend=len(series) > 1, legend={"orientation": "h", "y": 1.08})
-    return figure, bucket
+        traces.append({"type": "scatter", "mode": "lines", "name": name, "x": xs, "y": ys,
+                       "hovertemplate": "iteration %{x}<br>%{y:,.3f} ms<extra>%{fullData.name}</extra>"})
+    layout = {**_LAYOUT, "height": 360, "xaxis": _axis("iteration"), "yaxis": _axis("iteration time (ms)"),
+              "showlegend": len(series) > 1, "legend": {"orientation": "h", "y": 1.08}}
+    return Chart(traces, layout), bucket
 
 
-def _chart(figure: Figure, div_id: str) -> str:
-    return str(figure.to_html(include_plotlyjs=False, full_html=False, div_id=div_id, config=_CHART_CONFIG))
+def _chart(chart: Chart, div_id: str) -> str:
+    """The chart's element and the script that draws it into it."""
+    arguments = ", ".join(_script_json(value) for value in (chart.traces, chart.layout, _CHART_CONFIG))
+    return (f"<div id=\"{div_id}\" class=\"chart\" style=\"height:{int(chart.layout['height'])}px\"></div>"
+            f"<script>Plotly.newPlot(\"{div_id}\", {arguments});</script>")
+
+
+def _script_json(value: Any) -> str:
+    """JSON to put inside a <script> element (nothing in the data can end it)."""
+    return json.dumps(value, ensure_ascii=False).translate(_SCRIPT_SAFE)
+
+
+@functools.cache
+def plotly_js() -> str:
+    """plotly.js as the installed plotly package ships it (found without importing plotly)."""
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("plotly is not installed")
+    path = Path(next(iter(spec.submodule_search_locations)), *PLOTLY_JS)
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ImportError(f"plotly.js is not where the plotly package keeps it: {path}: {exc.strerror}") from None
 
 
 # --- the page ----------------------------------------------------------------------------------------------
@@ -254,8 +288,6 @@ def _chart(figure: Figure, div_id: str) -> str:
 
 def render_page(run: RunFolder, page_dir: Path) -> str:
     """The whole page; links to the run's files are relative to ``page_dir``, where the page goes."""
-    from plotly.offline import get_plotlyjs
-
     report = run.run_report or {}
     title = f"pipeline report: {report.get('run_id') or run.folder.name}"
     sections = [_summary_section(run), _statistics_section(run), _iterations_section(run), _advice_section(run),
@@ -264,7 +296,7 @@ def render_page(run: RunFolder, page_dir: Path) -> str:
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<link rel=\"icon\" href=\"data:,\"><title>{_e(title)}</title><style>{_CSS}</style>"
-            f"<script type=\"text/javascript\">{get_plotlyjs()}</script></head><body><main>"
+            f"<script type=\"text/javascript\">{plotly_js()}</script></head><body><main>"
             f"<h1>{_e(title)}</h1><p class=\"muted\">{_e(str(run.folder.resolve()))} · written {_e(generated)}</p>"
             f"{_NAV}"
             + "".join(sections) + "</main></body></html>\n")
@@ -340,7 +372,7 @@ def _statistics_section(run: RunFolder) -> str:
             (apis, run.results.api_statistic, "APIs by host time", "total time in the API (ms)", "chart-apis")):
         if bars and source is not None:
             parts.append(f"<h3>{heading} <span class=\"muted\">(top {len(bars)}, {_e(source.name)})</span></h3>")
-            parts.append(_chart(_bar_figure(bars, axis), div_id))
+            parts.append(_chart(bar_chart(bars, axis), div_id))
     if not operators and not apis:
         parts.append(_muted("The statistics files hold no rows."))
     return _section("statistics", "Top operators and APIs", "".join(parts))
@@ -351,12 +383,12 @@ def _iterations_section(run: RunFolder) -> str:
     if not series:
         return _section("iterations", "Iteration times", _muted(
             "No step_trace file with finished iterations (the device wrote no step-trace keypoints)."))
-    figure, bucket = _line_figure(series)
+    chart, bucket = line_chart(series)
     iterations = sum(len(xs) for xs, _ in series.values())
     note = f"; each point is the slowest of {bucket} iterations" if bucket > 1 else ""
     names = ", ".join(path.name for path in run.step_trace)
     return _section("iterations", "Iteration times", _muted(f"{iterations:,} iterations from {names}{note}")
-                    + _chart(figure, "chart-iterations"))
+                    + _chart(chart, "chart-iterations"))
 
 
 def _advice_section(run: RunFolder) -> str:

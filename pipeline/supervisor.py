@@ -659,7 +659,7 @@ class Supervisor:
         for line in self._recovery_lines():
             print(f"  {line}", flush=True)
         print(outputs_line(out_dir, int(self._outputs_since())), flush=True)  # whole seconds: coarse file systems
-        from pipeline.html_report import write_after_run  # plotly loads only here
+        from pipeline.html_report import write_after_run  # loaded only here
 
         write_after_run(out_dir)  # report.html: the summary, charts and advice for a browser
         if self.stage_log is not None:
