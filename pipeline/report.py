@@ -145,9 +145,18 @@ def _stall_lines(stalls: list[dict[str, Any]]) -> list[str]:
             f"{', then responding again' if stall['ended'] else ''}" for stall in stalls]
 
 
-def outputs_line(out_dir: Path, since: float) -> str:
+OUTPUT_NAMES_SHOWN = 8  # off a terminal: the names on the one line, then a count of the others
+OUTPUT_NAME_LINES = 4  # on a terminal: the lines of names under the folder, then a count of the others
+
+
+def outputs_line(out_dir: Path, since: float, width: int | None = None) -> str:
     """Where this run's results are, for the user to open next: the files it wrote or changed (from ``since``,
-    epoch seconds), not an earlier run's in the same folder. The database and msprof's folder first."""
+    epoch seconds), not an earlier run's in the same folder. The database and msprof's folder first.
+
+    One line off a terminal. Within ``width`` columns (default: the terminal's, when standard output is one)
+    it is one line where that fits, else the folder on a line and the names under it, wrapped between names."""
+    if width is None and sys.stdout.isatty():
+        width = shutil.get_terminal_size().columns
     def written(folder: Path) -> list[Path]:
         try:
             return sorted(path for path in folder.iterdir() if path.is_file() and not path.name.startswith(".")
@@ -159,5 +168,37 @@ def outputs_line(out_dir: Path, since: float) -> str:
              + [path for path in top_level if path.suffix != ".db"])
     if not found:
         return f"outputs: none written under {out_dir}"
-    names = ", ".join(p.name for p in found[:8]) + (f" (+{len(found) - 8} more)" if len(found) > 8 else "")
-    return f"outputs in {out_dir}: {names}"
+    names = [path.name for path in found]
+    if width is None:
+        shown = ", ".join(names[:OUTPUT_NAMES_SHOWN])
+        return f"outputs in {out_dir}: {shown}" + (f" (+{len(names) - OUTPUT_NAMES_SHOWN} more)"
+                                                    if len(names) > OUTPUT_NAMES_SHOWN else "")
+    one_line = f"outputs in {out_dir}: {', '.join(names)}"
+    if len(one_line) <= width:
+        return one_line
+    return "\n".join([f"outputs in {out_dir}:", *wrapped_names(names, width)])
+
+
+def wrapped_names(names: list[str], width: int, indent: str = "  ", max_lines: int = OUTPUT_NAME_LINES) -> list[str]:
+    """``names`` comma-separated in lines of ``width`` columns at most, each after ``indent``, broken between
+    names only; past ``max_lines`` the last line ends with ``+N more``. A name wider than a line has one alone."""
+    for shown in range(len(names), -1, -1):
+        more = [f"+{len(names) - shown} more"] if shown < len(names) else []
+        lines = _fill([f"{name}," for name in names[:shown]] + more, width, indent)
+        if len(lines) <= max_lines:
+            return lines
+    return lines
+
+
+def _fill(words: list[str], width: int, indent: str) -> list[str]:
+    """``words`` on lines of ``width`` columns, a space apart, each line after ``indent``; the last word's comma
+    goes."""
+    if words:
+        words[-1] = words[-1].removesuffix(",")
+    lines: list[str] = []
+    for word in words:
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += f" {word}"
+        else:
+            lines.append(indent + word)
+    return lines
