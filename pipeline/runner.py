@@ -523,8 +523,11 @@ class StageRunner:
             with self._source_signals_held():
                 if self._stop_asked():
                     return
+                child = self._save_in_child(epoch, final, ack)
+                if self._stop_asked():  # handled meanwhile (a signal taken by another thread): the child may have it
+                    self._drop_save(child)
+                    return
                 self.epoch = epoch
-                self._save_in_child(epoch, final, ack)
             self.send_barrier(epoch, final)
             return
         started = time.perf_counter()
@@ -532,9 +535,12 @@ class StageRunner:
             with self._source_signals_held():
                 if self._stop_asked():
                     return
-                self.epoch = epoch
                 saved = self._saved_state(epoch, final)
+                if self._stop_asked():  # handled meanwhile (a signal taken by another thread): the state may have it
+                    return
+                self.epoch = epoch
         except Exception as exc:  # e.g. a plugin whose state does not pickle: recovery is off for this run
+            self.epoch = epoch
             self._checkpoint_failed(epoch, f"{type(exc).__name__}: {exc}", traceback.format_exc())
             self.send_barrier(epoch, final)
             return
@@ -545,8 +551,15 @@ class StageRunner:
         self._acknowledge(ack)
 
     def _stop_asked(self) -> bool:
-        """A source asked to stop (or aborted) before its state was taken: it saves no more epochs."""
+        """A source asked to stop (or aborted): it saves no more epochs. Checked before its state is taken and
+        after (the signals are held in between, but one taken by another thread is handled all the same)."""
         return isinstance(self.stage, Source) and (self.stop_requested or self.abort)
+
+    def _drop_save(self, child: int) -> None:
+        """A checkpoint a forked child is writing, not to be kept: the child ends, its file never completes."""
+        self._saving.pop(child, None)
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
 
     @contextlib.contextmanager
     def _source_signals_held(self) -> Iterator[None]:
@@ -561,9 +574,9 @@ class StageRunner:
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
-    def _save_in_child(self, epoch: int, final: bool, ack: dict[str, Any]) -> None:
-        """Pickle and write the checkpoint in a forked child: it sees this moment's memory (copy-on-write) while
-        the stage goes on; the acknowledgement follows when the child has written the file."""
+    def _save_in_child(self, epoch: int, final: bool, ack: dict[str, Any]) -> int:
+        """Pickle and write the checkpoint in a forked child (returned): it sees this moment's memory (copy-on-write)
+        while the stage goes on; the acknowledgement follows when the child has written the file."""
         started = time.perf_counter()
         self._reap_saves(wait_s=None)  # one at a time, in epoch order
         parent = os.getpid()
@@ -588,6 +601,7 @@ class StageRunner:
                 os._exit(code)
         self._saving[pid] = ack
         self._count_stall(started)
+        return pid
 
     def _write_checkpoint(self, epoch: int, saved: bytes) -> None:
         """The epoch's file; a full or read-only disk pauses the stage here, as it does a sink's writes."""
