@@ -70,28 +70,44 @@ def run_import(prof: Path, output: Path | None = None, only: Sequence[str] | Non
 
 
 def import_quietly(prof: Path, output: Path, verb: str) -> None:
-    """Import for `show` / `compare`: stdout keeps only their tables. The progress goes to stderr, and so does
-    one line on the parse (or its whole run report when it did not complete)."""
+    """Import for `show` / `compare` / `report`: stdout keeps only their tables. The progress goes to stderr, and
+    so does one line on the parse. An import that ended failed (data lost, its problems said on stderr) but wrote
+    statistics is one line too: the verb shows them with its note that they are incomplete and why. Any other
+    end prints the whole run report and is an error."""
     print(f"{verb}: parsing {prof} into {output} first", file=sys.stderr, flush=True)
     report = io.StringIO()
     with contextlib.redirect_stdout(report):
         code = run_import(prof, output, verb=verb, progress=sys.stderr)
-    summary = _parsed_line(output)
-    if code != 0 or summary is None:
-        sys.stderr.write(report.getvalue())
-        raise UserError(f"{verb}: parsing {prof} failed (exit {code})", "the run report above says why")
-    print(f"{verb}: {summary}", file=sys.stderr, flush=True)
+    ended = _run_report(output)
+    state = str((ended or {}).get("state", "without a run report"))
+    if code == 0 and ended is not None and state == "completed":
+        print(f"{verb}: {_parsed_line(output, ended)}", file=sys.stderr, flush=True)
+        return
+    if state == "failed" and _wrote_statistics(output):
+        problems = len((ended or {}).get("problems") or [])
+        print(f"{verb}: parsing {prof} ended failed ({problems} problem(s), above): its figures are incomplete, "
+              "shown with a note that says why", file=sys.stderr, flush=True)
+        return
+    sys.stderr.write(report.getvalue())
+    raise UserError(f"{verb}: parsing {prof} ended {state} (exit {code})", "the run report above says why")
 
 
-def _parsed_line(output: Path) -> str | None:
-    """`parsed 982,729 records in 27.1 s (run report: …)` for a completed import; None otherwise."""
-    path = output / "run_report.json"
+def _run_report(output: Path) -> dict[str, Any] | None:
     try:
-        report = json.loads(path.read_text(encoding="utf-8"))
+        report = json.loads((output / "run_report.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if report.get("state") != "completed":
-        return None
+    return report if isinstance(report, dict) else None
+
+
+def _wrote_statistics(output: Path) -> bool:
+    from pipeline.results import locate  # results reads through this module: imported when called
+
+    return locate(output) is not None
+
+
+def _parsed_line(output: Path, report: dict[str, Any]) -> str:
+    """`parsed 982,729 records in 27.1 s (run report: …)` for a completed import."""
     records = sum(sum((final or {}).get("out", {}).values()) for final in report.get("stages", {}).values()
                   if (final or {}).get("role") == "source")
-    return f"parsed {records:,} records in {report.get('wall_s', 0):.1f} s (run report: {path})"
+    return f"parsed {records:,} records in {report.get('wall_s', 0):.1f} s (run report: {output / 'run_report.json'})"

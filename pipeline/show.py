@@ -55,7 +55,7 @@ def show_tables(results: RunResults, top: int) -> list[Table]:
         tables.append(_table(tasks, OP_SUMMARY_COLUMNS, slowest, top))
     if results.advice is not None:
         advice = json.loads(results.advice.read_text(encoding="utf-8")).get("advice", [])
-        tables.append(advice_table(advice))
+        tables.append(advice_table(advice, incomplete=results.unfinished is not None))
     return tables
 
 

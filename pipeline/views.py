@@ -362,13 +362,17 @@ def _first_sentence(text: str) -> str:
     return text.split(". ", 1)[0].rstrip(".") + "." if text else ""
 
 
-def advice_table(advice: list[dict[str, Any]]) -> Table:
-    """The Advice panel: one row per finding of the advice sink (pipeline/advice.py)."""
-    table = Table(title="advice", expand=False, show_lines=False)
+def advice_table(advice: list[dict[str, Any]], incomplete: bool = False) -> Table:
+    """The Advice panel: one row per finding of the advice sink (pipeline/advice.py). ``incomplete``: the run
+    that wrote them lost data or was cut short, so they rest on part of the job."""
+    title = "advice (on incomplete figures: see the note above)" if incomplete else "advice"
+    table = Table(title=title, expand=False, show_lines=False)
     for column in ("", "finding", "what to do", "rule"):
         table.add_column(column, overflow="fold")
     if not advice:
-        table.add_row("", "nothing to point out so far", "", "")
+        table.add_row("", "nothing to point out in what was read, but the figures are incomplete (see the note "
+                      "above): what is missing was not looked at" if incomplete else "nothing to point out so far",
+                      "", "")
     for item in advice:
         severity = str(item.get("severity", ""))
         table.add_row(Text(severity, style=ADVICE_STYLES.get(severity, "")), str(item.get("title", "")),

@@ -4,11 +4,15 @@ removed at exit."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+import random
 import subprocess
 import sys
 from pathlib import Path
 
-from pipeline_runs import pipeline_env
+from pipeline_runs import pipeline_env, run_cli
 
 OP_STATISTIC = ("Device_id,OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)\n"
                 "0,Conv2D,AI_CORE,4,120.5,20,30.125,40.5,75\n0,MatMul,AI_CORE,2,40,20,20,20,25\n")
@@ -126,3 +130,54 @@ def _on_pty(code: str, args: list[str], columns: int, rows: int = 24) -> str:
         assert process.wait(timeout=60) == 0, b"".join(chunks)[-2000:]
     os.close(master)
     return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+# --- pipeline show on a PROF directory whose import loses data ------------------------------------------------
+
+def csv_rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return [{key: value.strip() for key, value in row.items()} for row in csv.DictReader(handle)]
+
+
+def test_show_of_a_damaged_prof_directory_shows_its_tables_with_the_note(tmp_path: Path) -> None:
+    """A slice of random bytes: the import ends failed, and `show` of the directory still shows what was read,
+    saying its figures are incomplete and why (as `show` of that import's folder does)."""
+    board = tmp_path / "board"
+    made = run_cli("simulate", str(board), "--chip", "cloud", "--iterations", "30", "--rate", "max",
+                   "--slice-bytes", "65536")
+    assert made.returncode == 0, made.stderr[-3000:]
+    prof = Path(json.loads((board / "simulator_truth.json").read_text())["prof_dir"])
+    spoilt = prof / "device_0" / "data" / "hwts.data.0.slice_2"
+    spoilt.write_bytes(random.Random(9).randbytes(spoilt.stat().st_size))
+
+    shown = run_cli("show", str(prof), "--top", "3")
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr[-3000:]
+    errors = [line.removeprefix("error: ") for line in shown.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith(f"collector: {spoilt}: 65,536 of the"), shown.stderr
+    assert f"show: parsing {prof} ended failed (1 problem(s), above): its figures are incomplete" in shown.stderr
+    out = prof / "pipeline_output"
+    assert json.loads((out / "run_report.json").read_text())["state"] == "failed"
+    text = "".join(shown.stdout.split())  # the console wraps lines where it likes
+    for said in ("these figures are incomplete (1 problem(s)", errors[0], "op_statistic (op_statistic_",
+                 "api_statistic (api_statistic_", "advice (on incomplete figures: see the note above)"):
+        assert "".join(said.split()) in text, said
+    (statistics,) = (out / "mindstudio_profiler_output").glob("op_statistic_*.csv")
+    top = max(csv_rows(statistics), key=lambda row: float(row["Total Time(us)"]))
+    assert "".join(f"│{top['OP Type']}│{top['Core Type']}│{top['Count']}│".split()) in text  # the file's top row
+
+
+def test_advice_with_no_finding_on_incomplete_figures_says_they_are_incomplete() -> None:
+    from rich.console import Console
+
+    from pipeline.views import advice_table
+
+    def rendered(incomplete: bool) -> str:
+        console = Console(width=200, record=True, file=io.StringIO())
+        console.print(advice_table([], incomplete=incomplete))
+        return console.export_text()
+
+    assert "nothing to point out so far" in rendered(False)
+    incomplete = rendered(True)
+    assert "nothing to point out so far" not in incomplete
+    assert "advice (on incomplete figures: see the note above)" in incomplete
+    assert "but the figures are incomplete (see the note above): what is missing was not looked at" in incomplete
