@@ -186,6 +186,32 @@ def test_an_import_names_its_own_command_to_start_over_and_takes_fresh(
     assert read_report(out)["state"] == "completed"
 
 
+def test_the_run_table_is_followed_by_each_restart(finished_board: Path, fresh_import: Path, tmp_path: Path) -> None:
+    out, config, log = tmp_path / "out", tmp_path / "run.yaml", tmp_path / "run.log"
+    live_board = tmp_path / "board" / finished_board.name
+    config.write_text(_config(out, live_board))
+    replay = BoardReplay(finished_board, live_board, pause_s=0.05, holds=(8,))
+    with open(log, "wb") as sink:
+        supervisor = subprocess.Popen([sys.executable, "-m", "pipeline", "run", str(config), "--live", "off"],
+                                      env=pipeline_env(), stdout=sink, stderr=subprocess.STDOUT)
+    replay.start()
+    try:
+        _wait_for("a complete checkpoint", lambda: _epoch(out) >= 1 and "decode" in _stage_pids(out))
+        os.kill(_stage_pids(out)["decode"], signal.SIGKILL)
+        _wait_for("the restart", lambda: _said(log, "stage 'decode' crashed (killed by signal 9)"))
+    finally:
+        replay.release_all()
+        replay.join(RUN_TIMEOUT_S)
+    assert supervisor.wait(RUN_TIMEOUT_S) == 0, log.read_text()[-3000:]
+    printed = log.read_text()
+    table = printed[printed.index("all counts reconcile"):printed.index("outputs in")]
+    recovery = read_report(out)["recovery"]["recoveries"]
+    assert len(recovery) == 1
+    assert (f"restarted after stage 'decode' crashed (killed by signal 9) at {recovery[0]['at_s']:.1f} s, from "
+            f"checkpoint epoch {recovery[0]['resumed_epoch']}") in table
+    assert _csv_files(out) == _csv_files(fresh_import)
+
+
 # -- a live run's simulated board, which a resumed run does not start again ------------------------------------
 
 
