@@ -41,6 +41,7 @@ class TxInbox:
         self.fd = os.open(self.path, flags, 0o640)
         self.zctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self.sock = transport.make_pull(self.zctx, endpoint, hwm=64, curve=curve)
+        self.bound = transport.bound_ipc_file(endpoint)  # an ipc socket's file, removed at close
         self.endpoint = endpoint
 
     def take(self, until_quiet: bool = False) -> int:
@@ -69,7 +70,7 @@ class TxInbox:
         return len(body)
 
     def close(self) -> None:
-        self.sock.close(0)
+        transport.close_bound(self.sock, self.bound)
         stop_authenticators(self.zctx)
         self.zctx.term()
         os.close(self.fd)
