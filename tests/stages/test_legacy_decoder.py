@@ -44,15 +44,15 @@ def _decoder(tmp_path: Path) -> DecoderStage:
 def _decode(kind: files.StreamKind, body: bytes, device: int | None = DEVICE) -> tuple[dict[str, np.ndarray],
                                                                                           DecoderStage]:
     """Frame ``body`` as the collector would, decode it; decoded arrays by kind (and the decoder)."""
-    with tempfile.TemporaryDirectory() as folder:
-        decoder = _decoder(Path(folder))
     framed = frame(kind, body, final=True)
     assert framed.count * kind.record_size == len(body) and not framed.garbage
     batch = Batch("raw", framed.count, {"kind": kind.name, "stream": kind.name, "device": device,
                                         "size": kind.record_size}, framed.records)
     out: dict[str, np.ndarray] = {}
-    for decoded in decoder.process(batch):
-        out[decoded.kind] = records.from_batch(decoded)
+    with tempfile.TemporaryDirectory() as folder:  # rejected records are kept aside in it: used while it exists
+        decoder = _decoder(Path(folder))
+        for decoded in decoder.process(batch):
+            out[decoded.kind] = records.from_batch(decoded)
     assert decoder.check() == []
     return out, decoder
 
@@ -369,10 +369,10 @@ def test_random_records_never_crash_and_every_record_is_accounted(kind: str, dat
     tails = data.draw(st.lists(st.binary(min_size=stream.record_size - 2, max_size=stream.record_size - 2),
                                min_size=1, max_size=6))
     body = b"".join(b"\x5a\x5a" + tail for tail in tails)
-    with tempfile.TemporaryDirectory() as folder:
-        decoder = _decoder(Path(folder))
     batch = Batch("raw", len(tails), {"kind": kind, "stream": kind, "device": DEVICE, "size": stream.record_size},
                   body)
-    list(decoder.process(batch))
+    with tempfile.TemporaryDirectory() as folder:
+        decoder = _decoder(Path(folder))
+        list(decoder.process(batch))
     accounting = decoder.accounting()
     assert accounting["records_in"] == len(tails) == accounting["decoded"] + accounting["rejected"]
