@@ -1,6 +1,5 @@
 """Finishing touches a user sees: report.html written without plotly's Python modules, the outputs line laid
-out for the terminal, `pipeline show` on a PROF directory whose import lost data, and tx_inbox's socket file
-removed at exit."""
+out for the terminal, and `pipeline show` on a PROF directory whose import lost data."""
 
 from __future__ import annotations
 
@@ -182,24 +181,3 @@ def test_advice_with_no_finding_on_incomplete_figures_says_they_are_incomplete()
     assert "advice (on incomplete figures: see the note above)" in incomplete
     assert "but the figures are incomplete (see the note above): what is missing was not looked at" in incomplete
 
-
-# --- the tx socket's ipc file ----------------------------------------------------------------------------------
-
-def test_tx_inbox_removes_its_ipc_file_when_it_closes(tmp_path: Path) -> None:
-    import zmq
-
-    from pipeline.stage import StageContext
-    from stages.tx_inbox import RECORD_BYTES, TxInbox
-
-    socket_file = tmp_path / "tx.ipc"
-    inbox = TxInbox(StageContext("collect", "r1", tmp_path / "out"), f"ipc://{socket_file}", None, fresh=True)
-    try:
-        assert socket_file.exists()
-        with zmq.Context() as context, context.socket(zmq.PUSH) as push:
-            push.connect(f"ipc://{socket_file}")
-            push.send(b"\x5a" * RECORD_BYTES)
-            assert inbox.take(until_quiet=True) == RECORD_BYTES
-    finally:
-        inbox.close()
-    assert not socket_file.exists()
-    assert inbox.path.read_bytes() == b"\x5a" * RECORD_BYTES  # the spool keeps what arrived

@@ -69,6 +69,18 @@ def test_whole_records_are_spooled_and_other_messages_refused_with_a_count(tmp_p
     assert len(kept_aside) == 100 + 2 * 256
 
 
+def test_the_ipc_socket_file_is_removed_when_the_inbox_closes(tmp_path: Path, ipc_endpoint: str) -> None:
+    socket_file = Path(ipc_endpoint.removeprefix("ipc://"))
+    inbox = TxInbox(_context(tmp_path), ipc_endpoint, None, fresh=True)
+    try:
+        assert socket_file.exists()
+    finally:
+        inbox.close()
+    assert not socket_file.exists()  # ZeroMQ leaves it behind; the inbox removes it
+    TxInbox(_context(tmp_path), ipc_endpoint, None, fresh=False).close()  # the same path binds again
+    assert not socket_file.exists()
+
+
 def test_a_fresh_run_starts_the_spool_over_and_a_resumed_one_appends(tmp_path: Path, ipc_endpoint: str) -> None:
     spool = tmp_path / SPOOL_FOLDER / "data" / SPOOL_NAME
     spool.parent.mkdir(parents=True)
