@@ -745,14 +745,17 @@ class AggregatorStage(Transform):
         if found < len(contexts):
             self.ctx.reject("FFTS+ context without subtask start/end logs", len(contexts) - found)
 
-    def _wants(self, host: HostTask, device: DeviceTask, context: int | None) -> tuple[bool, bool, bool]:
+    def _wants(self, host: HostTask, device: DeviceTask, context: int | None,
+               flags: DeviceFlags | None = None) -> tuple[bool, bool, bool]:
         """Whether a joined task takes a PMU, an L2 cache and an AI CPU record. The device's facts (sample.json)
-        say which of those streams it has: a device without one does not wait for it (DeviceFlags)."""
+        say which of those streams it has (``flags``, when the caller has them): a device without one does not
+        wait for it (DeviceFlags)."""
         assert host.resolved is not None
-        flags = self._flags(device.device)
-        wants_pmu = host.resolved["task_type"] in PMU_TASK_TYPES and \
-            context is not None and not flags.v6  # v6 PMU: a layout not decoded
-        return wants_pmu, wants_pmu and flags.l2, host.resolved["task_type"] == "AI_CPU" and flags.aicpu
+        if flags is None:
+            flags = self._flags(device.device)
+        task_type = host.resolved["task_type"]
+        wants_pmu = task_type in PMU_TASK_TYPES and context is not None and not flags.v6  # v6 PMU: not decoded
+        return wants_pmu, wants_pmu and flags.l2, task_type == "AI_CPU" and flags.aicpu
 
     def _passed(self, device: int, end: int, l2: bool) -> bool:
         """Whether the device's PMU (``l2``: L2 cache) stream has passed a task ending at ``end``: a joined task
@@ -784,7 +787,7 @@ class AggregatorStage(Transform):
             pmu_key = (*task_key, INVALID_CONTEXT if context is None else context)
             facts = self.devices.get(device.device, {})
             flags = self._flags(device.device)
-            wants_pmu, wants_l2, wants_aicpu = self._wants(host, device, context)
+            wants_pmu, wants_l2, wants_aicpu = self._wants(host, device, context, flags)
             missing = (wants_pmu and flags.pmu and not self.pmu.get(pmu_key)
                        and not self._passed(device.device, device.end, False)
                        or wants_l2 and not self.extras.l2_ready(task_key)

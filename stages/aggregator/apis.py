@@ -114,16 +114,11 @@ class ApiResolver:
                hashes: dict[int, str], expired: bool) -> tuple[int, list[tuple[int, int, str]], np.ndarray, int]:
         """How many records from the start can be named, their distinct (level, type, name) keys in order of
         first occurrence, each record's index into them, and how many went on unnamed (``expired`` only)."""
-        triples = np.empty(len(levels), dtype=[("level", np.int64), ("type", np.int64), ("item", np.uint64)])
-        triples["level"], triples["type"], triples["item"] = levels, types_, items
-        distinct, firsts, inverse = np.unique(triples, return_index=True, return_inverse=True)
-        order = np.argsort(firsts, kind="stable")  # distinct keys by first occurrence
-        rank = np.empty(len(order), np.int64)
-        rank[order] = np.arange(len(order))
-        inverse = rank[inverse.ravel()]
+        firsts, inverse = _distinct(levels << 32 | types_, items)
         keys: list[tuple[int, int, str]] = []
-        missing: list[int] = []  # ranks of keys whose name is not known
-        for level, type_id, item in distinct[order].tolist():
+        missing: list[int] = []  # indices of keys whose name is not known
+        for level, type_id, item in zip(levels[firsts].tolist(), types_[firsts].tolist(), items[firsts].tolist(),
+                                        strict=True):
             name = types.get((level, type_id)) if level in NAMED_LEVELS else hashes.get(item)
             if not name:
                 if name is None:
@@ -140,6 +135,24 @@ class ApiResolver:
         remap = np.full(len(keys), -1, np.int64)
         remap[used] = np.arange(len(used))
         return count, [keys[i] for i in used.tolist()], remap[inverse[:count]], 0
+
+
+def _distinct(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (major, minor) pairs: the index of each one's first occurrence, in order of first occurrence,
+    and each row's index among them (one stable sort of the pairs)."""
+    order = np.lexsort((minor, major))
+    sorted_major, sorted_minor = major[order], minor[order]
+    starts = np.empty(len(order), bool)
+    starts[:1] = True
+    starts[1:] = (sorted_major[1:] != sorted_major[:-1]) | (sorted_minor[1:] != sorted_minor[:-1])
+    group = np.cumsum(starts) - 1
+    firsts = order[starts]  # stable: a group's first row in sorted order is its first occurrence
+    by_first = np.argsort(firsts, kind="stable")
+    rank = np.empty(len(by_first), np.int64)
+    rank[by_first] = np.arange(len(by_first))
+    inverse = np.empty(len(order), np.int64)
+    inverse[order] = rank[group]
+    return firsts[by_first], inverse
 
 
 def _first_occurrences(keys: list[tuple[int, int, str]]) -> tuple[list[int], np.ndarray]:
