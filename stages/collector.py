@@ -125,6 +125,8 @@ class CollectorStage(Source):
         follow: bool = Field(True, description="keep reading until the runtime marks the job finished")
         poll_ms: int = Field(20, ge=1, description="how often to look for new bytes")
         wait_s: float = Field(60.0, ge=0, description="how long to wait for the directory to appear")
+        idle_notice_s: float = Field(30.0, gt=0, description="a followed job that writes nothing for this long is "
+                                                             "said to the person, with what the run waits for")
         chunk_records: int | None = Field(None, ge=1, description="records per message (default: run.batch)")
         chunk_bytes: int | None = Field(None, ge=4096, le=64 << 20,
                                         description="bytes per message (default: run.batch)")
@@ -157,6 +159,7 @@ class CollectorStage(Source):
         self.losses: dict[str, str] = {}  # path → the line saying what was not read of it and what that cost
         self.repeats: dict[str, str] = {}  # path of a host slice not read twice → the line saying so
         self.repeated_records = 0
+        self._read_at = time.monotonic()  # of the last pass that read something (following a job)
 
     def stop(self) -> None:
         self._stop = True
@@ -239,13 +242,26 @@ class CollectorStage(Source):
                 self.left_at_stop = sum(len(s.buffer) for s in self.tree.streams.values())
                 return  # asked to stop: what is on disk stays there for a later import
             if self.bytes_read > before:
+                self._read_at = time.monotonic()
+                if self.notice is not None:
+                    self.notice = None
                 yield None
                 continue  # more to read: keep going before deciding anything
             if finished or not self.config.follow:
                 yield from self._end_of_job()
                 return
+            if self.notice is None and time.monotonic() - self._read_at >= self.config.idle_notice_s:
+                self.notice = self._idle_notice()
             yield None
             time.sleep(self.config.poll_ms / 1000)
+
+    def _idle_notice(self) -> str:
+        """What a run following a job that has gone quiet waits for, and what to do when that job is gone."""
+        assert self.tree is not None
+        return (f"collector: nothing new in {self.tree.root} for {self.config.idle_notice_s:g} s: the run waits for "
+                "the job to "
+                "write more, or to end (its end_info files); a job that died writes none: Ctrl-C, then "
+                f"`pipeline import {self.tree.root}` parses what it wrote")
 
     def _scan_due(self) -> bool:
         """The tree is listed (new files, control files, the end of the job) every RESCAN_S; in between a pass
