@@ -160,6 +160,7 @@ class CollectorStage(Source):
         self.repeats: dict[str, str] = {}  # path of a host slice not read twice → the line saying so
         self.repeated_records = 0
         self._read_at = time.monotonic()  # of the last pass that read something (following a job)
+        self._idle_said = False  # a quiet job is said once a run, not at each quiet spell of a bursty job
 
     def stop(self) -> None:
         self._stop = True
@@ -250,8 +251,8 @@ class CollectorStage(Source):
             if finished or not self.config.follow:
                 yield from self._end_of_job()
                 return
-            if self.notice is None and time.monotonic() - self._read_at >= self.config.idle_notice_s:
-                self.notice = self._idle_notice()
+            if not self._idle_said and time.monotonic() - self._read_at >= self.config.idle_notice_s:
+                self.notice, self._idle_said = self._idle_notice(), True
             yield None
             time.sleep(self.config.poll_ms / 1000)
 

@@ -3,6 +3,8 @@ do when the job died; Ctrl-C then ends the run with what it read."""
 
 from __future__ import annotations
 
+import os
+import select
 import signal
 import subprocess
 import sys
@@ -31,17 +33,8 @@ stages:
 """)
     run = subprocess.Popen([sys.executable, "-m", "pipeline", "run", str(config), "--live", "off"],
                            env=pipeline_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines: list[str] = []
-    assert run.stderr is not None
-    deadline = time.monotonic() + 90
     try:
-        while time.monotonic() < deadline:
-            line = run.stderr.readline()
-            if not line:
-                break
-            lines.append(line)
-            if NOTICE in line:
-                break
+        lines = _stderr_until(run, NOTICE, timeout_s=90)
         notices = [line for line in lines if NOTICE in line]
         assert notices, "".join(lines[-20:])
         assert notices[0].startswith("warning: collector: ")
@@ -52,3 +45,20 @@ stages:
     assert run.returncode == 0, err[-2000:]  # Ctrl-C drains: the run ends with what it read
     assert read_report(tmp_path / "out")["state"] == "interrupted"
     assert (err + "".join(lines)).count(NOTICE) == 1  # said once, not at every poll
+
+
+def _stderr_until(run: subprocess.Popen[str], text: str, timeout_s: float) -> list[str]:
+    """The lines of ``run``'s stderr up to the first that holds ``text``, or all said within ``timeout_s`` (read
+    from the pipe itself with a deadline: a blocking readline would wait for ever for a notice that never comes)."""
+    assert run.stderr is not None
+    fd, said = run.stderr.fileno(), b""
+    deadline = time.monotonic() + timeout_s
+    while text.encode() not in said:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        said += chunk
+    return said.decode(errors="replace").splitlines(keepends=True)
