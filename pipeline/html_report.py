@@ -473,10 +473,10 @@ def _size(path: Path) -> str:
         size = float(path.stat().st_size)
     except OSError:
         return "gone"
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
+    for unit in ("B", "KB", "MB", "GB"):  # decimal units, as the progress and run report give MB
+        if size < 1000 or unit == "GB":
             return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
-        size /= 1024
+        size /= 1000
     return f"{size:,.1f} GB"
 
 
