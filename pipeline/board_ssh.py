@@ -248,6 +248,8 @@ def collect_over_ssh(ini: Path, app: list[str], output: Path, copy: list[Path], 
         finally:
             for relay in (board, *local):
                 relay.join(5)
+                if not relay.is_alive():  # else still copying: its pipe goes with the process
+                    relay.stream.close()
     agent_line = board.agent_line()
     if agent_line is not None:
         print(f"error: --ssh: the board agent failed: {agent_line} (the job's profiling data, if any, stays on "

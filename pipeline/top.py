@@ -141,8 +141,13 @@ def _show_ended(report_file: Path, as_json: bool) -> int:
 def final_view(report_file: Path) -> dict[str, Any]:
     """The view of an ended run, as `pipeline top --json` gives it: state ``ended``, ``outcome`` the run's
     (completed, interrupted, failed …), rates averaged over each stage's time, statistics from the outputs."""
-    report = json.loads(report_file.read_text(encoding="utf-8"))
-    stages = {sid: _final_stage(final) for sid, final in report.get("stages", {}).items()}
+    try:
+        report = json.loads(report_file.read_text(encoding="utf-8"))
+        stages = {sid: _final_stage(final) for sid, final in report.get("stages", {}).items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise UserError(f"top: cannot read the ended run's report {report_file}: {exc!r}",
+                        "the run may have been cut off while writing it; `pipeline import` of its PROF directory "
+                        "makes the outputs again") from None
     stats: dict[str, Any] = {"ops": _final_ops(report_file.parent, str(report.get("stamp", "")))}
     advice = report_file.parent / "advice.json"
     if advice.is_file():

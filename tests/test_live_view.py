@@ -259,3 +259,16 @@ def test_ctl_refuses_a_run_without_a_windows_stage(ended_run: Path) -> None:
         assert result.stderr.startswith(f"error: ctl: the run in {ended_run} has no windows stage"), result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not (ended_run / "control.json").exists()
+
+
+@pytest.mark.slow
+def test_top_of_an_ended_run_with_a_damaged_report_is_one_line(ended_run: Path, tmp_path: Path) -> None:
+    damaged = tmp_path / "out"
+    shutil.copytree(ended_run, damaged)
+    report = damaged / "run_report.json"
+    report.write_text(report.read_text()[:200])  # cut off while it was written
+    os.utime(report, (time.time() + 5, time.time() + 5))  # newer than run.json: the run has ended
+    shown = run_cli("top", str(damaged), "--json", "--timeout", "600", timeout=120)
+    assert shown.returncode == 2, shown.stdout
+    assert shown.stderr.startswith(f"error: top: cannot read the ended run's report {report}"), shown.stderr
+    assert "Traceback" not in shown.stderr and len(shown.stderr.strip().splitlines()) == 1

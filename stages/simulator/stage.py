@@ -27,6 +27,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from pipeline.checkpoint import LeftBehind
+from pipeline.errors import UserError
 from pipeline.stage import Batch, Source, StageConfig, StageContext
 from stages.simulator.run import MIN_SLICE_BYTES, Simulation, records_per_second, simulate
 from stages.simulator.truth import TRUTH_FILE
@@ -155,7 +156,12 @@ class SimulatorStage(Source):
         for prof in sorted(folder.glob("PROF_*")) if folder.is_dir() else []:
             if prof.is_dir() and not any(prof.glob("device_*/end_info.*")):
                 target = prof.with_name(f"unfinished-{prof.name}")
-                prof.rename(target)
+                try:
+                    prof.rename(target)
+                except OSError as exc:
+                    raise UserError(f"simulator: cannot move {prof}, a job that never ended, aside to {target.name}: "
+                                    f"{exc.strerror or exc}", f"move or remove {prof} yourself, or run with "
+                                    "--fresh into another folder") from None
                 lines.append(f"{prof} never ended (its simulated board was killed): moved to {target.name}, so that "
                              "the collector follows the new job")
         return lines
