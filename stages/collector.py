@@ -43,7 +43,7 @@ MIN_BUDGET_BYTES = 16 << 10  # the least a pass reads of a stream that has bytes
 RESCAN_S = 0.25  # how often a following collector lists the tree for new files (slices it reads on are probed)
 SETTLE_S = 1.0  # ... but every pass until no new stream or control file has turned up for this long
 CONTROL_GRACE_S = 2.0  # at the end of a followed job, how long a control file still being copied may take
-WAIT_NOTICE_S = 1.0  # a directory not there after this long is said to the person (the wait is wait_s)
+WAIT_NOTICE_S = 1.0  # a directory not there after this long is shown on the terminal (the wait is wait_s)
 STALE_SLACK_S = 1.0  # file times lag the clock by a tick: a directory this much older than the run is not its job
 MAX_GARBAGE_SHARE = 0.01  # a stream with more of its bytes not whole records than this fails the run
 HEAD_BYTES = 4096  # a host slice is told from the earlier ones of its stream by this many first bytes, then all
@@ -126,7 +126,7 @@ class CollectorStage(Source):
         poll_ms: int = Field(20, ge=1, description="how often to look for new bytes")
         wait_s: float = Field(60.0, ge=0, description="how long to wait for the directory to appear")
         idle_notice_s: float = Field(30.0, gt=0, description="a followed job that writes nothing for this long is "
-                                                             "said to the person, with what the run waits for")
+                                                             "shown on the terminal, with what the run waits for")
         chunk_records: int | None = Field(None, ge=1, description="records per message (default: run.batch)")
         chunk_bytes: int | None = Field(None, ge=4096, le=64 << 20,
                                         description="bytes per message (default: run.batch)")
@@ -146,7 +146,7 @@ class CollectorStage(Source):
         self.garbage_bytes = 0
         self.bytes_read = 0
         self.bytes_on_disk = 0  # read, and seen on disk not read yet (at the newest pass)
-        self.notice: str | None = None  # said to the person by the supervisor while the directory is awaited
+        self.notice: str | None = None  # shown on the terminal by the supervisor (the directory awaited, a quiet job)
         self.left_at_stop = 0
         self.symlinks: set[str] = set()
         self.refused: set[Path] = set()  # files not read (too large, not a regular file), each counted once
