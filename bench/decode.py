@@ -82,6 +82,7 @@ def make_records(kind: str, n: int) -> bytes:
     ticks = 5_000_000_000 + np.cumsum(rng.integers(1, 1000, n))
     counter = np.arange(n) % 16
     if kind == "api_event":
+        arr["level"] = raw.LEVEL_NODE  # a report level: the decoder rejects any other
         arr["begin"] = ticks
         arr["end"] = np.where(np.arange(n) % EVENT_EVERY == 0, raw.EVENT_FLAG, ticks + 100)
     elif kind == "hwts":

@@ -34,8 +34,9 @@ class DecoderStage(Transform):
     def __init__(self, config: Any, ctx: Any) -> None:
         super().__init__(config, ctx)
         self.timebase = checks.CheckedTimeBase()  # a control file value that is not a number: clock unknown
+        self.screen = checks.Screen(self.timebase, self._reject)  # records whose fields are impossible
         self.host = HostDecoder(self.timebase, self._reject)
-        self.device = DeviceDecoder(self.timebase, self._reject, self._lost)
+        self.device = DeviceDecoder(self.timebase, self._reject, self._lost, self.screen)
         self.host_extra = ExtraHostDecoder(self.timebase)
         self.legacy = LegacyDecoder(self.timebase, self._reject)
         self.stars = StarsDecoder(self.timebase, self._reject)
@@ -155,6 +156,10 @@ class DecoderStage(Transform):
         key = _clock_key(batch)
         if key is not None:
             self.clocks_used.add(key)
+        if kind not in checks.SCREENED_BY_DECODER:
+            batch = self._screened(batch, key)
+            if not batch.count:
+                return []
         decode = self.decoders.get(kind, self.device.decode)
         try:
             outputs = decode(kind, batch)
@@ -177,6 +182,14 @@ class DecoderStage(Transform):
         for batch in produced[:-1]:
             batch.meta["chunk_end"] = False
         return produced
+
+    def _screened(self, batch: Batch, key: tuple[str, int] | None) -> Batch:
+        """The chunk without the records whose fields are impossible (rejected, each with its reason)."""
+        kind = batch.meta["kind"]
+        kept = self.screen(kind, key, str(batch.meta.get("stream", "")), batch.body)
+        if kept is None:
+            return batch
+        return Batch(batch.kind, len(kept) // checks.RAW_KINDS[kind].record_size, batch.meta, kept)
 
     def tick(self, now: float) -> Iterable[Batch]:
         if not self.pending:

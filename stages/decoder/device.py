@@ -9,6 +9,7 @@ import numpy as np
 
 from pipeline.stage import Batch
 from stages.decoder import devextra, records
+from stages.decoder.checks import Screen
 from stages.decoder.counter import RollingCounters
 from stages.decoder.timebase import Clock, TimeBase
 from stages.decoder.ts_track import decode_ts_track
@@ -26,19 +27,24 @@ _STREAM_ID_BITS = np.array(0x7FF, np.uint32)  # stream id mod 2048
 
 
 class DeviceDecoder:
-    def __init__(self, timebase: TimeBase, reject: Reject, lost: Lost) -> None:
+    def __init__(self, timebase: TimeBase, reject: Reject, lost: Lost, screen: Screen | None = None) -> None:
         self.timebase = timebase
         self.reject = reject
         self.lost = lost  # records the device never delivered (rolling counter gaps); not input records
         self.counters = RollingCounters()
+        self.screen = screen  # for hwts: impossible records are rejected after the rolling counter is read
 
     def decode(self, kind: str, batch: Batch) -> Output:
         device = int(batch.meta["device"])
         clock = self.timebase.device_clock(device)
         assert clock is not None
         if kind == "hwts":
-            heads = self._count_gaps(kind, str(batch.meta.get("stream")), batch.body, raw.HWTS_LOG.itemsize)
-            return self._hwts(batch.body, heads, device, clock)
+            stream, body = str(batch.meta.get("stream")), batch.body
+            heads = self._count_gaps(kind, stream, body, raw.HWTS_LOG.itemsize)
+            kept = None if self.screen is None else self.screen(kind, ("device", device), stream, body)
+            if kept is not None:
+                body, heads = kept, np.frombuffer(kept, np.uint8)[::raw.HWTS_LOG.itemsize].copy()
+            return self._hwts(body, heads, device, clock)
         if kind == "aicore":
             self._count_gaps(kind, str(batch.meta.get("stream")), batch.body, raw.AICORE_PMU.itemsize)
             return self._aicore(batch.body, device)

@@ -15,7 +15,7 @@ from stages.schema import pack_rows
 
 Reject = Callable[[str, int, bytes], None]
 Output = list[tuple[str, "np.ndarray | Batch"]]
-_EVENT_FLAG, _ZERO = np.array(raw.EVENT_FLAG, np.uint64), np.array(0, np.uint64)  # 0-d: faster operands than ints
+_EVENT_FLAG = np.array(raw.EVENT_FLAG, np.uint64)  # 0-d: a faster operand than an int
 # Records whose fields are copied as they are beside their time: stream kind → (raw layout, decoded kind, fields)
 _COPIED: dict[str, tuple[np.dtype, str, tuple[str, ...]]] = {
     "task_track": (raw.TASK_TRACK, "task_track", ("thread_id", "device_id", "stream_id", "task_id", "batch_id",
@@ -67,12 +67,7 @@ class HostDecoder:
         return [(out_kind, out)]
 
     def _api_event(self, batch: Batch, clock: Clock) -> Output:
-        body = batch.body
-        arr = np.frombuffer(body, dtype=raw.API_EVENT)
-        if np.count_nonzero(arr["begin"]) < len(arr):
-            zero = arr["begin"] == _ZERO
-            self.reject("api_event: zero begin time", int(zero.sum()), records.pick(arr, zero).tobytes())
-            body = records.pick(arr, ~zero).tobytes()
+        body = batch.body  # records with a zero begin time (or other impossible fields) were screened out
         # Every record decoded as an API from one copy of the chunk (records.API keeps the raw offsets), times
         # converted where they lie; an event is the same row read as records.EVENT.
         every = np.frombuffer(bytearray(body), records.API)

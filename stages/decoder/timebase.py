@@ -67,6 +67,11 @@ class Clock:
         counts = ticks - 2**64 if ticks >= 2**63 else ticks
         return (counts * int(scale) + int(shift) + 2**63) % 2**64 - 2**63
 
+    def ticks_at(self, local_ns: int) -> int:
+        """The tick count at local ns ``local_ns`` (rounded down), in Python integers: the inverse of
+        ``to_local_ns`` without its 64-bit wrap-around."""
+        return self.cnt0 + (local_ns - self.mono0 - self.local_offset) * self.freq_khz // 1_000_000
+
     def duration_ns(self, ticks: int) -> int:
         return ticks * 1_000_000 // self.freq_khz
 
@@ -109,7 +114,7 @@ class TimeBase:
 
     files: dict[str, str] = field(default_factory=dict)
     # Clocks and platforms derived from ``files``, asked for on every chunk: worked out once per control file learned.
-    _derived: dict[tuple[str, int], Clock | int | None] = field(default_factory=dict, repr=False, compare=False)
+    _derived: dict[tuple[str, int], Any] = field(default_factory=dict, repr=False, compare=False)
     # How each clock was worked out (clock key → ClockStory), written where it is derived.
     _stories: dict[tuple[str, int], ClockStory] = field(default_factory=dict, repr=False, compare=False)
 
@@ -251,6 +256,30 @@ class TimeBase:
             return _int(start)
         story.missing.append(wanted)
         return None
+
+    def collection_window(self, key: tuple[str, int]) -> tuple[int | None, int | None]:
+        """(start, end) of the collection in local ns, as the clock ``key`` places times (None: not known yet):
+        the folder's start_info and end_info, else the host's. The end is the later of end_info's wall clock and
+        its CLOCK_MONOTONIC_RAW placed as records are (a wall clock stepped back during the run moves only the
+        first)."""
+        kind, number = key
+        device = None if kind == "host" else number
+        window: tuple[int | None, int | None] = self._cached((f"window:{kind}", number),
+                                                             lambda _: self._window(device), number)
+        return window
+
+    def _window(self, device: int | None) -> tuple[int | None, int | None]:
+        folders = [("host", "")] if device is None else [(f"device_{device}", f".{device}"), ("host", "")]
+        starts = [self._json(f"{folder}/start_info{suffix}") for folder, suffix in folders]
+        ends = [self._json(f"{folder}/end_info{suffix}") for folder, suffix in folders]
+        start_info = next((info for info in starts if _int(info.get("collectionTimeBegin")) > 0), {})
+        end_info = next((info for info in ends if _int(info.get("collectionTimeEnd")) > 0), {})
+        start = _int(start_info.get("collectionTimeBegin")) * 1000 or None
+        end = _int(end_info.get("collectionTimeEnd")) * 1000 or None
+        start_mono, end_mono = _int(start_info.get("clockMonotonicRaw")), _int(end_info.get("clockMonotonicRaw"))
+        if start is not None and end is not None and start_mono > 0 and end_mono > 0:
+            end = max(end, start + end_mono - start_mono)
+        return start, end
 
     def platform(self, device: int) -> int:
         """The device's platform_version (1 when not given)."""
