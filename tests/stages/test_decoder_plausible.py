@@ -214,3 +214,16 @@ def test_the_quick_test_of_a_chunk_finds_every_problem(kind: str, stream: str, v
         rows["level"] = levels
     problems = rule.problems(rows, window, stream)
     assert rule.suspect(rows, window, stream) == any(bool(which.any()) for _, which in problems)
+
+
+def test_a_restored_decoder_screens_as_before(tmp_path: Path) -> None:
+    """The checkpointed decoder (its windows learned) rejects into the restored stage's counts."""
+    decoder = _decoder(tmp_path)
+    _decoded(decoder, _raw("api_event", _apis([(raw.LEVEL_ACL, MONO0 + 1, MONO0 + 2)])))
+    restored = DecoderStage(DecoderStage.Config.model_validate({}), make_ctx("decode", tmp_path / "again"))
+    restored.restore(decoder.snapshot())
+    out = _decoded(restored, _raw("api_event", _apis([(19877, MONO0 + 1, MONO0 + 2),
+                                                      (raw.LEVEL_ACL, MONO0 + 3, MONO0 + 4)])))
+    assert len(out["api"]) == 1
+    assert restored.ctx.rejected == {"api_event: level is not a report level (damaged record)": 1}
+    assert restored.check() == [] and decoder.ctx.rejected == {}
