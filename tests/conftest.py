@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "fuzz"))
 
 from fuzz_budget import TRIED  # noqa: E402
+from pipeline_runs import run_socket_folders  # noqa: E402
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -28,24 +28,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     for package in ("pipeline", "pipeline_board", "stages"):
         compileall.compile_dir(ROOT / package, quiet=1)
-
-
-def run_socket_folders(under: Path) -> list[Path]:
-    """Socket folders of pipeline runs whose outputs go under ``under``: a run's supervisor removes its folder when
-    it ends, so those still there belong to runs that did not end (a supervisor a test killed, as a crash would).
-    A run's folder holds the config it runs (``config.yaml``), which names its output folder."""
-    from pipeline.transport import socket_root
-
-    root, under = socket_root(), under.resolve()
-    found = []
-    for folder in root.iterdir() if root.is_dir() else ():
-        try:
-            output = yaml.safe_load((folder / "config.yaml").read_text())["run"]["output"]
-        except (OSError, yaml.YAMLError, KeyError, TypeError):
-            continue  # not a run's folder, or one another run is writing now
-        if Path(output).resolve().is_relative_to(under):
-            found.append(folder)
-    return found
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -93,3 +94,21 @@ def crossing_slices(events: list[dict[str, Any]]) -> int:
                 crossings += 1
             open_ends.append(end)
     return crossings
+
+
+def run_socket_folders(under: Path) -> list[Path]:
+    """Socket folders of pipeline runs whose outputs go under ``under``: a run's supervisor removes its folder when
+    it ends, so those still there belong to runs that did not end (a supervisor a test killed, as a crash would).
+    A run's folder holds the config it runs (``config.yaml``), which names its output folder."""
+    from pipeline.transport import socket_root
+
+    root, under = socket_root(), under.resolve()
+    found = []
+    for folder in root.iterdir() if root.is_dir() else ():
+        try:
+            output = yaml.safe_load((folder / "config.yaml").read_text())["run"]["output"]
+        except (OSError, yaml.YAMLError, KeyError, TypeError):
+            continue  # not a run's folder, or one another run is writing now
+        if Path(output).resolve().is_relative_to(under):
+            found.append(folder)
+    return found

@@ -10,8 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_socket_folders
-from pipeline_runs import run_cli, stage_config, start_run
+from pipeline_runs import run_cli, run_socket_folders, stage_config, start_run
 
 pytestmark = pytest.mark.slow
 

@@ -259,8 +259,15 @@ def test_legacy_bytes_read_with_msprofs_formats(tmp_path: Path) -> None:
 
 
 def _rewrite(path: Path, dtype: np.dtype, edit: Any) -> None:
+    """The slice's records edited, and its .done file's size with them (a slice shorter than its .done says is
+    a loss of its own)."""
     records = np.frombuffer(path.read_bytes(), dtype).copy()
     path.write_bytes(edit(records).tobytes())
+    done = path.with_name(path.name + ".done")
+    if done.exists():
+        lines = done.read_text().splitlines()
+        done.write_text("".join(f"filesize:{path.stat().st_size}\n" if line.startswith("filesize:") else f"{line}\n"
+                                for line in lines))
 
 
 def test_a_launched_task_without_its_runtime_track_is_named_so(tmp_path: Path) -> None:
