@@ -218,12 +218,25 @@ class Supervisor:
             checkpoint.prune_before(out_dir, epoch)
 
     def _crashed(self, proc: StageProcess, control: zmq.Socket[bytes]) -> bool:
-        """Ended without its report (killed, or died before it could say why): a crash to recover from."""
+        """Ended without its report (killed, or died before it could say why), or killed after it while a stage
+        reading it had not reported (what it had not yet delivered is lost): a crash to recover from."""
         deadline = time.monotonic() + FINAL_WAIT_S
         while proc.final is None and (proc.popen.returncode or 0) > 0 and time.monotonic() < deadline:
             if control.poll(50):
                 self._on_control(control.recv())
-        return proc.final is None
+        return proc.final is None or (bool(proc.final.get("ok")) and self._unread(proc))
+
+    def _consumers(self, proc: StageProcess) -> list[StageProcess]:
+        return [other for other in self.procs.values()
+                if any(producer == proc.stage_id for producer, _ in self.config.stages[other.stage_id].inputs)]
+
+    def _unread(self, proc: StageProcess) -> bool:
+        """A stage reading ``proc``'s outputs has not reported: it may not have read all that ``proc`` sent."""
+        return any(other.final is None for other in self._consumers(proc))
+
+    def _killed_after_report(self, proc: StageProcess) -> bool:
+        """Ended by a signal after an ok report (while it waited for its consumers to read all, or exiting)."""
+        return (proc.popen.returncode or 0) < 0 and bool(proc.final and proc.final.get("ok"))
 
     def _can_recover(self, proc: StageProcess) -> bool:
         """A sink that closed its outputs on streams cut short (Ctrl-C, then a crash in the drain) cannot go back
@@ -550,7 +563,8 @@ class Supervisor:
             self._check_heartbeats(now)
             running = [p for p in self.procs.values() if p.popen.poll() is None]
             app_running = self._app_running()
-            failed = [p for p in self.procs.values() if p.popen.poll() not in (None, 0)]
+            failed = [p for p in self.procs.values() if p.popen.poll() not in (None, 0)
+                      and not (self._killed_after_report(p) and not self._unread(p))]  # killed once all was read
             if failed and failure_seen_at is None:
                 # a crash is recovered even when nothing else runs any more: its producers may have ended
                 # just because it went (their last consumer left), a moment before this pass saw it
@@ -633,10 +647,14 @@ class Supervisor:
         timeout = self.config.run.heartbeat_timeout_s
         killed = [f"stage '{sid}' was killed: no heartbeat for {timeout:g} s (run.kill_stuck)"
                   for sid in self._in_config_order() if self.procs[sid].health.killed]
+        cut_off = [proc for proc in self.procs.values() if self._killed_after_report(proc)
+                   and not all((c.final or {}).get("ok") for c in self._consumers(proc))]
+        killed += [f"stage '{p.stage_id}' was killed (signal {-(p.popen.returncode or 0)}) after its report, before "
+                   "the stages reading it had read all it sent" for p in cut_off]
         problems = killed + run_problems(finals, exit_codes, interrupted=self.interrupts > 0)
         problems += [f"drain timeout: {line}" for line in self.drain_timed_out]
-        if self.state == "running":
-            self.state = "completed" if not problems else "failed"
+        if self.state == "running" or (self.state == "failing" and not problems):  # failing: a stage killed after
+            self.state = "completed" if not problems else "failed"  # its report, its consumers stopped after theirs
         elif self.state == "draining":  # Ctrl-C, drained: whole outputs of what was read until then
             self.state = "interrupted" if not problems else "failed"
         now = time.monotonic()
