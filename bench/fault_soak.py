@@ -570,13 +570,14 @@ class Report:
         print(f"\nkills ({len(self.outcome.kills)})")
         print(f"  {'#':>3}  {'at s':>7}  {'stage':<10} {'pid':>8}  after the kill")
         for number, kill in enumerate(self.outcome.kills, 1):
-            print(f"  {number:>3}  {kill.at_s:>7.1f}  {kill.stage:<10} {kill.pid:>8}  {kill.restarted}")
+            print(f"  {number:>3}  {kill.at_s:>7.1f}  {kill.stage:<10} {kill.pid:>8}  {_after(kill, report)}")
         recovery = report.get("recovery", {})
         print(f"\nrestarts in run_report.json: {recovery.get('restarts', {})} "
               f"({len(recovery.get('recoveries', []))} recoveries)")
-        print(f"run {run.get('run_id', '?')}: exit {self.outcome.exit_code}, state {report.get('state', '?')}, "
-              f"{self.outcome.wall_s:.1f} s (undisturbed: {self.undisturbed_s:.1f} s); problems: "
-              f"{report.get('problems') or 'none'}")
+        collected = sum(((report.get("stages", {}).get("collect") or {}).get("out") or {}).values())
+        print(f"run {run.get('run_id', '?')}: {collected:,} records collected, exit {self.outcome.exit_code}, state "
+              f"{report.get('state', '?')}, {self.outcome.wall_s:.1f} s (undisturbed: {self.undisturbed_s:.1f} s); "
+              f"problems: {report.get('problems') or 'none'}")
         ok = self.outcome.exit_code == 0 and report.get("state") == "completed"
         ok = self._print_outputs() and ok
         return self._print_left_behind(run) and ok
@@ -606,6 +607,16 @@ class Report:
         socket_left = str(sockets) != "." and sockets.exists()
         print(f"socket folder {sockets}: {'LEFT' if socket_left else 'removed'}")
         return not remaining and not socket_left
+
+
+def _after(kill: Kill, report: dict[str, Any]) -> str:
+    """What the kill led to; a stage killed after its report (waiting for its consumers to read the end, or exiting)
+    that the run did not restart: nothing was lost, its consumers had read all."""
+    final = (report.get("stages", {}).get(kill.stage) or {})
+    if kill.restarted == "run ended" and report.get("exit_codes", {}).get(kill.stage) == -signal.SIGKILL \
+            and final.get("ok"):
+        return "killed after its report, its consumers had read all: not restarted"
+    return kill.restarted
 
 
 def _read_json(path: Path) -> dict[str, Any]:
