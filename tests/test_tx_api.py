@@ -289,7 +289,8 @@ def test_the_module_is_standard_library_only_and_python_3_7_syntax() -> None:
 
 
 @pytest.mark.slow
-def test_annotations_in_a_finished_directory_reach_every_output(tmp_path: Path) -> None:
+def test_annotations_in_a_finished_directory_reach_every_output(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Marks made while the job ran show in the timeline's MsprofTx layer, MSTX_EVENTS and the msprof_tx
     summary, with their event types, next to the runtime's own msproftx records."""
     simulated = run_cli("simulate", str(tmp_path / "board"), "--iterations", "5", "--rate", "max", timeout=120)
@@ -297,6 +298,11 @@ def test_annotations_in_a_finished_directory_reach_every_output(tmp_path: Path) 
     prof = next((tmp_path / "board").glob("PROF_*"))
     end_info = (prof / "host" / "end_info").read_text()
     (prof / "host" / "end_info").unlink()  # the job is "running" again while the app annotates
+    # The simulator's host clock is its own (host_start.log), not this machine's CLOCK_MONOTONIC_RAW: the marks
+    # are made on its clock, inside the job's collection window (the decoder rejects times outside it)
+    begun = int(json.loads((prof / "host" / "start_info").read_text())["clockMonotonicRaw"])
+    ticks = iter(range(begun + 1_000_000, begun + 2_000_000, 1_000))
+    monkeypatch.setattr(tx, "_now", lambda: next(ticks))
     tx.init(str(tmp_path / "board"))
     try:
         with tx.range("tx: outer"):
