@@ -21,7 +21,7 @@ from pipeline.stage import Batch
 
 REASONS = {"not 2 frames", "header frame too large", "header is not msgpack", "header is not an 8-field array",
            f"not protocol version {wire.VERSION}", "header fields have wrong types", "EOS without batch count",
-           "unknown message kind"}
+           "barrier without an epoch or its final flag", "unknown message kind"}
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1), st.floats(), st.text(max_size=12),
                     st.binary(max_size=12))
 VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3)
@@ -52,6 +52,8 @@ def _decode_or_refuse(frames: list[bytes]) -> wire.Message | None:
     assert type(message.seq) is int and message.seq >= 0
     if message.kind == wire.KIND_EOS:
         assert type(message.sent_batches) is int and message.sent_batches >= 0 and message.sent_records >= 0
+    elif message.kind == wire.KIND_BARRIER:  # a checkpoint barrier: an epoch and whether it is the last
+        assert type(message.epoch) is int and message.epoch >= 1 and type(message.final) is bool
     else:
         assert message.batch is not None and message.batch.count >= 0 and isinstance(message.batch.meta, dict)
     return message
