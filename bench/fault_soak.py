@@ -120,7 +120,7 @@ def _compare_multisets(name: str, got: Callable[[], Iterable[bytes]], want: Call
             digest.add(item)
         digests.append(digest)
     if digests[0] == digests[1]:
-        return Verdict(name, True, f"equal ({digests[0].count:,} {unit})")
+        return Verdict(name, True, f"{digests[0].count:,} {unit}")
     return Verdict(name, False, f"{digests[0].count:,} {unit}, the reference {digests[1].count:,}: "
                                 + _differences(got(), want()))
 
@@ -164,7 +164,7 @@ def compare_csvs(out: Path, reference: Path) -> list[Verdict]:
         if name not in got or name not in want:
             verdicts.append(Verdict(name, False, "only in the reference" if name in want else "not in the reference"))
         elif _same_bytes(got[name], want[name]):
-            verdicts.append(Verdict(name, True, f"equal ({got[name].stat().st_size:,} bytes)"))
+            verdicts.append(Verdict(name, True, f"{got[name].stat().st_size:,} bytes"))
         else:
             verdicts.append(Verdict(name, False, f"{got[name].stat().st_size:,} bytes, the reference "
                                                  f"{want[name].stat().st_size:,}; first at "
