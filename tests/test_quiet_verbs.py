@@ -96,6 +96,8 @@ def test_show_on_a_terminal_parses_with_a_bar_then_prints_its_tables(prof: Path,
 def _live_run(prof_dir: Path, out: Path) -> pexpect.spawn:
     """`PROF_DIR=… pipeline run configs/live.yaml` on a wide pty (the warning is one line there)."""
     env = dict(pipeline_env(), PROF_DIR=str(prof_dir), OUT_DIR=str(out))
+    for fixed in ("COLUMNS", "LINES"):  # pytest-xdist's workers set 80x24: the pty's own size is what counts
+        env.pop(fixed, None)
     return pexpect.spawn(sys.executable, ["-m", "pipeline", "run", "configs/live.yaml"], env=env, cwd=str(ROOT),
                          dimensions=(40, 400), encoding="utf-8", timeout=10)
 
