@@ -14,8 +14,16 @@ import numpy as np
 
 
 def write_done(path: Path, size: int) -> None:
-    """`{file}.done` holding `filesize:<bytes>`, as the collector writes it."""
-    Path(f"{path}.done").write_text(f"filesize:{size}\n")
+    """`{file}.done` holding `filesize:<bytes>`, as the collector writes it (whole when it appears)."""
+    write_whole(Path(f"{path}.done"), f"filesize:{size}\n")
+
+
+def write_whole(path: Path, text: str) -> None:
+    """``text`` in ``path``, which appears with all of it: written under a hidden name, then renamed (a collector
+    that lists the folder meanwhile sees the file whole or not at all)."""
+    hidden = path.with_name(f".{path.name}.writing")
+    hidden.write_text(text)
+    hidden.replace(path)
 
 
 class SliceStream:

@@ -22,7 +22,7 @@ from pathlib import Path
 from stages.simulator import control
 from stages.simulator.board import Emission, Layout, device_streams, host_streams
 from stages.simulator.records import Chunk
-from stages.simulator.slices import SliceStream, write_done
+from stages.simulator.slices import SliceStream, write_done, write_whole
 from stages.simulator.timebase import TimeBase
 
 _PROF_DIR = re.compile(r"^PROF_\d{6}_")
@@ -34,7 +34,7 @@ def next_job_index(out_dir: Path) -> int:
 
 
 def write_control(path: Path, text: str) -> None:
-    path.write_text(text)
+    write_whole(path, text)
     write_done(path, len(text.encode()))
 
 
