@@ -49,7 +49,7 @@ class StageProcess:
     rate_in: float = 0.0
     rate_out: float = 0.0
     last_sample: tuple[float, int, int] | None = None
-    notice: str = ""  # what the stage asks to be said to the person (its progress' "notice"), said once
+    said: set[str] = field(default_factory=set)  # what the stage asked to be shown (its progress' "notice"): once
     health: StageHealth = field(default_factory=lambda: StageHealth(time.monotonic()))
 
 
@@ -183,6 +183,18 @@ class Supervisor:
                 self.external_lines.append(f"not started again: '{sid}': {left.line}")
                 if left.cut_short:
                     self.resume_warnings.append(f"stage '{sid}': {left.line}")
+
+    def _notices_at_start(self) -> dict[str, str]:
+        """What a stage would say once it is up (a followed folder that is not there yet), said before the stages
+        start: they take seconds to, and a wrong path should not look like a hang."""
+        said = {}
+        for sid, spec in self.config.enabled_stages().items():
+            notice_at_start = getattr(spec.cls, "notice_at_start", None)
+            notice = notice_at_start(spec.config, self.config.output_dir) if notice_at_start else None
+            if notice:
+                print(f"warning: {notice}", file=sys.stderr, flush=True)
+                said[sid] = notice
+        return said
 
     def _set_aside_unfinished_jobs(self) -> None:
         """A new run's sources that write a job (a simulated board) move aside what a killed one left unfinished."""
@@ -386,9 +398,9 @@ class Supervisor:
             print(f"stage '{proc.stage_id}' {line}", file=sys.stderr, flush=True)
         if kind == "metrics":
             notice = message.get("progress", {}).pop("notice", "")
-            if notice and notice != proc.notice:
+            if notice and notice not in proc.said:
                 print(f"warning: {notice}", file=sys.stderr, flush=True)
-            proc.notice = notice
+                proc.said.add(notice)
             proc.metrics = message
             now, received, sent = message["t"], message["in"], records_out(message)
             if proc.last_sample is not None:
@@ -510,7 +522,11 @@ class Supervisor:
         signal.signal(signal.SIGHUP, self._on_hangup)
         if self.app is not None:
             self.app.reset()
+        early = self._notices_at_start()
         self._spawn(control_ep, resume=resume)
+        for sid, notice in early.items():  # said already: not again when the stage asks
+            if sid in self.procs:
+                self.procs[sid].said.add(notice)
         if self.app is not None:
             try:
                 self.app.start()

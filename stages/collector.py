@@ -200,14 +200,21 @@ class CollectorStage(Source):
             if not said_waiting and self.config.end_marker is None and time.monotonic() > deadline - \
                     self.config.wait_s + WAIT_NOTICE_S:
                 said_waiting = True  # once: a typo in the path should not look like a hang
-                what = "holds no PROF_… directory yet" if base.exists() else "does not exist"
-                self.notice = (f"collector: {base} {what}: waiting up to {deadline - time.monotonic():.0f} s for a "
-                               "PROF_… directory there (a wrong path? Ctrl-C, then point PROF_DIR or the collector's "
-                               "path at a CANN profiling output directory)")
+                self.notice = _waiting_notice(base, self.config.wait_s)
                 log.warning("waiting for a PROF_… directory", stage=self.ctx.stage_id, path=str(base),
                             exists=base.exists(), gives_up_in_s=round(deadline - time.monotonic(), 1))
             yield None
             time.sleep(self.config.poll_ms / 1000)
+
+    @classmethod
+    def notice_at_start(cls, config: Any, output_dir: Path) -> str | None:
+        """Said by the supervisor before the stages start: a followed path that is not there (the collector says
+        it too, once it is up and has waited WAIT_NOTICE_S: the same words, said once)."""
+        if not config.follow or config.end_marker is not None:
+            return None
+        base = Path(config.path).expanduser()
+        base = base if base.is_absolute() else output_dir / base
+        return None if base.exists() else _waiting_notice(base, config.wait_s)
 
     def _run_started(self) -> float:
         """Epoch seconds the run started (its output stamp, to the second); else now."""
@@ -659,6 +666,12 @@ class CollectorStage(Source):
         if self.config.tx_endpoint:
             figures["tx_socket_records"] = self.tx_socket_records
         return figures
+
+
+def _waiting_notice(base: Path, wait_s: float) -> str:
+    what = "holds no PROF_… directory yet" if base.exists() else "does not exist"
+    return (f"collector: {base} {what}: waiting up to {wait_s:.0f} s for a PROF_… directory there (a wrong path? "
+            "Ctrl-C, then point PROF_DIR or the collector's path at a CANN profiling output directory)")
 
 
 def _is_finished(prof: Path) -> bool:
