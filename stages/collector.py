@@ -210,10 +210,9 @@ class CollectorStage(Source):
     def notice_at_start(cls, config: Any, output_dir: Path) -> str | None:
         """Said by the supervisor before the stages start: a followed path that is not there (the collector says
         it too, once it is up and has waited WAIT_NOTICE_S: the same words, said once)."""
-        if not config.follow or config.end_marker is not None:
-            return None
         base = Path(config.path).expanduser()
-        base = base if base.is_absolute() else output_dir / base
+        if not config.follow or config.end_marker is not None or not base.is_absolute():
+            return None  # a folder in the run's own output folder is made by the run (a simulated board writes it)
         return None if base.exists() else _waiting_notice(base, config.wait_s)
 
     def _run_started(self) -> float:

@@ -149,7 +149,8 @@ def test_live_view_at_80x24_mid_demo_then_the_report_fits(demo: Any) -> None:
 @pytest.mark.slow
 def test_live_view_at_160x45_mid_demo_has_every_column_and_the_advice(demo: Any) -> None:
     pane = demo(160, 45)
-    lines = pane.wait_for(_mid_demo(min_ops=10, advice=True), "ten operator rows and the advice")
+    # the operator table gets the lines the stage table and the advice leave: more findings, fewer rows
+    lines = pane.wait_for(_mid_demo(min_ops=8, advice=True), "eight operator rows and the advice")
     _check_screen(lines, 160, 45)
     head = next(line for line in lines if re.match(r"^stage\s+", line)).split()
     assert {"role", "in", "out", "MB"} <= set(head), head
