@@ -116,11 +116,10 @@ WHEN = {
 }
 
 
-@pytest.mark.parametrize("when", list(WHEN), ids=lambda w: w.replace(" ", "-"))
-def test_a_rerun_after_two_ctrl_c_ends_with_a_fresh_imports_outputs(
-        when: str, finished_board: Path, fresh_import: Path, tmp_path: Path) -> None:
-    before, between = WHEN[when]
-    out, config, log = tmp_path / "out", tmp_path / "run.yaml", tmp_path / "first.log"
+def _start_replayed(finished_board: Path, tmp_path: Path, out: Path, config: Path,
+                    log: Path) -> tuple[BoardReplay, subprocess.Popen[bytes]]:
+    """`pipeline run` following the finished board written again step by step (held at step 8), its output in
+    ``log``; the replay started."""
     live_board = tmp_path / "board" / finished_board.name
     config.write_text(_config(out, live_board))
     replay = BoardReplay(finished_board, live_board, pause_s=0.05, holds=(8,))
@@ -128,6 +127,15 @@ def test_a_rerun_after_two_ctrl_c_ends_with_a_fresh_imports_outputs(
         supervisor = subprocess.Popen([sys.executable, "-m", "pipeline", "run", str(config), "--live", "off"],
                                       env=pipeline_env(), stdout=sink, stderr=subprocess.STDOUT)
     replay.start()
+    return replay, supervisor
+
+
+@pytest.mark.parametrize("when", list(WHEN), ids=lambda w: w.replace(" ", "-"))
+def test_a_rerun_after_two_ctrl_c_ends_with_a_fresh_imports_outputs(
+        when: str, finished_board: Path, fresh_import: Path, tmp_path: Path) -> None:
+    before, between = WHEN[when]
+    out, config, log = tmp_path / "out", tmp_path / "run.yaml", tmp_path / "first.log"
+    replay, supervisor = _start_replayed(finished_board, tmp_path, out, config, log)
     try:
         _wait_for("a complete checkpoint", lambda: _epoch(out) >= 1 and "db" in _stage_pids(out))
         pids = _stage_pids(out)
@@ -188,13 +196,7 @@ def test_an_import_names_its_own_command_to_start_over_and_takes_fresh(
 
 def test_the_run_table_is_followed_by_each_restart(finished_board: Path, fresh_import: Path, tmp_path: Path) -> None:
     out, config, log = tmp_path / "out", tmp_path / "run.yaml", tmp_path / "run.log"
-    live_board = tmp_path / "board" / finished_board.name
-    config.write_text(_config(out, live_board))
-    replay = BoardReplay(finished_board, live_board, pause_s=0.05, holds=(8,))
-    with open(log, "wb") as sink:
-        supervisor = subprocess.Popen([sys.executable, "-m", "pipeline", "run", str(config), "--live", "off"],
-                                      env=pipeline_env(), stdout=sink, stderr=subprocess.STDOUT)
-    replay.start()
+    replay, supervisor = _start_replayed(finished_board, tmp_path, out, config, log)
     try:
         _wait_for("a complete checkpoint", lambda: _epoch(out) >= 1 and "decode" in _stage_pids(out))
         os.kill(_stage_pids(out)["decode"], signal.SIGKILL)
