@@ -202,7 +202,7 @@ CHIP_ALIASES = {"310": "mini", "910": "cloud"}  # the chips' own names for the s
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from pipeline.logs import quiet_command_logging
-    from stages.simulator.run import MIN_SLICE_BYTES, records_per_second
+    from stages.simulator.run import MAX_DEVICES, MIN_SLICE_BYTES, records_per_second
     from stages.simulator.writer import simulate
 
     quiet_command_logging()  # `wrote PROF_…` says it; the simulator's info lines are for a stage's log
@@ -222,6 +222,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         raise UserError(f"--first-task-id must be from 0 to 65535, not {args.first_task_id}")
     if args.slice_bytes < MIN_SLICE_BYTES:
         raise UserError(f"--slice-bytes must be at least {MIN_SLICE_BYTES}, not {args.slice_bytes}")
+    if not 1 <= args.devices <= MAX_DEVICES:
+        raise UserError(f"--devices must be from 1 to {MAX_DEVICES}, not {args.devices}")
     try:
         records_per_second(args.rate)
     except ValueError as exc:
@@ -234,7 +236,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         prof = simulate(Path(args.out_dir), chip=chip, iterations=args.iterations, rate=args.rate, seed=args.seed,
                         slice_bytes=args.slice_bytes, aic_metrics=args.aic_metrics, mode=args.mode,
                         layout=args.layout, model=args.model, sleep_ms=args.sleep_ms,
-                        first_task_id=args.first_task_id)
+                        first_task_id=args.first_task_id, devices=args.devices)
     except OSError as exc:  # the folder it writes: a file in the way, no permission, a full disk
         raise refused_path(exc) from None
     print(f"wrote {prof}")
@@ -247,6 +249,8 @@ def _simulate_subscription(args: argparse.Namespace) -> int:
 
     if args.out_dir is not None:
         raise UserError("pipeline simulate takes OUT_DIR or --subscribe FIFO, not both")
+    if args.devices != 1:
+        raise UserError("--devices is for a PROF_… directory: the --subscribe stream is one device's")
     if args.corrupt_every < 0:
         raise UserError(f"--corrupt-every must be 0 or more, not {args.corrupt_every}")
     if args.rate != "realtime":
@@ -486,6 +490,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--first-task-id", type=int, default=0, metavar="N",
                      help="task ids already used on each stream when profiling starts: near 65535 the 16-bit ids "
                           "wrap soon (FLIP tasks, batch ids), e.g. 65500 wraps the AI Core stream in the first image")
+    sim.add_argument("--devices", type=int, default=1, metavar="N",
+                     help="devices the app drives, each with its own inference loop (device_0 … device_N-1 in the "
+                          "one PROF_… directory, 1 to 16); --iterations is per device, --rate the whole board's")
     sim.add_argument("--subscribe", metavar="FIFO",
                      help="write aclprofModelSubscribe ProfOpDesc records into FIFO (made when absent) instead of "
                           "a PROF_… directory, op names to the resolver file, the truth next to it")

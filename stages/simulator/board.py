@@ -1,4 +1,9 @@
-"""The simulated board: one app thread running the detector, and device 0 running its tasks.
+"""One device of the simulated board: an app thread running the detector, and the device running its tasks.
+
+A board of N devices is one app process with N such loops (run.py drives a `Board` per device): device N's
+loop is thread APP_TID + N, starts N × 2.7 ms after device 0's, draws its durations from random streams
+of its own, and only device 0's loop reports the type and name dictionaries (the process registers them
+once; the legacy layout keeps them per device folder). Each device numbers its own streams and tasks.
 
 `Board` advances a simulated host clock image by image and returns, per raw stream, the records
 the CANN runtime and the device would report, ordered by the time they are reported. Host
@@ -88,7 +93,8 @@ Mode = Literal["launch", "static"]
 MODES = ("launch", "static")
 TASK_ID_LIMIT = 0x10000
 V6_TASK_ID_LIMIT = 1 << 32
-APP_PID, APP_TID = 14250, 14263
+APP_PID, APP_TID = 14250, 14263  # the app, and the thread of device 0's inference loop (device N: APP_TID + N)
+DEVICE_START_STAGGER_NS = 2_700_000  # device N's inference loop starts N × this later than device 0's
 PMU_CYCLES_PER_ICACHE_REQ = 40
 
 # Stream keys = slice base names (host streams have no device suffix).
@@ -131,6 +137,13 @@ def host_streams(layout: str, device_id: int) -> tuple[str, ...]:
     return HOST_STREAMS if layout == "current" else tuple(legacy.streams(device_id).values())
 
 
+def _rng(seed: int, device_id: int, purpose: int) -> np.random.Generator:
+    """A random stream of one purpose (0: the run, 1 …: side draws); each device draws from streams of its own."""
+    if device_id:
+        return np.random.default_rng([seed, purpose, device_id])
+    return np.random.default_rng([seed, purpose] if purpose else seed)
+
+
 @dataclass
 class TaskIds:
     """Per-stream task ids (16 bits; 32 on chip v6). On flip chips a FLIP task takes id 0 of each new batch
@@ -164,6 +177,7 @@ class TaskIds:
 class _HostApis:
     """Few-per-image API intervals and events, gathered as rows."""
 
+    tid: int = APP_TID
     level: list[int] = field(default_factory=list)
     type_: list[int] = field(default_factory=list)
     begin: list[int] = field(default_factory=list)
@@ -179,7 +193,7 @@ class _HostApis:
 
     def records(self) -> Part:
         end = np.array(self.end, np.int64)
-        return end, rec.apis(len(end), np.array(self.level), np.array(self.type_), APP_TID,
+        return end, rec.apis(len(end), np.array(self.level), np.array(self.type_), self.tid,
                              np.array(self.begin, np.int64), end, 0, np.array(self.reserve))
 
 
@@ -216,8 +230,11 @@ class Board:
     def __init__(self, chip: Chip, seed: int, timebase: TimeBase, *, device_id: int = 0,
                  first_task_id: int = 0, mode: Mode = "launch", metrics: str = "PipeUtilization",
                  layout: Layout = "current", model: Model = DEFAULT_MODEL, sleep_ms: int = 0,
-                 batch_ids: bool = False) -> None:
+                 batch_ids: bool = False, reports_names: bool = True) -> None:
         self.chip = chip
+        self.tid = APP_TID + device_id  # each device's inference loop is a thread of its own
+        # the process registers its type and name dictionaries once: a second device's loop finds them reported
+        self.reports_names = reports_names
         # kernel task_tracks carry their real batch id (True) or 0, as a real runtime may write (msprof takes the
         # batch from the FLIP tasks); FLIP tasks carry their flip number either way
         self.batch_ids = batch_ids
@@ -235,11 +252,11 @@ class Board:
         self.truth = Truth(self.table.ops, device_id, timebase.ns_per_tick)
         self.truth.mode = mode
         self.truth.metrics = metrics
-        self.rng = np.random.default_rng(seed)
-        self.group_rng = np.random.default_rng([seed, 1])  # counters of metric groups other than PipeUtilization
-        self.extra_rng = np.random.default_rng([seed, 2])  # AI CPU and L2 cache records
-        self.ffts_rng = np.random.default_rng([seed, 3])  # how FFTS+ tasks split into contexts
-        self.now = timebase.host_mono0 + 1500 * US  # host time of the next action
+        self.rng = _rng(seed, device_id, 0)
+        self.group_rng = _rng(seed, device_id, 1)  # counters of metric groups other than PipeUtilization
+        self.extra_rng = _rng(seed, device_id, 2)  # AI CPU and L2 cache records
+        self.ffts_rng = _rng(seed, device_id, 3)  # how FFTS+ tasks split into contexts
+        self.now = timebase.host_mono0 + 1500 * US + device_id * DEVICE_START_STAGGER_NS  # host time of the next action
         self.device_free = int(timebase.ticks_at(self.now))
         streams = sorted(set(self.table.stream_id.tolist()))
         if chip == "v6":  # one 32-bit id space for the whole device: a task id alone names a task
@@ -286,6 +303,8 @@ class Board:
 
     def start(self) -> Emission:
         """Type registrations, reported when the app initialises profiling."""
+        if not self.reports_names:
+            return {}
         return self._layout({TYPE_INFO_DIC: rec.text_chunk(self.tb.host_mono0 + 200 * US, names.type_info_lines())})
 
     def _layout(self, emission: Emission) -> Emission:
@@ -296,7 +315,7 @@ class Board:
 
     def load_model(self) -> Emission:
         """aclmdlLoadFromFile (≈ 40 ms): streams, device memory; GE registers its name hashes."""
-        host = _HostApis()
+        host = _HostApis(self.tid)
         begin = self.now
         cursor = begin + 300 * US
         for api in ("StreamCreate", "StreamCreate", "DevMalloc", "DevMalloc", "DevMalloc"):
@@ -317,11 +336,12 @@ class Board:
         strings = sorted({op.name for op in ops} | {op.op_type for op in ops} | {op.kernel_name for op in ops}
                          | {self.model_name})
         emission[API_EVENT] = rec.merge([host.records(), *api_parts])
-        emission[HASH_DIC] = rec.text_chunk(end, [f"{hash_name(s)}:{s}" for s in strings])
+        if self.reports_names:
+            emission[HASH_DIC] = rec.text_chunk(end, [f"{hash_name(s)}:{s}" for s in strings])
         if self.chip == "cloud":  # the AI Core clock as the load finds it
             emission.update(self._freq_points(begin, [(begin, aic_mhz(self.chip))]))
         emission[GRAPH_ID_MAP] = rec.merge([(np.array([end - 100 * US]), rec.graph_id_maps(
-            APP_TID, end - 100 * US, hash_name(self.model_name), GRAPH_ID, MODEL_ID))])
+            self.tid, end - 100 * US, hash_name(self.model_name), GRAPH_ID, MODEL_ID))])
         return self._layout(emission)
 
     def _freq_points(self, emit_ns: int, points: list[tuple[int, int]]) -> Emission:
@@ -341,11 +361,11 @@ class Board:
         load_end = int(self.loaded.node_e[-1]) + self._draw_us(300, 50)
         self.truth.add_api("model", "ModelLoad", 1, load_end - load_begin)
         ts = np.array([load_begin, load_end])
-        load_event = (ts, rec.events(2, raw.LEVEL_MODEL, raw.MODEL_LOAD_TYPE, APP_TID, 0, ts, MODEL_ID))
+        load_event = (ts, rec.events(2, raw.LEVEL_MODEL, raw.MODEL_LOAD_TYPE, self.tid, 0, ts, MODEL_ID))
         return load_end + self._draw_us(200, 30), [load_event, *self.loaded.api_parts], dict(self.loaded.records)
 
     def unload_model(self) -> Emission:
-        host = _HostApis()
+        host = _HostApis(self.tid)
         begin = self.now
         cursor = begin + 40 * US
         for api in ("DevFree", "DevFree", "DevFree", "StreamDestroy", "StreamDestroy"):
@@ -357,7 +377,7 @@ class Board:
 
     def run_image(self, iteration: int) -> Emission:
         """Pre-process, run the model once, post-process; returns every record of this image."""
-        host, tx = _HostApis(), []
+        host, tx = _HostApis(self.tid), []
         t0 = self.now
         tx.append(self._msproftx(0, t0, t0, f"frame {iteration}"))
         pre_end = t0 + US + self._draw_us(2_600, 250)
@@ -407,13 +427,13 @@ class Board:
         """aclrtMemcpy ⊃ runtime MemCopySync ⊃ memcpy_info."""
         self._runtime(host, "MemCopySync", begin + 2 * US, duration - 4 * US, 0)
         at = begin + 3 * US
-        memcpys.append((np.array([at]), rec.memcpy_infos(APP_TID, at, size, direction, self.device_id)))
+        memcpys.append((np.array([at]), rec.memcpy_infos(self.tid, at, size, direction, self.device_id)))
         return self._acl(host, "aclrtMemcpy", begin, begin + duration)
 
     def _msproftx(self, event_type: int, start: int, end: int, message: str) -> Part:
         if event_type == 2 and not self.legacy:  # the legacy layout writes no msproftx
             self.truth.add_msproftx(message, end - start)
-        return np.array([end], np.int64), rec.msproftx(APP_PID, APP_TID, event_type, start, end, message)
+        return np.array([end], np.int64), rec.msproftx(APP_PID, self.tid, event_type, start, end, message)
 
     # ---- one model execution --------------------------------------------------------------------
 
@@ -470,28 +490,28 @@ class Board:
             sel = t.is_aicpu == core
             self.truth.add_api("runtime", api, int(sel.sum()), int((rt_e - rt_b)[sel].sum()))
         api_parts = [
-            (node_e, rec.apis(n, raw.LEVEL_NODE, names.NODE_LAUNCH_TYPE, APP_TID, node_b, node_e, self.op_hash,
+            (node_e, rec.apis(n, raw.LEVEL_NODE, names.NODE_LAUNCH_TYPE, self.tid, node_b, node_e, self.op_hash,
                               reserve)),
-            (rt_e, rec.apis(n, raw.LEVEL_RUNTIME, self.rt_api_type, APP_TID, rt_b, rt_e, 0, reserve)),
+            (rt_e, rec.apis(n, raw.LEVEL_RUNTIME, self.rt_api_type, self.tid, rt_b, rt_e, 0, reserve)),
         ]
         if self.legacy:
-            records = legacy.tasks(legacy.streams(self.device_id), APP_TID, track_ts, t.stream_id, ids, batches,
+            records = legacy.tasks(legacy.streams(self.device_id), self.tid, track_ts, t.stream_id, ids, batches,
                                    self.rt_task_type, self.ge_task_type, [op.name for op in t.ops], self.op_hash,
                                    [op.op_type for op in t.ops], t.block_dim, MODEL_ID, reserve, self.tensor_rows,
                                    self.tensor_row_op, self.tensor_row_num)
         else:
             records = {
                 NODE_BASIC_INFO: rec.merge([(node_b + 600, rec.node_basic_infos(
-                    n, APP_TID, node_b + 600, self.op_hash, self.ge_task_type, self.type_hash, t.block_dim))]),
+                    n, self.tid, node_b + 600, self.op_hash, self.ge_task_type, self.type_hash, t.block_dim))]),
                 TENSOR_INFO: rec.merge([(node_b[self.tensor_row_op] + 1100, rec.tensor_infos(
-                    APP_TID, node_b[self.tensor_row_op] + 1100, self.op_hash[self.tensor_row_op],
+                    self.tid, node_b[self.tensor_row_op] + 1100, self.op_hash[self.tensor_row_op],
                     self.tensor_row_num, self.tensor_rows))]),
                 TASK_TRACK: self._task_tracks(track_ts, t.stream_id, ids, batches, flips, rt_b),
             }
             if self.ffts_plus.any():
                 at = node_b[self.ffts_plus] + 900
                 records[CONTEXT_ID_INFO] = rec.merge([(at, rec.context_id_infos(
-                    APP_TID, at, self.op_hash[self.ffts_plus], t.contexts[self.ffts_plus]))])
+                    self.tid, at, self.op_hash[self.ffts_plus], t.contexts[self.ffts_plus]))])
         return Launches(node_e, track_ts, ids, batches, flips, api_parts, records)
 
     def _schedule(self, submitted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -518,7 +538,7 @@ class Board:
         acl_end = self._acl(host, "aclmdlExecute", begin, ev_end + self._draw_us(4, 0.5))
         self.truth.add_api("model", "ModelExecute", 1, ev_end - ev_begin)
         ev_ts = np.array([ev_begin, ev_end])
-        return acl_end, [(ev_ts, rec.events(2, raw.LEVEL_MODEL, raw.MODEL_EXECUTE_TYPE, APP_TID, iteration, ev_ts,
+        return acl_end, [(ev_ts, rec.events(2, raw.LEVEL_MODEL, raw.MODEL_EXECUTE_TYPE, self.tid, iteration, ev_ts,
                                             MODEL_ID))]
 
     def _task_tracks(self, track_ts: np.ndarray, stream: np.ndarray, ids: np.ndarray, batches: np.ndarray,
@@ -528,13 +548,13 @@ class Board:
             ids, batches = ids & 0xFFFF, ids >> 16
         elif not self.batch_ids:
             batches = np.zeros_like(batches)
-        parts = [(track_ts, rec.task_tracks(n, APP_TID, track_ts, self.device_id, stream, ids, batches,
+        parts = [(track_ts, rec.task_tracks(n, self.tid, track_ts, self.device_id, stream, ids, batches,
                                             self.rt_task_type, self.kernel_hash, self.table.block_dim,
                                             self.args_size))]
         if flips:
             at = np.array([op for op, _ in flips])
             ts = rt_b[at] + 1
-            parts.append((ts, rec.task_tracks(len(at), APP_TID, ts, self.device_id, stream[at], 0,
+            parts.append((ts, rec.task_tracks(len(at), self.tid, ts, self.device_id, stream[at], 0,
                                               np.array([b for _, b in flips]), names.TASK_FLIP, 0, 0, 0)))
         return rec.merge(parts)
 

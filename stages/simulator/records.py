@@ -71,6 +71,24 @@ def merge(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> Chunk:
     return Chunk(emit[order], ends, out.tobytes())
 
 
+def interleave(chunks: Sequence[Chunk]) -> Chunk:
+    """Chunks of one stream from several sources (each emit-ordered) as one emit-ordered chunk; records with equal
+    emit times keep the order of ``chunks``."""
+    chunks = [c for c in chunks if c.count]
+    if len(chunks) <= 1:
+        return chunks[0] if chunks else Chunk(np.zeros(0, np.int64), np.zeros(0, np.int64), b"")
+    emit = np.concatenate([c.emit for c in chunks])
+    order = np.argsort(emit, kind="stable")
+    data = b"".join(c.data for c in chunks)
+    offsets = np.cumsum([0] + [len(c.data) for c in chunks[:-1]])
+    ends = np.concatenate([c.ends + offset for c, offset in zip(chunks, offsets, strict=True)])
+    sizes = np.diff(ends, prepend=0)
+    starts = (ends - sizes)[order]
+    new_ends = np.cumsum(sizes[order])
+    byte_index = np.repeat(starts - (new_ends - sizes[order]), sizes[order]) + np.arange(int(new_ends[-1]))
+    return Chunk(emit[order], new_ends, np.frombuffer(data, np.uint8)[byte_index].tobytes())
+
+
 def text_chunk(emit_ns: int, lines: Sequence[str]) -> Chunk:
     """Dictionary lines (one record each) emitted together."""
     encoded = [f"{line}\n".encode() for line in lines]

@@ -3,7 +3,7 @@
 Example (YAML):
 
     board: {type: simulator, chip: mini, mode: launch, iterations: 200, rate: realtime, seed: 0, output: board,
-            layout: current, model: face_mask_ssd, sleep_ms: 0}
+            layout: current, model: face_mask_ssd, sleep_ms: 0, devices: 1}
 
 chip: mini = Ascend 310 (TS timeline), cloud = Ascend 910 (HWTS log), 910b = Ascend 910B (STARS log,
 FFTS context PMU with AI Core and AI Vector Core tasks, FFTS+ MIX_AIC tasks with subtask logs; keep
@@ -13,7 +13,8 @@ v6 = chip v6 (platform 15: 32-byte STARS log, 32-bit task ids, no PMU). layout: 
 files) runs in launch mode on the 310 and 910 only. model: the workload variant (face_mask_ssd;
 face_mask_ssd_mish and face_mask_ssd_fused are the before / after pair of the case studies,
 workload.py); sleep_ms: the app sleeps this long inside its model-load msproftx range
-(the face-mask SSD case study's sleep(5)).
+(the face-mask SSD case study's sleep(5)); devices: the app drives this many devices, each with its own
+inference loop (device_0 … device_N-1 in one PROF_ directory; iterations are per device, rate is the board's).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pydantic import Field, field_validator
 from pipeline.checkpoint import LeftBehind
 from pipeline.errors import UserError
 from pipeline.stage import Batch, Source, StageConfig, StageContext
-from stages.simulator.run import MIN_SLICE_BYTES, Simulation, records_per_second, simulate
+from stages.simulator.run import MAX_DEVICES, MIN_SLICE_BYTES, Simulation, records_per_second, simulate
 from stages.simulator.truth import TRUTH_FILE
 from stages.simulator.workload import Model
 
@@ -60,6 +61,7 @@ class SimulatorStage(Source):
         layout: Literal["current", "legacy"] = "current"  # legacy = CANN 5/6 AclModule/Framework/Runtime files
         model: Model = "face_mask_ssd"  # workload variant: face_mask_ssd, face_mask_ssd_mish, face_mask_ssd_fused
         sleep_ms: int = Field(0, ge=0)  # the app's sleep inside its model-load msproftx range (the case study's)
+        devices: int = Field(1, ge=1, le=MAX_DEVICES)  # devices the app drives (device_0 … device_N-1)
 
         @field_validator("rate")
         @classmethod
@@ -74,7 +76,7 @@ class SimulatorStage(Source):
         self.simulation = Simulation(ctx.resolve(config.output), config.chip, config.iterations, config.rate,
                                      config.seed, config.slice_bytes, config.burst_ms, mode=config.mode,
                                      aic_metrics=config.aic_metrics, layout=config.layout, model=config.model,
-                                     sleep_ms=config.sleep_ms)
+                                     sleep_ms=config.sleep_ms, devices=config.devices)
 
     def batches(self) -> Iterator[Batch | None]:
         """The board writes in a thread of its own; this loop keeps the stage's figures and heartbeat going

@@ -3,6 +3,11 @@
 Device task durations are Δticks × ns_per_tick (10 ns at 100 MHz, 20 ns on the 910B's 50 MHz; exact
 integers), host API durations are end − begin ns,
 record counts are what the writer put on disk (text dictionaries count lines).
+
+A job of several devices has one truth file for all of them (`board_truth`): op_statistic has a row per
+device, op type and core type; the host figures (API and msproftx statistics), task flips and the per-op
+device extras are summed over the devices; `iterations` is the images every device ran; `iteration_ns`
+is device 0's, and `devices` lists each device's own figures.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +161,51 @@ class Truth:
 
     def write(self, path: Path, prof_dir: Path, chip: str, complete: bool, planned: int = 0) -> None:
         """Atomically (re)write the truth file."""
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_dict(prof_dir, chip, complete, planned), indent=1) + "\n")
-        os.replace(tmp, path)
+        write_truth(path, self.to_dict(prof_dir, chip, complete, planned))
+
+
+def _summed(truths: Sequence[Truth]) -> Truth:
+    """One Truth holding the sums of several devices' (min and max over them)."""
+    first = truths[0]
+    total = Truth(first.ops, first.device_id, first.ns_per_tick)
+    total.mode, total.metrics = first.mode, first.metrics
+    total.iterations = min(t.iterations for t in truths)
+    total.iteration_ns = list(first.iteration_ns)
+    total.task_min = np.minimum.reduce([t.task_min for t in truths])
+    total.task_max = np.maximum.reduce([t.task_max for t in truths])
+    for name in ("task_count", "task_total", "pmu_count", "pmu_cycles", "pmu_counters", "aicpu_count", "l2_count",
+                 "l2_events", "l2_rates"):
+        setattr(total, name, sum(getattr(t, name) for t in truths))
+    for t in truths:
+        total.api_count.update(t.api_count)
+        total.api_total.update(t.api_total)
+        for message, (count, ns) in t.msproftx.items():
+            total.msproftx[message][0] += count
+            total.msproftx[message][1] += ns
+        for name, values in t.aicpu.items():
+            total.aicpu[name] = total.aicpu.get(name, np.zeros(len(t.ops), np.int64)) + values
+        total.flips += t.flips
+        total.freq_points += t.freq_points
+    return total
+
+
+def board_truth(truths: Sequence[Truth], records: Counter[str], slices: Counter[str], prof_dir: Path, chip: str,
+                complete: bool, planned: int = 0) -> dict[str, Any]:
+    """The truth of a job over its devices (one Truth per device, in device order); `records` and `slices` are what
+    the writer put on disk."""
+    whole = truths[0] if len(truths) == 1 else _summed(truths)
+    whole.records, whole.slices = records, slices
+    out = whole.to_dict(prof_dir, chip, complete, planned)
+    if len(truths) > 1:
+        out["op_statistic"] = [row for t in truths for row in t.op_statistic()]
+        out["devices"] = [{"device_id": t.device_id, "iterations": t.iterations, "iteration_ns": t.iteration_ns,
+                           "task_flips": t.flips, "op_statistic": t.op_statistic(),
+                           "device_extras": t.device_extras()} for t in truths]
+    return out
+
+
+def write_truth(path: Path, truth: dict[str, Any]) -> None:
+    """Atomically (re)write a truth file."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(truth, indent=1) + "\n")
+    os.replace(tmp, path)
