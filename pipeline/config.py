@@ -12,13 +12,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from pipeline import partitions
 from pipeline.errors import UserError
 from pipeline.interpolate import InterpolationError, interpolate_tree
 from pipeline.plugins import load_stage_class
 from pipeline.security import CurveKeys
 from pipeline.stage import Stage, StageConfig
 
-COMMON_STAGE_KEYS = ("type", "inputs", "endpoint", "enabled")
+COMMON_STAGE_KEYS = ("type", "inputs", "endpoint", "enabled", "partitions")
 STAGE_ID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 
 
@@ -70,6 +71,9 @@ class StageSpec:
     endpoint: str | None
     enabled: bool
     where: str = ""  # `FILE: stages.ID`, for errors
+    group: str = ""  # the stage id in the YAML file; a partition's id is `{group}-{partition}`
+    partition: int = 0
+    partitions: int = 1
     _cls: type[Stage] | None = field(default=None, repr=False)
     _config: StageConfig | None = field(default=None, repr=False)
 
@@ -126,6 +130,20 @@ class PipelineConfig:
     def consumers(self, producer: str, port: str) -> list[str]:
         """Enabled stages that take ``producer.port`` as an input, in config order."""
         return [sid for sid, spec in self.enabled_stages().items() if (producer, port) in spec.inputs]
+
+    def route(self, producer: str, consumer: str) -> tuple[int, int] | None:
+        """How ``producer`` splits what it sends ``consumer`` (see pipeline.partitions): (partition, partitions) of a
+        consumer that takes only its share of the devices; None when it takes everything (not partitioned, or
+        paired with the producer partition of its own index)."""
+        return partitions.route(self.stages[producer], self.stages[consumer])
+
+    def partition_groups(self) -> dict[str, list[str]]:
+        """Stage ids of every partitioned stage in the YAML file → its partitions' ids."""
+        groups: dict[str, list[str]] = {}
+        for sid, spec in self.stages.items():
+            if spec.partitions > 1:
+                groups.setdefault(spec.group, []).append(sid)
+        return groups
 
 
 def _located(where: str, message: str, hint: str = "") -> UserError:
@@ -194,14 +212,19 @@ def parse_config(raw: Any, path: Path, env: Mapping[str, str] | None = None, onl
     if not isinstance(stages_tree, dict) or not stages_tree:
         raise _located(where, "'stages' must map stage ids to stage settings")
     config = PipelineConfig(path=path, run=run, raw=raw)
+    declared: dict[str, StageSpec] = {}
     for stage_id, body in stages_tree.items():
         if not STAGE_ID.match(str(stage_id)):
             raise _located(f"{where}: stages.{stage_id}", "stage ids use letters, digits, '_' and '-' (at most 40)")
-        spec = config.stages[str(stage_id)] = _parse_stage(str(stage_id), body, where)
-        if only is None or spec.stage_id == only:
+        spec = declared[str(stage_id)] = _parse_stage(str(stage_id), body, where)
+        if only is None or spec.stage_id == only or (spec.partitions > 1 and only.startswith(f"{spec.stage_id}-")):
             spec.config  # noqa: B018 (imports the class, validates the settings: errors in file order)
+            if isinstance(body, dict) and "partitions" in body:
+                partitions.check_partitionable(spec)
+    config.stages = partitions.expand(declared, where)
     if only is None:
         _check_graph(config, where)
+        partitions.check_reads(config, where)
     _check_tcp_security(config, where)
     return config
 
@@ -228,15 +251,16 @@ def _parse_stage(stage_id: str, body: Any, where: str) -> StageSpec:
     endpoint = body.get("endpoint")
     if endpoint is not None and not str(endpoint).startswith(("tcp://", "ipc://")):
         raise _located(f"{at}.endpoint", f"unsupported endpoint {endpoint!r}", "use tcp://HOST:PORT or ipc://PATH")
+    count = partitions.parse_count(body.get("partitions", 1), f"{at}.partitions")
     return StageSpec(stage_id, str(body["type"]), own, [_parse_input(ref, f"{at}.inputs") for ref in inputs_raw],
                      str(endpoint) if endpoint else None, _parse_enabled(body.get("enabled", True), f"{at}.enabled"),
-                     at)
+                     at, group=stage_id, partitions=count)
 
 
 def _check_graph(config: PipelineConfig, where: str) -> None:
     enabled = config.enabled_stages()
-    for sid, spec in enabled.items():
-        at = f"{where}: stages.{sid}.inputs"
+    for spec in enabled.values():
+        at = f"{spec.where}.inputs"  # a partition's errors name its entry in the file
         if spec.cls.role in ("transform", "sink") and not spec.inputs:
             raise _located(at, f"a {spec.cls.role} needs at least one input")
         if spec.cls.role == "source" and spec.inputs:
@@ -322,6 +346,8 @@ def graph_text(config: PipelineConfig) -> str:
     lines = [f"run {config.run.name} → {config.output_dir}"]
     for sid, spec in config.stages.items():
         state = "" if spec.enabled else "  (disabled)"
+        if spec.partitions > 1:
+            state += f"  (partition {spec.partition} of {spec.group}'s {spec.partitions})"
         lines.append(f"  [{spec.cls.role}] {sid} ({spec.type_name}){state}")
         for producer, port in spec.inputs:
             lines.append(f"      {producer}.{port} ──▶ {sid}")

@@ -20,7 +20,7 @@ from typing import Any
 import msgpack
 import zmq
 
-from pipeline import checkpoint, transport, wire
+from pipeline import checkpoint, partitions, transport, wire
 from pipeline.config import PipelineConfig, StageSpec
 from pipeline.errors import InputError, UserError
 from pipeline.heap import collect_young_less_often, return_large_buffers
@@ -102,7 +102,8 @@ class StageRunner:
                                 aside_dir=out_dir / "rejected", export_stamp=export_stamp,
                                 batch_records=config.run.batch.max_records,
                                 batch_bytes=config.run.batch.max_bytes,
-                                state_dir=checkpoint.checkpoint_dir(out_dir) if self.checkpointing else None)
+                                state_dir=checkpoint.checkpoint_dir(out_dir) if self.checkpointing else None,
+                                partition=self.spec.partition, partitions=self.spec.partitions)
         self.ctx.report_view = self._report_view
         self.ctx.clock = self.stage_clock
         self.ctx.curve = self.curve
@@ -120,6 +121,11 @@ class StageRunner:
         self.out_seq: Counter[tuple[str, str]] = Counter()
         self.out_batches: Counter[str] = Counter()
         self.out_records: Counter[str] = Counter()
+        # per (port, consumer): what was sent on that link, which its end of stream carries (a routed link, to one
+        # partition of a partitioned consumer, carries only that partition's devices: pipeline/partitions.py)
+        self.link_records: Counter[tuple[str, str]] = Counter()
+        self.link_batches: Counter[tuple[str, str]] = Counter()
+        self.routes: dict[str, tuple[int, int] | None] = {}
         self.inputs: dict[tuple[str, str], InputTally] = {key: InputTally() for key in self.spec.inputs}
         self.wire_rejected: Counter[str] = Counter()
         self.started = time.monotonic()
@@ -156,6 +162,7 @@ class StageRunner:
         for port in self.spec.cls.outputs:
             sockets = []
             for consumer in self.config.consumers(self.stage_id, port):
+                self.routes[consumer] = self.config.route(self.stage_id, consumer)
                 endpoint = transport.input_endpoint(self.config, consumer)
                 sockets.append((consumer, self._connect_output(consumer, endpoint)))
             self.outputs[port] = sockets
@@ -202,8 +209,13 @@ class StageRunner:
         self.out_batches[batch.port] += 1
         self.out_records[batch.port] += batch.count
         for consumer, sock in self.outputs.get(batch.port, []):
-            seq = self.out_seq[(batch.port, consumer)]
-            self.out_seq[(batch.port, consumer)] = seq + 1
+            if not partitions.takes(self.routes.get(consumer), batch.meta):
+                continue  # another partition's device
+            link = (batch.port, consumer)
+            seq = self.out_seq[link]
+            self.out_seq[link] = seq + 1
+            self.link_batches[link] += 1
+            self.link_records[link] += batch.count
             self._send_frames(sock, wire.encode_batch(self.stage_id, seq, batch), consumer)
 
     def send_barrier(self, epoch: int, final: bool) -> None:
@@ -218,8 +230,9 @@ class StageRunner:
         self.eos_sent = True  # consumers may go now
         for port, sockets in self.outputs.items():
             for consumer, sock in sockets:
-                seq = self.out_seq[(port, consumer)]
-                frames = wire.encode_eos(self.stage_id, port, seq, self.out_batches[port], self.out_records[port])
+                link = (port, consumer)
+                frames = wire.encode_eos(self.stage_id, port, self.out_seq[link], self.link_batches[link],
+                                         self.link_records[link])
                 self._send_frames(sock, frames, consumer)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -334,11 +347,17 @@ class StageRunner:
         self.control.send({"type": "metrics", "t": time.time(), "in": received,
                            "out": dict(self.out_records), "rejected": sum(self.ctx.rejected.values()),
                            "progress": self.stage.progress(), "rss_mb": _rss_mb(), "state": self.state(),
-                           "awaiting_end": self._awaiting_end()})
+                           "awaiting_end": self._awaiting_end(), **self._routed_counts()})
         if now - self._last_log >= LOG_INTERVAL_S:
             self._last_log = now
             self.log.info("stage stats", records_in=received, records_out=dict(self.out_records),
                           rejected=dict(self.ctx.rejected))
+
+    def _routed_counts(self) -> dict[str, Any]:
+        """Records sent per link, when some links carry only a partition's devices (the view's backlog needs them)."""
+        if not any(self.routes.values()):
+            return {}
+        return {"out_links": {f"{port}>{consumer}": n for (port, consumer), n in self.link_records.items()}}
 
     # -- loops ----------------------------------------------------------------------------
     def _run_source(self, source: Source) -> None:
@@ -654,7 +673,10 @@ class StageRunner:
     def _saved_state(self, epoch: int, final: bool) -> bytes:
         inputs = {f"{p}.{port}": [t.records, t.batches] for (p, port), t in self.inputs.items()}
         aside = {path.name: path.stat().st_size for path in self._aside_files()}
+        links = {f"{port}>{consumer}": [self.link_records[(port, consumer)], self.link_batches[(port, consumer)]]
+                 for port, sockets in self.outputs.items() for consumer, _ in sockets}
         counts = {"out_records": dict(self.out_records), "out_batches": dict(self.out_batches), "inputs": inputs,
+                  "links": links,
                   "rejected": dict(self.ctx.rejected), "wire_rejected": dict(self.wire_rejected), "aside": aside,
                   "finished": self.finished}
         collecting = gc.isenabled()
@@ -702,6 +724,7 @@ class StageRunner:
         counts = saved["counts"]
         self.out_records.update(counts["out_records"])
         self.out_batches.update(counts["out_batches"])
+        self._restore_links(counts.get("links"))
         for (producer, port), tally in self.inputs.items():
             tally.records, tally.batches = counts["inputs"].get(f"{producer}.{port}", [0, 0])
         self.ctx.rejected.update(counts["rejected"])
@@ -717,6 +740,19 @@ class StageRunner:
         self.stage.restore(saved["state"])
         self.log.info("resumed from checkpoint", epoch=self.resume_epoch, records_in=self._received())
         return True
+
+    def _restore_links(self, links: dict[str, list[int]] | None) -> None:
+        """Per-link counts of a checkpoint; one written without them (an earlier release: no routed links) gives
+        each link its port's counts."""
+        if links is None:
+            for port in self.spec.cls.outputs:
+                for consumer in self.config.consumers(self.stage_id, port):
+                    self.link_records[(port, consumer)] = self.out_records[port]
+                    self.link_batches[(port, consumer)] = self.out_batches[port]
+            return
+        for key, (records, batches) in links.items():
+            port, _, consumer = key.partition(">")
+            self.link_records[(port, consumer)], self.link_batches[(port, consumer)] = records, batches
 
     def _received(self) -> int:
         return sum(t.records for t in self.inputs.values())

@@ -24,7 +24,7 @@ from pipeline.security import CurveKeys
 
 class StageConfig(BaseModel):
     """Base of every stage's config model: the keys common to all stages live in the YAML
-    wrapper (type, inputs, endpoint, enabled); a stage's own keys go here."""
+    wrapper (type, inputs, endpoint, enabled, partitions); a stage's own keys go here."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -69,6 +69,10 @@ class StageContext:
     clock: Callable[[], float] = _monotonic
     state_dir: Path | None = None  # where a stage may keep files of its own for crash recovery (None: off)
     curve: CurveKeys | None = None  # the run's CURVE keys, for a stage that binds a socket of its own
+    # A stage entry with `partitions: N` runs as N processes: this one takes the devices d with d % N == partition,
+    # and the host's records (pipeline/partitions.py)
+    partition: int = 0
+    partitions: int = 1
 
     def reject(self, reason: str, count: int = 1, data: bytes = b"") -> None:
         """Count records that could not be used, and keep their bytes aside for inspection."""
@@ -97,6 +101,11 @@ class Stage:
     Config: ClassVar[type[StageConfig]] = StageConfig
     outputs: ClassVar[tuple[str, ...]] = ("out",)
     role: ClassVar[str] = "stage"
+    # May run as partitions by device (`partitions: N`): it keeps devices apart and needs no record of another
+    # partition's devices. ``partition_fan_in``: its partitions' outputs together are the one stage's (the host's
+    # records come from one partition), so a stage may read all of them; else only a paired partition reads one.
+    partitionable: ClassVar[bool] = False
+    partition_fan_in: ClassVar[bool] = False
 
     def __init__(self, config: Any, ctx: StageContext) -> None:
         self.config = config

@@ -425,7 +425,7 @@ class Supervisor:
             proc = self.procs[sid]
             metrics = proc.metrics
             stages[sid] = {"role": proc.role, "in": metrics.get("in", 0), "out": records_out(metrics),
-                           "out_ports": metrics.get("out", {}),
+                           "out_ports": metrics.get("out", {}), "out_links": metrics.get("out_links", {}),
                            "inputs": [f"{producer}.{port}" for producer, port in self.config.stages[sid].inputs],
                            "rejected": metrics.get("rejected", 0), "rate_in": proc.rate_in, "rate_out": proc.rate_out,
                            "progress": metrics.get("progress", {}), "rss_mb": metrics.get("rss_mb", 0.0),

@@ -184,18 +184,25 @@ def stage_rows(view: dict[str, Any]) -> list[dict[str, Any]]:
                      "shown_out": None if role == "sink" else stage["out"],
                      "shown_rate_out": None if role == "sink" else stage["rate_out"],
                      "records": stage["out"] if role == "source" else stage["in"],
-                     "lag": _backlog(stage, stages)})
+                     "lag": _backlog(sid, stage, stages)})
     return rows
 
 
-def _backlog(stage: dict[str, Any], stages: dict[str, dict[str, Any]]) -> int | None:
-    """Records the stage's producers sent on the ports it reads, less those it has taken in (None: unknown)."""
-    sent = [stages[producer].get("out_ports", {}).get(port, 0)
+def _backlog(sid: str, stage: dict[str, Any], stages: dict[str, dict[str, Any]]) -> int | None:
+    """Records the stage's producers sent on the ports it reads, less those it has taken in (None: unknown). A
+    producer that sends a partition only its devices' records counts what it sent on that link."""
+    sent = [_sent_to(stages[producer], port, sid)
             for producer, _, port in (ref.partition(".") for ref in stage.get("inputs", []))
             if producer in stages]
     if not sent:
         return None
     return max(0, sum(sent) - stage["in"])
+
+
+def _sent_to(producer: dict[str, Any], port: str, consumer: str) -> int:
+    links = producer.get("out_links", {})
+    key = f"{port}>{consumer}"
+    return int(links[key]) if key in links else int(producer.get("out_ports", {}).get(port, 0))
 
 
 def pick_columns(order: Sequence[str], essential: Sequence[str], extra: Sequence[str],

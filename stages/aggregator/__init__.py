@@ -31,6 +31,7 @@ from stages.aggregator.contexts import (
 from stages.aggregator.extras import AICPU_COLUMNS, L2_COLUMNS, DeviceExtras, extra_columns, l2_configured
 from stages.aggregator.join import FlipLog, HostBatches, HostIndex, Interval
 from stages.aggregator.metrics import pmu_columns
+from stages.aggregator.partition import PartitionRole
 from stages.aggregator.pmu_batch import pmu_batch
 from stages.aggregator.stars import StarsPmu, is_stars
 from stages.aggregator.static import Binding, StaticModels
@@ -39,7 +40,7 @@ from stages.aggregator.steps import StepTraceBook
 from stages.aggregator.subscribed import SubscribedOps
 from stages.decoder import records
 from stages.formats import ge_enums, raw
-from stages.schema import SymbolTable, pack_rows, unpack_rows
+from stages.schema import pack_rows, unpack_rows
 from stages.subscription import records as subscribed_records
 from stages.tables import SCHEMAS, pack_columns, pack_table
 
@@ -140,6 +141,7 @@ class HostTask:
 class AggregatorStage(Transform):
     outputs = ("tasks", "stats")
     snapshot_in_child = True  # its state is all in memory: checkpoints are pickled by a forked child
+    partitionable = partition_fan_in = True  # host-only outputs come from partition 0 (partition.py)
 
     class Config(StageConfig):
         snapshot_every_s: float = Field(1.0, gt=0, description="seconds between statistics snapshots")
@@ -148,7 +150,8 @@ class AggregatorStage(Transform):
     def __init__(self, config: Any, ctx: Any) -> None:
         super().__init__(config, ctx)
         collect_young_less_often()  # the join holds many small containers
-        self.symbols = SymbolTable()
+        self.part = PartitionRole(ctx)  # its devices' tasks; host-only rows from partition 0 (partition.py)
+        self.symbols = self.part.symbol_table()
         self.hashes: dict[int, str] = {}
         self.types: dict[tuple[int, int], str] = {}
         self.devices: dict[int, dict[str, Any]] = {}
@@ -238,7 +241,7 @@ class AggregatorStage(Transform):
             self.host.add_node_apis(chunk.threads[nodes].tolist(), list(map(
                 Interval, chunk.starts[nodes].tolist(), chunk.ends[nodes].tolist(), chunk.items[nodes].tolist(),
                 (nodes + chunk.first_connection).tolist())))
-            if len(arr):
+            if len(arr) and self.part.sends_host_rows(kind, len(arr)):
                 self.pending_apis.append(chunk)
                 self.pending_api_records += len(arr)
                 marks = self.api_marks
@@ -262,14 +265,14 @@ class AggregatorStage(Transform):
             for record in _dicts(arr, ("ctx_ids",)):
                 self.host.add_context(record["thread_id"], record["ts_ns"], record)
         elif kind == "task_track":
-            self.pending_host.extend(HostTask(record, now) for record in _dicts(arr))
+            self.pending_host.extend(HostTask(record, now) for record in _dicts(self.part.own_devices(arr)))
         elif kind == "rt_track":
-            self.pending_host.extend(HostTask(record, now, legacy=True) for record in arr)
+            self.pending_host.extend(HostTask(record, now, legacy=True) for record in self.part.own_devices(arr))
         elif kind == "ge_task":
             self.legacy.add_tasks(arr)
         elif kind == "ge_tensor":
             self.legacy.add_tensors(arr)
-        elif kind == "tx":
+        elif kind == "tx" and self.part.sends_host_rows(kind, len(arr)):
             self._tx_rows(arr)
         elif kind in ("task_log", "unique_task_log"):
             self.log_streams.add(stream)
@@ -880,7 +883,7 @@ class AggregatorStage(Transform):
                                      "aic_frequency_mhz": f.get("aic_frequency_mhz")}
                             for d, f in self.devices.items()},
                 "start_ns": session.get("start_ns", 0), "end_ns": session.get("end_ns", 0)}
-        return pack_rows("run_info", [[info]], "tasks")
+        return pack_rows("run_info", [[info]], "tasks", self.part.meta())
 
     def _flush_rows(self, force: bool) -> Iterator[Batch]:
         limit = self.config.max_batch_rows or self.ctx.batch_records
@@ -948,7 +951,7 @@ class AggregatorStage(Transform):
 
     def _snapshot(self, final: bool) -> Iterator[Batch]:
         self.stats.changed = False
-        meta = {"final": final}
+        meta = {"final": final, **self.part.meta()}
         yield pack_columns("op_statistic", self.stats.op_rows(), "stats", dict(meta))
         yield pack_columns("api_statistic", self.stats.api_rows(), "stats", dict(meta))
 
@@ -1027,7 +1030,7 @@ class AggregatorStage(Transform):
 
     def accounting(self) -> dict[str, Any]:
         return {"records_in": self.records_in, "tasks_out": self.tasks_out, "unused": dict(self.unused),
-                "subscribed_ops": self.subscribed.count, "joins_given_up": dict(self.gave_up)}
+                "subscribed_ops": self.subscribed.count, "joins_given_up": dict(self.gave_up), **self.part.accounting()}
 
 
 def _task_columns(facts: dict[str, Any]) -> list[str]:

@@ -28,6 +28,8 @@ HOST_KINDS |= host_extra.KINDS
 class DecoderStage(Transform):
     """Decodes every record kind the collector ships."""
 
+    partitionable = True  # each partition decodes its devices' chunks and all of the host's
+
     class Config(StageConfig):
         max_pending_chunks: int = Field(10_000, ge=1, description="chunks held while a time base is unknown")
 

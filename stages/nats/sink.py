@@ -29,6 +29,7 @@ from stages.nats.link import NatsLink
 from stages.nats.message import API_PART, EOS, MAX_PAYLOAD, OP_PART, encode, part_batch, token
 from stages.schema import SymbolTable, unpack_rows
 from stages.sinks._format import learn_symbols, text_of
+from stages.sinks._partitions import PartitionMerge
 
 PUBLISH_TRIES = 3  # a publish JetStream did not acknowledge in time is sent again (same message id)
 
@@ -56,6 +57,7 @@ class NatsSink(Sink):
         self.symbols = SymbolTable()
         self.last_seq = 0
         self.published = {"messages": 0, "records": 0, "bytes": 0}
+        self.partitions = PartitionMerge()  # a partitioned aggregator's snapshots and run_info, merged
         self.link: NatsLink | None = None
 
     def open(self) -> None:
@@ -64,6 +66,7 @@ class NatsSink(Sink):
 
     def write_batch(self, batch: Batch) -> None:
         learn_symbols(self.symbols, batch)
+        batch = self.partitions.merged(batch)
         if batch.kind == "op_statistic":
             seq = self._next_seq()
             final = bool(batch.meta.get("final"))

@@ -30,6 +30,7 @@ from pipeline.stage import Batch, Sink, StageConfig, StageContext
 from stages.schema import unpack_rows
 from stages.sinks._activity import TimelineTracker
 from stages.sinks._op_summary import write_atomic
+from stages.sinks._partitions import PartitionMerge
 from stages.tables import unpack_table
 
 
@@ -65,12 +66,14 @@ class AdviceSink(Sink):
         self.last_evaluation = float("-inf")
         self.current: list[Advice] | None = None
         self.counts = {"evaluations": 0, "advice_writes": 0}
+        self.partitions = PartitionMerge()  # a partitioned aggregator's snapshots, merged
 
     def open(self) -> None:
         self.base = self.ctx.resolve(self.config.path)
         self.ctx.output_guard.attempt(self.base.parent, lambda: self.base.parent.mkdir(parents=True, exist_ok=True))
 
     def write_batch(self, batch: Batch) -> None:
+        batch = self.partitions.merged(batch)
         kind = batch.kind
         if kind == "op_statistic":  # the statistics: small tables (a row per operator type), kept as rows
             self.ops = unpack_rows(batch)

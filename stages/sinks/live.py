@@ -7,8 +7,9 @@ from typing import Any
 
 from pydantic import Field
 
-from pipeline.stage import Batch, Sink, StageConfig
+from pipeline.stage import Batch, Sink, StageConfig, StageContext
 from stages.schema import unpack_rows
+from stages.sinks._partitions import PartitionMerge
 
 
 class LiveSink(Sink):
@@ -18,6 +19,10 @@ class LiveSink(Sink):
     class Config(StageConfig):
         publish_s: float = Field(0.5, gt=0, description="minimum seconds between two published views")
 
+    def __init__(self, config: Any, ctx: StageContext) -> None:
+        super().__init__(config, ctx)
+        self.partitions = PartitionMerge()  # a partitioned aggregator's snapshots, merged
+
     def open(self) -> None:
         self.ops: list[list[Any]] = []
         self.apis: list[list[Any]] = []
@@ -26,6 +31,7 @@ class LiveSink(Sink):
         self.snapshots = 0
 
     def write_batch(self, batch: Batch) -> None:
+        batch = self.partitions.merged(batch)
         if batch.kind == "op_statistic":
             self.ops = unpack_rows(batch)
         elif batch.kind == "api_statistic":

@@ -72,6 +72,7 @@ from stages.sinks._format import (
     learn_symbols,
     level_name,
 )
+from stages.sinks._partitions import PartitionMerge
 
 MSTX_EVENT_IDS = {name: code for code, name in MSTX_EVENT_TYPES.items()}
 MARKER_EX = MSTX_EVENT_IDS["marker_ex"]
@@ -227,6 +228,7 @@ class SqliteSink(Sink):
         self.config: SqliteSink.Config = config
         self.symbols = SymbolTable()
         self.info = RunInfo()
+        self.partitions = PartitionMerge()  # a partitioned aggregator's snapshots and run_info, merged
         self.path = Path()
         self.db: Writer | None = None
         self._created: set[str] = set()
@@ -299,6 +301,7 @@ class SqliteSink(Sink):
 
     def write_batch(self, batch: Batch) -> None:
         learn_symbols(self.symbols, batch)
+        batch = self.partitions.merged(batch)
         handler = {
             "run_info": self._run_info, "task": self._tasks, "api": self._apis, "tx": self._txs,
             "aicore_freq": self._aicore_freq_changes, "op_statistic": self._op_statistic,

@@ -52,6 +52,7 @@ from stages.sinks._format import (
     us_trimmed,
 )
 from stages.sinks._op_summary import OpSummaryWriter, op_summary_header
+from stages.sinks._partitions import PartitionMerge
 from stages.sinks._summary_tables import TABLES, TABLES_BY_KIND, TableSpec
 from stages.sinks._table import Commit, SortedTable, csv_cell, write_atomic
 
@@ -136,6 +137,7 @@ class SummarySink(Sink):
         self.tables: dict[str, SortedTable] = {}
         self._pmu_columns: list[str] = []
         self._pending: dict[str, list[list[str]]] = {}
+        self.partitions = PartitionMerge()  # a partitioned aggregator's snapshots, merged
         self._last_refresh = float("-inf")
         self.counts = {"tasks_skipped": 0, "op_statistic_writes": 0, "api_statistic_writes": 0,
                        "slow_path_rows": 0}  # rows formatted by per-row Python (JSON, step_trace, msgpack rows)
@@ -169,6 +171,7 @@ class SummarySink(Sink):
             for spec in TABLES_BY_KIND[batch.kind]:
                 self._append(spec, rows)
         elif batch.kind in STATISTICS:
+            batch = self.partitions.merged(batch)
             make = op_statistic_rows if batch.kind == "op_statistic" else api_statistic_rows
             self._pending[batch.kind] = make(self.symbols, unpack_rows(batch))
             self._refresh(force=bool(batch.meta.get("final")))

@@ -58,6 +58,7 @@ from stages.sinks._format import (
     us,
 )
 from stages.sinks._jsonarray import JsonArrayFile
+from stages.sinks._partitions import PartitionMerge
 from stages.sinks._step_layer import StepLayer, StepTrack, step_thread_name, step_tid
 from stages.sinks._track_columns import place_nested, place_serial
 from stages.sinks._tracks import HostTrack, SerialTrack
@@ -118,6 +119,7 @@ class TimelineSink(Sink):
         self.config: TimelineSink.Config = config
         self.symbols = SymbolTable()
         self.info = RunInfo()
+        self.partitions = PartitionMerge()  # a partitioned aggregator's run_info, merged
         self.timestamp = ""
         self.paths: list[Path] = []
         self._file: JsonArrayFile | None = None
@@ -143,6 +145,7 @@ class TimelineSink(Sink):
         learn_symbols(self.symbols, batch)
         if batch.meta.get("symbols"):
             self._json_texts = None
+        batch = self.partitions.merged(batch)
         kind = batch.kind
         if kind == "run_info":
             rows = unpack_rows(batch)
