@@ -104,6 +104,11 @@ def clock(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+def megabytes(value: float) -> str:
+    """`86.0`; under 0.1 MB `0.042` (the collector gives small sizes to a thousandth)."""
+    return f"{value:.1f}" if value >= 0.1 or value == 0 else f"{value:.3f}"
+
+
 def records_text(figures: Figures) -> str:
     if figures.expected is None:
         return f"{figures.through:,} records"
@@ -112,7 +117,7 @@ def records_text(figures: Figures) -> str:
 
 def figures_line(figures: Figures, rate: float | None) -> str:
     """`86.0/86.0 MB read · 572,345/~982,729 records · 48,120 rec/s · 0:09 left`"""
-    parts = [f"{figures.mb_read:.1f}/{figures.mb_on_disk:.1f} MB read", records_text(figures)]
+    parts = [f"{megabytes(figures.mb_read)}/{megabytes(figures.mb_on_disk)} MB read", records_text(figures)]
     if figures.writing:
         return " · ".join([*parts, "writing the outputs"])
     parts.append(f"{rate:,.0f} rec/s" if rate is not None else "– rec/s")
@@ -185,7 +190,7 @@ class LineDisplay:
             return None
         if not self.said_size:
             self.said_size = True
-            return f"{figures.mb_on_disk:.1f} MB of raw data on disk"
+            return f"{megabytes(figures.mb_on_disk)} MB of raw data on disk"
         if figures.writing:
             if self.said_writing:
                 return None
@@ -201,7 +206,7 @@ class LineDisplay:
     def progress_text(self, figures: Figures) -> str:
         fraction, rate = figures.fraction, self.meter.rate()
         text = f"{fraction:.0%} " if fraction is not None else ""
-        text += f"({records_text(figures)}; {figures.mb_read:.1f}/{figures.mb_on_disk:.1f} MB read)"
+        text += f"({records_text(figures)}; {megabytes(figures.mb_read)}/{megabytes(figures.mb_on_disk)} MB read)"
         if rate is not None:
             text += f", {rate:,.0f} records/s"
         left = seconds_left(figures, rate)

@@ -655,8 +655,7 @@ class CollectorStage(Source):
     def progress(self) -> dict[str, Any]:
         streams = len(self.tree.streams) if self.tree else 0
         figures: dict[str, Any] = {"streams": streams, "records": self.collected,
-                                   "MB_read": round(self.bytes_read / 1e6, 1),
-                                   "MB_on_disk": round(self.bytes_on_disk / 1e6, 1)}
+                                   "MB_read": _megabytes(self.bytes_read), "MB_on_disk": _megabytes(self.bytes_on_disk)}
         return figures if self.notice is None else dict(figures, notice=self.notice)
 
     def accounting(self) -> dict[str, int]:
@@ -805,3 +804,8 @@ def _folders(root: Path) -> list[tuple[Path, str]]:
         return folders
     device = _job_device(root)  # a JOB folder is named once its info.json.N is there
     return [] if device is None else [(root, f"device_{device}")]
+
+
+def _megabytes(size: int) -> float:
+    """A size in MB, to a tenth; under 0.1 MB to a thousandth (a small directory's progress is not 0.0 MB)."""
+    return round(size / 1e6, 1 if size >= 100_000 else 3)

@@ -70,6 +70,19 @@ def test_import_through_a_pipe_prints_a_few_plain_lines(prof: Path, tmp_path: Pa
     assert "completed in" in result.stdout and f"stage logs in {_stage_log(out)}" in result.stdout
 
 
+def test_a_directory_under_a_tenth_of_a_megabyte_still_shows_its_size(tmp_path: Path) -> None:
+    tiny = simulate(tmp_path / "board", chip="mini", iterations=1, rate="max")
+    on_disk = sum(f.stat().st_size for f in tiny.rglob("*") if f.is_file() and ".slice_" in f.name)
+    assert on_disk < 100_000  # what the case is about (sizes to a tenth of a MB would say 0.0)
+    out = tmp_path / "out"
+    result = run_cli("import", str(tiny), "--output", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    sizes = [line for line in result.stdout.splitlines() if line.endswith("MB of raw data on disk")]
+    assert sizes, result.stdout  # the line that waited for a size above 0.0 MB
+    shown = float(sizes[0].split()[1])
+    assert abs(shown - on_disk / 1e6) <= 0.002, (sizes[0], on_disk)
+
+
 def test_a_damaged_control_file_is_a_problem_of_the_report_not_a_log_line(prof: Path, tmp_path: Path) -> None:
     damaged = tmp_path / prof.name
     shutil.copytree(prof, damaged)
