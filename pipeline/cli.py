@@ -272,14 +272,25 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from pipeline.offline import checked_prof_dir, run_import
 
     prof = checked_prof_dir(args.prof_dir, "import")
+    again = ["--partitions", args.partitions] if args.partitions else []
     return run_import(prof, Path(args.output).expanduser() if args.output else None, fresh=args.fresh,
-                      command=_again("import", args.prof_dir, args.output))
+                      command=_again("import", *again, args.prof_dir, args.output), partitions=args.partitions)
 
 
 def _again(verb: str, *args: str | None) -> str:
     """The command line that runs an import again (named in the lines on resuming and starting over)."""
     *words, output = args
     return shlex.join(["pipeline", verb, *filter(None, words), *(["--output", output] if output else [])])
+
+
+def _partitions(text: str) -> str:
+    from pipeline.partitions import parse_count
+
+    try:
+        parse_count(text, "--partitions")
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--partitions: ")) from None
+    return text
 
 
 def _export_kind(text: str) -> str:
@@ -508,6 +519,9 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("prof_dir")
     imp.add_argument("--output", help="output folder (default: PROF_DIR/pipeline_output)")
     imp.add_argument("--fresh", action="store_true", help=FRESH_HELP)
+    imp.add_argument("--partitions", type=_partitions, metavar="N",
+                     help="run the decoder and the aggregator as N partitions by device (auto: one per CPU core, at "
+                          "most 8; default 1)")
     imp.set_defaults(func=_cmd_import)
 
     export = sub.add_parser("export", help="run only the chosen sinks over a finished PROF_… directory")

@@ -43,7 +43,7 @@ def default_output(prof: Path) -> Path:
 
 def run_import(prof: Path, output: Path | None = None, only: Sequence[str] | None = None,
                summary_format: str | None = None, verb: str = "import", progress: TextIO | None = None,
-               fresh: bool = False, command: str | None = None) -> int:
+               fresh: bool = False, command: str | None = None, partitions: str | None = None) -> int:
     """Run builtin_configs/import.yaml over ``prof``; ``only``: the sink stages to keep (all by default).
     ``fresh``: start over, not resume an import killed in ``output``; ``command``: the line that runs it again.
 
@@ -62,6 +62,8 @@ def run_import(prof: Path, output: Path | None = None, only: Sequence[str] | Non
                 overrides[f"stages.{stage_id}.enabled"] = False
     if summary_format is not None:
         overrides["stages.summary.format"] = summary_format
+    if partitions is not None:  # `auto` or N: the decoder and the aggregator by device (pipeline/partitions.py)
+        overrides.update({"stages.decode.partitions": partitions, "stages.aggregate.partitions": partitions})
     display = progress_display(verb, progress or sys.stdout)
     template = resources.files("pipeline") / "builtin_configs" / "import.yaml"
     with resources.as_file(template) as path:

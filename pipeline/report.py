@@ -61,6 +61,25 @@ def _cross_checks(finals: dict[str, dict[str, Any] | None], interrupted: bool) -
     return []
 
 
+def partition_report(finals: dict[str, dict[str, Any] | None], groups: dict[str, list[str]]
+                     ) -> dict[str, dict[str, Any]]:
+    """How the work of each partitioned stage divided: records in per partition, and the partition furthest from
+    their mean, in percent of it (each partition also takes all of the host's records)."""
+    report = {}
+    for group, members in groups.items():
+        records = {sid: int(final["in"]) for sid in members if (final := finals.get(sid)) is not None}
+        mean = sum(records.values()) / len(records) if records else 0.0
+        spread = max((abs(n - mean) / mean * 100 for n in records.values()), default=0.0) if mean else 0.0
+        report[group] = {"records_in": records, "mean_in": round(mean, 1), "max_off_mean_pct": round(spread, 2)}
+    return report
+
+
+def _partition_lines(partitions: dict[str, dict[str, Any]]) -> list[str]:
+    return [f"  partitions of {group}: in {' / '.join(f'{n:,}' for n in figures['records_in'].values())} "
+            f"(the furthest {figures['max_off_mean_pct']:.1f} % off their mean)"
+            for group, figures in partitions.items()]
+
+
 def _rate(records: int, seconds: float) -> str:
     return f"{records / seconds:,.0f}/s" if seconds > 0 else "-"
 
@@ -94,6 +113,7 @@ def render_report(report: dict[str, Any], width: int | None = None) -> str:
             lines.append(f"      from {row['from']}: sent {row['sent']:,} received {row['received']:,} {mark}")
         lines.extend(fault_lines(final))
         lines.extend(_stall_lines(stalls.get(sid, [])))
+    lines.extend(_partition_lines(report.get("partitions", {})))
     status = "all counts reconcile" if not report["problems"] else f"{len(report['problems'])} problem(s)"
     lines.append(f"  {status}")
     return "\n".join(lines)

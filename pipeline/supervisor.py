@@ -27,7 +27,7 @@ from pipeline.errors import UserError, refused_path
 from pipeline.health import StageHealth
 from pipeline.launch import Application, combined_exit_code
 from pipeline.metrics import ViewCollector, serve_metrics
-from pipeline.report import outputs_line, render_report, root_causes, run_problems, run_warnings
+from pipeline.report import outputs_line, partition_report, render_report, root_causes, run_problems, run_warnings
 from pipeline.security import stop_authenticators
 from pipeline.views import progress_line, records_out
 
@@ -682,6 +682,8 @@ class Supervisor:
                              if self.procs[sid].health.stuck_episodes}}
         if self.app is not None:
             report["app"] = self.app.summary()
+        if self.config.partition_groups():
+            report["partitions"] = partition_report(finals, self.config.partition_groups())
         out_dir = self.config.output_dir
         self._keep_or_clear_checkpoints(finals)
         try:
