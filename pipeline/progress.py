@@ -18,6 +18,8 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from pipeline.views import backlog
+
 RATE_WINDOW_S = 5.0  # records/s (and so the time left) over this much of the recent past
 LINE_EVERY_S = 30.0  # off a terminal: a line at least this often, besides one per quarter done
 QUARTERS = (25, 50, 75)
@@ -69,6 +71,8 @@ def figures_of(view: dict[str, Any]) -> Figures:
     expected = sent if exact else (round(sent * on_disk / mb_read) if mb_read > 0 else None)
     transforms = [int(s["in"]) for s in stages.values() if s["role"] == "transform"]
     through = min(transforms) if transforms else sent
+    if any("group" in s for s in stages.values()):  # partitions by device: each takes a share of the records
+        through = sent - sum(backlog(sid, s, stages) or 0 for sid, s in stages.items() if s["role"] == "transform")
     return Figures(elapsed, state, mb_read, on_disk, expected, exact, through)
 
 

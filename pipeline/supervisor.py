@@ -430,6 +430,8 @@ class Supervisor:
                            "rejected": metrics.get("rejected", 0), "rate_in": proc.rate_in, "rate_out": proc.rate_out,
                            "progress": metrics.get("progress", {}), "rss_mb": metrics.get("rss_mb", 0.0),
                            "status": self._status(proc), "restarts": self.restarts[sid]}
+            if self.config.stages[sid].partitions > 1:  # one of a partitioned stage's processes
+                stages[sid]["group"] = self.config.stages[sid].group
             if sid in self.checkpointed:  # what a crash would not replay
                 stages[sid]["checkpointed"] = dict(zip(("in", "out"), self.checkpointed[sid], strict=True))
         view = {"run": self.config.run.name, "run_id": self.run_id, "state": self._shown_state(stages),

@@ -184,11 +184,11 @@ def stage_rows(view: dict[str, Any]) -> list[dict[str, Any]]:
                      "shown_out": None if role == "sink" else stage["out"],
                      "shown_rate_out": None if role == "sink" else stage["rate_out"],
                      "records": stage["out"] if role == "source" else stage["in"],
-                     "lag": _backlog(sid, stage, stages)})
+                     "lag": backlog(sid, stage, stages)})
     return rows
 
 
-def _backlog(sid: str, stage: dict[str, Any], stages: dict[str, dict[str, Any]]) -> int | None:
+def backlog(sid: str, stage: dict[str, Any], stages: dict[str, dict[str, Any]]) -> int | None:
     """Records the stage's producers sent on the ports it reads, less those it has taken in (None: unknown). A
     producer that sends a partition only its devices' records counts what it sent on that link."""
     sent = [_sent_to(stages[producer], port, sid)
