@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from stages.simulator.run import AIC_METRICS, CHIPS, Simulation
+from stages.simulator.run import AIC_METRICS, CHIPS, MAX_DEVICES, Simulation
 from stages.simulator.workload import MODELS
 
 ACL_JSON_ENV = "PIPELINE_ACL_JSON"
@@ -53,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", choices=MODELS, default=MODELS[0])
     parser.add_argument("--rate", choices=("realtime", "max"), default="realtime")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--devices", type=int, choices=range(1, MAX_DEVICES + 1), default=1, metavar="N",
+                        help=f"devices the app drives, each with its own inference loop (1 to {MAX_DEVICES})")
     parser.add_argument("--slice-bytes", type=int, default=1 << 20)
     parser.add_argument("--mark-every", type=int, default=10, help="a pipeline.tx marker every N images (0: none)")
     parser.add_argument("--exit-code", type=int, default=0, help="exit status after a clean run")
@@ -73,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
 
     simulation = Simulation(Path(settings["output"]), args.chip, args.iterations, args.rate, args.seed,
                             args.slice_bytes, aic_metrics=settings["aic_metrics"], model=args.model,
-                            start_time_ns=time.time_ns(), host_mono0=time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW))
+                            devices=args.devices, start_time_ns=time.time_ns(),
+                            host_mono0=time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW))
     state: dict[str, Any] = {"range": None}
 
     def after_image(image: int) -> None:
