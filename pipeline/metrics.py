@@ -8,6 +8,7 @@ from typing import Any
 
 from pipeline.config import PipelineConfig
 from pipeline.errors import UserError
+from pipeline.views import backlog
 
 PREFIX = "ascend_pipeline"
 
@@ -75,8 +76,7 @@ class ViewCollector:
         spec = self.config.stages.get(sid)
         if spec is None or not spec.inputs:
             return 0
-        sent = sum(int(stages.get(producer, {}).get("out_ports", {}).get(port, 0)) for producer, port in spec.inputs)
-        return max(0, sent - int(stages[sid].get("in", 0)))
+        return backlog(sid, {**stages[sid], "inputs": [f"{p}.{port}" for p, port in spec.inputs]}, stages) or 0
 
 
 def serve_metrics(config: PipelineConfig) -> ViewCollector | None:
