@@ -66,6 +66,10 @@ def expand(declared: dict[str, StageSpec], where: str) -> dict[str, StageSpec]:
         if spec.partitions == 1:
             stages[sid] = spec
             continue
+        if spec.endpoint:
+            raise UserError(f"{spec.where}.endpoint: a stage of {spec.partitions} partitions binds one input socket "
+                            "per partition", "leave endpoint out (each partition gets a private ipc socket), or "
+                            "run the stage unpartitioned")
         for k in range(spec.partitions):
             pid = partition_id(sid, k)
             if pid in declared:

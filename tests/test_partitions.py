@@ -95,6 +95,8 @@ def test_a_batch_goes_to_the_partition_of_its_device_and_the_host_to_all() -> No
      "stages.sink.partitions: a sink of type 'summary' does not run in partitions"),
     (_board({"partitions": 4}, {}), "stages.aggregate.inputs: 'decode' runs as 4 partitions, each with the host's "
                                     "records"),
+    (_board({}, {"partitions": 2, "endpoint": "ipc:///tmp/agg.ipc"}),
+     "stages.aggregate.endpoint: a stage of 2 partitions binds one input socket per partition"),
     (_board({"partitions": 2}, {"partitions": 2}, **{"decode-1": {"type": "decoder", "inputs": ["collect"]}}),
      "stages.decode-1: this id is partition 1's of 'decode'"),
 ])
