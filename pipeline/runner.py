@@ -39,6 +39,7 @@ SAVE_WAIT_S = 60.0  # at the end, how long a stage waits for a checkpoint still 
 INTERRUPT_GRACE_S = 2.0
 INTERRUPT_DRAIN_S = 10.0
 EXIT_INTERRUPTED = 130
+CONTROL_LINGER_MS = 5000  # how long a stage's last reports may take to reach the supervisor
 
 
 @dataclass
@@ -52,14 +53,16 @@ class InputTally:
 
 
 class Control:
-    """Reports to the supervisor, when there is one (a stage started alone has none)."""
+    """Reports to the supervisor, when there is one (a stage started alone has none). Its socket has a ZeroMQ
+    context of its own, so that :meth:`close` waits for what was sent to it and for nothing else."""
 
-    def __init__(self, zctx: zmq.Context[zmq.Socket[bytes]], endpoint: str | None, stage_id: str) -> None:
+    def __init__(self, endpoint: str | None, stage_id: str) -> None:
         self.stage_id = stage_id
+        self.zctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self.sock = None
         if endpoint:
-            self.sock = zctx.socket(zmq.PUSH)
-            self.sock.setsockopt(zmq.LINGER, 5000)
+            self.sock = self.zctx.socket(zmq.PUSH)
+            self.sock.setsockopt(zmq.LINGER, CONTROL_LINGER_MS)
             self.sock.setsockopt(zmq.SNDHWM, 64)
             self.sock.connect(endpoint)
 
@@ -77,6 +80,14 @@ class Control:
         except zmq.Again:
             pass  # a busy supervisor misses a metrics tick, never data
 
+    def close(self) -> None:
+        """Return once what was sent has left this process (CONTROL_LINGER_MS at most, when nobody reads it).
+        send() only queues a message for ZeroMQ's I/O thread: a stage killed just after it lost its report."""
+        if self.sock is not None:
+            self.sock.close(linger=CONTROL_LINGER_MS)
+            self.sock = None
+        self.zctx.term()
+
 
 class StageRunner:
     def __init__(self, config: PipelineConfig, stage_id: str, run_id: str, control: str | None,
@@ -93,7 +104,7 @@ class StageRunner:
         collect_young_less_often()  # every stage makes rows by the thousand per batch (pipeline/heap.py)
         self.zctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self.curve = config.curve_keys()
-        self.control = Control(self.zctx, control, stage_id)
+        self.control = Control(control, stage_id)
         out_dir = config.output_dir
         # Checkpoints need a supervisor to say when an epoch is complete: a stage run alone keeps none.
         self.checkpointing = control is not None and config.run.checkpoint_s > 0
@@ -841,6 +852,7 @@ class StageRunner:
         self._watch_peers()
         final = self.report(error)
         self.control.send(final, must_arrive=True)
+        self.control.close()  # the report has left before the stage says it finished: a kill cannot lose it now
         self.log.info("stage finished", ok=final["ok"], records_in=final["in"], records_out=final["out"],
                       rejected=final["rejected"], problems=final["problems"])
         if self.eos_sent:
@@ -851,8 +863,6 @@ class StageRunner:
         for sockets in self.outputs.values():
             for _, sock in sockets:
                 sock.close(linger=0)
-        if self.control.sock is not None:
-            self.control.sock.close(linger=5000)
         stop_authenticators()
         self.zctx.destroy(linger=0)  # closes any socket a failed path left open: the process always ends
         if final["ok"]:

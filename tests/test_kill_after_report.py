@@ -1,6 +1,7 @@
 """A stage SIGKILLed after its final report, while it waits for a slow consumer to read the end of its stream (what
 it sent but the consumer has not read dies with it): restarted like any crash, and the outputs equal an undisturbed
-run's; with crash recovery off, the run fails with one line naming the kill."""
+run's; with crash recovery off, the run fails with one line naming the kill. A report is never lost with a kill that
+comes after the stage said it finished."""
 
 from __future__ import annotations
 
@@ -12,13 +13,17 @@ import sys
 import threading
 from pathlib import Path
 
+import msgpack
 import pytest
+import zmq
 from pipeline_runs import pipeline_env, read_report, run_cli
 from run_outputs import assert_same_outputs
 
 pytestmark = pytest.mark.slow
 
 RUN_TIMEOUT_S = 300
+REPORT_TRIALS = 40
+ARRIVAL_TIMEOUT_MS = 30_000  # how long a report that survived may take to be read: never, if it was lost
 
 
 def _config(out: Path, prof: Path, checkpoint_s: float) -> str:
@@ -109,3 +114,44 @@ def test_with_recovery_off_the_run_fails_naming_the_kill(prof: Path, tmp_path: P
     assert line in stderr.splitlines()
     report = read_report(out)
     assert report["problems"][0] == line.removeprefix("error: ")
+
+
+# For each line read, a forked child reports through a stage's Control, closes it and says so, then waits to be killed.
+_REPORT_AND_WAIT = """
+import os, sys
+from pipeline.runner import Control
+for _ in sys.stdin:
+    child = os.fork()
+    if child == 0:
+        control = Control(sys.argv[1], "aggregate")
+        control.send({"type": "final", "ok": True}, must_arrive=True)
+        control.close()
+        print(os.getpid(), flush=True)
+        os.pause()
+        os._exit(0)
+    os.waitpid(child, 0)
+"""
+
+
+def test_a_report_survives_a_kill_that_follows_the_stages_last_words(tmp_path: Path) -> None:
+    """A stage logs 'stage finished' once Control.close() has returned: a SIGKILL from then on cannot take its report
+    with it (a report only queued for ZeroMQ's I/O thread was lost when a loaded machine ran that thread late)."""
+    endpoint = f"ipc://{tmp_path / 'control.ipc'}"
+    zctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    supervisor = zctx.socket(zmq.PULL)
+    supervisor.bind(endpoint)
+    stages = subprocess.Popen([sys.executable, "-c", _REPORT_AND_WAIT, endpoint], env=pipeline_env(),
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert stages.stdin is not None and stages.stdout is not None
+    try:
+        for trial in range(REPORT_TRIALS):
+            stages.stdin.write("\n")
+            stages.stdin.flush()
+            said = stages.stdout.readline()
+            assert said.strip().isdigit(), f"the reporting process ended: {said!r}"
+            os.kill(int(said), signal.SIGKILL)
+            assert supervisor.poll(ARRIVAL_TIMEOUT_MS), f"report {trial + 1} of {REPORT_TRIALS} was lost"
+            assert msgpack.unpackb(supervisor.recv())["type"] == "final"
+    finally:
+        stages.kill()
+        zctx.destroy(linger=0)
