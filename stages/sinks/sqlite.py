@@ -40,20 +40,20 @@ half a batch, nor an id that points at a string that was never stored.
 from __future__ import annotations
 
 import copy
+import functools
 import pickle
 import sqlite3
+import sys
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-import adbc_driver_manager
-import adbc_driver_sqlite.dbapi as adbc_sqlite
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import sqlite_utils
 from pydantic import Field
 
 from pipeline.checkpoint import pickle_state, restore_state
@@ -73,6 +73,10 @@ from stages.sinks._format import (
     level_name,
 )
 from stages.sinks._partitions import PartitionMerge
+
+if TYPE_CHECKING:
+    import adbc_driver_manager
+    import sqlite_utils
 
 MSTX_EVENT_IDS = {name: code for code, name in MSTX_EVENT_TYPES.items()}
 MARKER_EX = MSTX_EVENT_IDS["marker_ex"]
@@ -99,6 +103,28 @@ _I64 = pa.int64()
 
 # -- the ADBC connection ----------------------------------------------------------------------------
 
+@functools.cache
+def _adbc_sqlite() -> ModuleType:
+    """ADBC's SQLite DB-API module, imported by the sink's process when it opens its database (a process that only
+    validates a config goes without it). ADBC's parameter binding would import polars (~0.1 s of CPU) to bind
+    polars frames, which this sink never passes: it is imported without it unless polars is already there."""
+    hide_polars = "polars" not in sys.modules
+    if hide_polars:
+        sys.modules["polars"] = None  # type: ignore[assignment]  # import polars → ImportError: ADBC goes without
+    try:
+        import adbc_driver_sqlite.dbapi as adbc_sqlite
+    finally:
+        if hide_polars:
+            del sys.modules["polars"]
+    return adbc_sqlite
+
+
+def _sqlite_utils() -> ModuleType:
+    import sqlite_utils
+
+    return sqlite_utils
+
+
 def _sqlite_error(exc: adbc_driver_manager.Error) -> sqlite3.Error:
     """An ADBC error as the sqlite3 error it stands for (the output guard reads ``sqlite_errorcode``)."""
     text = str(exc)
@@ -110,6 +136,8 @@ def _sqlite_error(exc: adbc_driver_manager.Error) -> sqlite3.Error:
 
 @contextmanager
 def _as_sqlite() -> Iterator[None]:
+    import adbc_driver_manager
+
     try:
         yield
     except adbc_driver_manager.Error as exc:
@@ -121,7 +149,7 @@ class Writer:
 
     def __init__(self, path: Path) -> None:
         with _as_sqlite():
-            self.conn = adbc_sqlite.connect(str(path), autocommit=True)
+            self.conn = _adbc_sqlite().connect(str(path), autocommit=True)
             self.cursor = self.conn.cursor()
             self.cursor.execute("PRAGMA synchronous=NORMAL")
             self.cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")  # as Python's sqlite3 waits by default
@@ -160,6 +188,8 @@ class Writer:
 
 def _close_handles(cursor: Any, conn: Any) -> None:
     """The cursor, then its connection (once each; already closed is fine)."""
+    import adbc_driver_manager
+
     for handle in (cursor, conn):
         try:
             handle.close()
@@ -191,7 +221,7 @@ def _own_table_sql(table: msdb.Table) -> str:
     """sqlite-utils' definition of one of our own tables (rendered on a scratch in-memory database)."""
     global _SCHEMA_SQL
     if _SCHEMA_SQL is None:
-        _SCHEMA_SQL = sqlite_utils.Database(memory=True, execute_plugins=False)
+        _SCHEMA_SQL = _sqlite_utils().Database(memory=True, execute_plugins=False)
     return _SCHEMA_SQL.create_table_sql(table.name, dict(table.columns), pk=table.primary_key, if_not_exists=True)
 
 
@@ -369,7 +399,7 @@ class SqliteSink(Sink):
             return
         self.db.close()
         self.db = None
-        db = sqlite_utils.Database(self.path, execute_plugins=False)
+        db = _sqlite_utils().Database(self.path, execute_plugins=False)
         try:  # leave a plain single-file database when no reader holds it open
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             db.disable_wal()
@@ -794,7 +824,7 @@ def _typed_rows(db: Writer, name: str) -> list[tuple[Any, ...]]:
 def _open(path: Path) -> sqlite_utils.Database:
     """The database at ``path`` in WAL mode, ``synchronous=NORMAL``; sqlite-utils plugins found on the machine are
     not run on its connection."""
-    db = sqlite_utils.Database(path, execute_plugins=False)
+    db = _sqlite_utils().Database(path, execute_plugins=False)
     db.enable_wal()
     db.execute("PRAGMA synchronous=NORMAL")
     return db
