@@ -50,6 +50,9 @@ from stages.tables import SCHEMAS, pack_columns, pack_table
 # run on a starved machine gives the outputs of an import of its directory.
 MAX_PENDING = 200_000
 LEGACY_DESC_LAG_NS = 1_000_000_000  # data time: how far GE's task stream passes a legacy track before "no desc"
+# data time: how far the host's task_track stream passes a task before a describing kind (tensor_info …) none of whose
+# streams has arrived counts as absent (see _low_mark)
+UNSEEN_STREAM_LAG_NS = 1_000_000_000
 PMU_LOOKAHEAD = 4096  # joined tasks looked at for a later one whose PMU / L2 record is in (see _pmu_passed)
 API_MARK_LEVELS = (raw.LEVEL_NODE, raw.LEVEL_MODEL, raw.LEVEL_ACL)  # levels that end after a Node API they hold
 PRUNE_EVERY_S = 0.5
@@ -417,9 +420,10 @@ class AggregatorStage(Transform):
             self.stats.add_apis(level_name, name, spans)
 
     def _resolve_host(self, now: float) -> None:
-        tensor_low = self._low_mark("tensor_info")
-        context_low = self._low_mark("context_id_info")
-        node_low = self._low_mark("node_basic_info")
+        unseen = self._low_mark("compact.task_track") - UNSEEN_STREAM_LAG_NS
+        tensor_low = self._low_mark("tensor_info", unseen)
+        context_low = self._low_mark("context_id_info", unseen)
+        node_low = self._low_mark("node_basic_info", unseen)
         while self.pending_host:
             task = self.pending_host[0]
             record = task.record
@@ -501,19 +505,24 @@ class AggregatorStage(Transform):
             batch = self.host_batches.batch_of(device, stream, task, int(record["ts_ns"]))
         return device, stream, task, batch
 
-    def _low_mark(self, stream_kind: str) -> float:
-        """The oldest watermark of the streams of a kind (tensor_info …); infinite when there are none."""
-        return min((mark for stream, mark in self.watermarks.items() if stream_kind in stream), default=float("inf"))
+    def _low_mark(self, stream_kind: str, unseen: float = float("inf")) -> float:
+        """The oldest watermark of the streams of a kind (tensor_info …); ``unseen`` while none has arrived. A host
+        task's describing kinds take the task_track mark less UNSEEN_STREAM_LAG_NS there: live, a kind's first slice
+        may turn up after the task tracks it describes (the runtime creates each file when it first writes to it,
+        the collector lists the folder meanwhile), where an import reads it first; taken as absent at once, the
+        tasks before it would go on without their context ids or tensors. A kind the job never writes holds the
+        host tasks that much data time (MAX_PENDING still bounds them), or to the end of the job."""
+        return min((mark for stream, mark in self.watermarks.items() if stream_kind in stream), default=unseen)
 
     def _host_context_complete(self, thread: int, ts: int, node_api: Interval | None, node: Any,
                                type_name: str | None, kernel: int, tensor_low: float, context_low: float,
                                node_low: float) -> bool:
         """Everything that describes a task at ``ts`` has arrived, or the stream that would carry it has moved
-        past ``ts`` (``*_low``: the oldest watermark of a kind's streams; streams not seen are taken as absent):
+        past ``ts`` (``*_low``: the oldest watermark of a kind's streams; see _low_mark for a kind not seen yet):
         its task type in type_info and names (the kernel's, the node's op name and type) in hash_dic (these carry no
         times: waited for until they come); its Node API, or else an API of its thread at API_MARK_LEVELS ending at
         or after ``ts`` (written after the Node API holding ``ts``: there is none); its node_basic_info, or else
-        that stream's records up to ``ts``; when a tensor_info stream exists its records up to ``ts`` and, for an
+        that stream's records up to ``ts``; the tensor_info records up to ``ts`` and, for an
         FFTS+ or MIX launch, its context_id_info or else that stream's records up to ``ts`` (other launches take
         the context ids already in: waiting for a sparse stream would hold every task back)."""
         if type_name == "FLIP_TASK":

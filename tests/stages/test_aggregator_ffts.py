@@ -42,8 +42,8 @@ def _batch(kind: str, rows: list[dict[str, Any]], stream: str) -> Batch:
 
 def _host(task_type: int, contexts: list[int] | None, platform: int = 5, task: int = TASK, batch: int = 0,
           later_op: bool = True) -> list[Batch]:
-    """One MIX_AIC node launch: Node API ⊃ node_basic_info, context_id_info, task_track; ``later_op``: a later
-    op's context_id_info moves that stream's mark past the task_track."""
+    """One MIX_AIC node launch: Node API ⊃ node_basic_info, context_id_info, task_track; a later op's tensor_info
+    (and, with ``later_op``, its context_id_info) moves that stream's mark past the task_track."""
     out = [Batch("device_info", 0, {"facts": dict(FACTS, platform=platform)}),
            pack_rows("hash", [[OP, "conv1/Conv2D"], [OP_TYPE, "Conv2D"]], "out"),
            pack_rows("type_info", [[raw.LEVEL_RUNTIME, FFTS_PLUS, "FFTS_PLUS"],
@@ -61,6 +61,8 @@ def _host(task_type: int, contexts: list[int] | None, platform: int = 5, task: i
         infos.append({"thread_id": THREAD, "ts_ns": 9000, "op_name": 3333})
     if infos:
         out.append(_batch("context_id", infos, "unaging.additional.context_id_info"))
+    out.append(_batch("tensor", [{"thread_id": THREAD, "ts_ns": 9000, "op_name": 3333}],  # past the task_track
+                      "unaging.additional.tensor_info"))
     out.append(_batch("task_track", [{"thread_id": THREAD, "ts_ns": 1500, "device_id": 0, "stream_id": STREAM,
                                       "task_id": task, "batch_id": batch, "task_type": task_type}],
                       "unaging.compact.task_track"))
