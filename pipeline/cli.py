@@ -599,6 +599,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `pipeline` program. Called without ``argv`` it is the process's whole work (the console script,
+    ``python -m pipeline``): the heap is then left to the process's exit, not collected again at shutdown."""
+    code = _main(argv)
+    if argv is None:
+        from pipeline.heap import skip_collections_at_exit
+
+        skip_collections_at_exit()
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     from pipeline.logs import whole_lines_on_stderr
     from pipeline.security import restrict_umask
 
