@@ -19,6 +19,9 @@ Rows, all on the simulated Ascend 910 (`cloud`) unless said otherwise:
   op-statistics GROUP BY (name, count, sum, min and max of the slices' durations);
 - CPU per record of an import of ``--msprof-records`` records (1 M), over the whole process tree (supervisor and
   stages, from the kernel's accounting of waited-for children), beside msprof's parser on the same directory;
+- fixed cost: the same CPU for an import of a tiny directory (the simulated 310, one iteration; least of three
+  runs), split into the supervisor's own and its stage processes', and its share of the 1 M import's: what every
+  import pays for starting its processes (interpreter, imports, config) and ending them, whatever its size;
 - import vs msprof's own parser (``--msprof-src``; import + export summary + export timeline) on that directory;
 - rows on a slow path: what the stages' accounting counts as rows handled one at a time (``slow_path_rows``);
 - idle: the live stages following a job that has stopped writing (its files read, no end_info yet), CPU of
@@ -189,6 +192,40 @@ def import_dir(prof: Path, out: Path) -> tuple[float, int, Stages]:
     return wall, collected(data), stages
 
 
+SUPERVISOR_CPU = "supervisor_cpu_s"
+# `pipeline import` as the console script runs it, and then the supervisor's own CPU seconds on stderr
+MEASURED_MAIN = ("import resource, sys\nfrom pipeline.cli import main\nsys.argv[0] = 'pipeline'\ncode = main()\n"
+                 "usage = resource.getrusage(resource.RUSAGE_SELF)\n"
+                 f"print('{SUPERVISOR_CPU}', usage.ru_utime + usage.ru_stime, file=sys.stderr)\nsys.exit(code)")
+
+
+def import_fixed_cost(prof: Path, out: Path) -> tuple[float, float]:
+    """`pipeline import` of ``prof``: (CPU s of the whole process tree, the supervisor's own share of it)."""
+    shutil.rmtree(out, ignore_errors=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = subprocess.run([sys.executable, "-c", MEASURED_MAIN, "import", str(prof), "--output", str(out)],
+                            check=True, capture_output=True, text=True, env=env(), cwd=ROOT)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    report(out, "fixed cost")  # the run completed
+    supervisor = next(float(line.split()[1]) for line in result.stderr.splitlines()
+                      if line.startswith(SUPERVISOR_CPU))
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, supervisor
+
+
+def fixed_cost_row(work: Path, runs: list[Stages]) -> Row:
+    """An import of a tiny directory (least of three runs): CPU seconds every import pays whatever its size."""
+    board = work / "tiny-board"
+    shutil.rmtree(board, ignore_errors=True)
+    subprocess.run(pipeline("simulate", str(board), "--chip", "mini", "--iterations", "1", "--rate", "max", "--seed",
+                            "0"), check=True, capture_output=True, env=env(), cwd=ROOT)
+    prof = next(path for path in board.iterdir() if path.name.startswith("PROF_"))
+    tree, supervisor = min(import_fixed_cost(prof, work / "tiny-import") for _ in range(3))
+    one_m = next((run for run in runs if run.label == "import small-board"), None)
+    share = f"{tree / one_m.tree_cpu_s * 100:.0f} % of the 1 M import's {one_m.tree_cpu_s:.1f} CPU s" if one_m else ""
+    return Row("fixed cost: import of a tiny directory (whole process tree CPU s)",
+               f"{tree:.2f} CPU s: supervisor {supervisor:.2f}, stage processes {tree - supervisor:.2f}", share)
+
+
 def slow_path_rows(data: dict[str, Any]) -> int:
     """Rows the stages handled one at a time (their accounting's ``slow_path_rows``)."""
     total = 0
@@ -336,8 +373,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="records of the directory for CPU per record and the msprof comparison")
     parser.add_argument("--decode-records", type=int, default=200_000)
     parser.add_argument("--idle-seconds", type=float, default=10.0, help="how long the idle pipeline is measured")
-    parser.add_argument("--skip", default="", help="comma-separated parts to leave out: decode,cpu,import,live,"
-                                                   "lag,idle,perfetto,msprof")
+    parser.add_argument("--skip", default="", help="comma-separated parts to leave out: decode,cpu,fixed,import,"
+                                                   "live,lag,idle,perfetto,msprof")
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test of the benchmark itself")
     parser.add_argument("--markdown", type=Path, help="also write both tables to this file")
     args = parser.parse_args(argv)
@@ -516,6 +553,9 @@ def main(argv: list[str] | None = None) -> int:
             print("1 M import and msprof …", flush=True)
             found, msprof_rate = msprof_rows(args, work, runs, "msprof" not in skip)
             rows += found
+        if "fixed" not in skip:
+            print("fixed cost (tiny import) …", flush=True)
+            rows.append(fixed_cost_row(work, runs))
         if "import" not in skip:
             print("large import …", flush=True)
             rows += import_rows(args, work, runs, msprof_rate, "perfetto" not in skip)
