@@ -28,10 +28,11 @@ evaluates every rule at most once a second and writes ``advice.json`` / ``advice
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -220,9 +221,16 @@ class AdviceRule:
         return Advice(self.name, severity, title, detail, suggestion, evidence)
 
 
+@functools.cache
+def _registered() -> tuple[EntryPoint, ...]:
+    """The group's entry points, read once per process (each read scans every installed distribution, and a
+    rule set names several rules)."""
+    return tuple(entry_points(group=ADVICE_GROUP))
+
+
 def available_rules() -> dict[str, str]:
     """Registered rule name → ``module:Class`` (not imported)."""
-    return {ep.name: ep.value for ep in entry_points(group=ADVICE_GROUP)}
+    return {ep.name: ep.value for ep in _registered()}
 
 
 def load_rule_class(name: str) -> type[AdviceRule]:
@@ -234,7 +242,7 @@ def load_rule_class(name: str) -> type[AdviceRule]:
         except ImportError as exc:
             raise UserError(f"cannot import module '{module_name}' for advice rule '{name}': {exc}") from None
     else:
-        matches = [ep for ep in entry_points(group=ADVICE_GROUP) if ep.name == name]
+        matches = [ep for ep in _registered() if ep.name == name]
         if not matches:
             known = ", ".join(sorted(available_rules())) or "none installed"
             raise UserError(f"unknown advice rule '{name}'", f"known rules: {known}; or use 'package.module:Class'")
