@@ -12,7 +12,9 @@ and the raw files are not touched. The guard logs one line when the output pause
 Testing facility: when ``PIPELINE_FAULT_WRITE_CUE`` names a file, every guarded write fails
 while that file exists, as if the disk were full (ENOSPC). The failure comes after half of
 the bytes were written (or, in SQLite, just before the commit), so the undo is exercised too.
-The file may hold the name of another errno (``EROFS``, ``EDQUOT``, ``EACCES``).
+The file may hold the name of another errno (``EROFS``, ``EDQUOT``, ``EACCES``). A sink that
+has nothing to write finds the cue on its idle tick (:meth:`OutputGuard.idle`), as its next
+write would: which sinks pause does not depend on which still get a message once one paused.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ class OutputGuard:
         self.current: Pause | None = None
         self.pauses: list[Pause] = []
         self._last_log = 0.0
+        self._last_output: Path | None = None  # what the stage last wrote, for the fault cue's idle pause
 
     def state(self) -> str | None:
         """``paused: disk full: PATH (0 B free)`` while paused, else None."""
@@ -82,8 +85,20 @@ class OutputGuard:
         if self.on_wait is not None:
             self.on_wait()
 
-    def attempt(self, path: Path | str, write: Callable[[], T], undo: Callable[[], None] | None = None) -> T:
-        """``write()``; when the disk refuses it, ``undo()`` and try again until it succeeds."""
+    def idle(self) -> None:
+        """Testing: while the fault cue is set, a stage that has nothing to write pauses on the output it wrote
+        last, as its next write would. A producer held by one paused consumer sends the others nothing more, and
+        without this they never found the cue."""
+        path = self._last_output
+        if path is not None and cue_fault() is not None:
+            self.attempt(path, lambda: check_fault_cue(path))
+
+    def attempt(self, path: Path | str, write: Callable[[], T], undo: Callable[[], None] | None = None,
+                output: bool = True) -> T:
+        """``write()``; when the disk refuses it, ``undo()`` and try again until it succeeds. ``output=False``:
+        the stage's own bookkeeping (a checkpoint), not what :meth:`idle` names."""
+        if output:
+            self._last_output = Path(path)
         while True:
             try:
                 result = write()

@@ -499,6 +499,8 @@ class StageRunner:
             if sink is not None and now - last_flush >= SINK_FLUSH_INTERVAL_S:
                 last_flush = now
                 sink.flush()
+                if now - last_arrival >= SINK_FLUSH_INTERVAL_S:  # nothing came: the fault cue is found all the same
+                    self.ctx.output_guard.idle()
             self._metrics()
         if transform is not None:
             self._finish_transform()
@@ -527,7 +529,8 @@ class StageRunner:
             return
         out_dir = self.config.output_dir
         path = checkpoint.closed_marker(out_dir, self.stage_id)
-        self.ctx.output_guard.attempt(path, lambda: checkpoint.mark_closed_early(out_dir, self.stage_id, self.epoch))
+        self.ctx.output_guard.attempt(path, lambda: checkpoint.mark_closed_early(out_dir, self.stage_id, self.epoch),
+                                      output=False)
 
     def _checkpoint(self, epoch: int, final: bool) -> None:
         """Every input delivered barrier ``epoch`` (a source: a safe point): save, forward it, acknowledge.
@@ -636,7 +639,7 @@ class StageRunner:
     def _write_checkpoint(self, epoch: int, saved: bytes) -> None:
         """The epoch's file; a full or read-only disk pauses the stage here, as it does a sink's writes."""
         path = checkpoint.stage_file(self.config.output_dir, epoch, self.stage_id)
-        self.ctx.output_guard.attempt(path, lambda: checkpoint.write_atomic(path, saved))
+        self.ctx.output_guard.attempt(path, lambda: checkpoint.write_atomic(path, saved), output=False)
 
     def _reap_saves(self, wait_s: float | None = 0.0) -> None:
         """Acknowledge the checkpoints children have written; ``wait_s`` None waits for all, else at most so long."""

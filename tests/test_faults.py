@@ -29,9 +29,9 @@ FILE_SINKS = ("timeline", "summary", "db")
 
 def config_text(out: Path, board: Path, iterations: int, run_extra: str = "", rate: str = "realtime",
                 extra_stages: str = "") -> str:
-    """The live graph with the board outside ``out`` (the output disk may be a small one). The aggregator sends
-    each message to its consumers in config order: the SQLite sink first, so that a sink lagging behind (whose
-    full queue holds the aggregator) cannot keep every message sent after a fault away from it."""
+    """The live graph with the board outside ``out`` (the output disk may be a small one). Under the fault cue a
+    sink lagging behind pauses with the aggregator held by its full queue, and the other sinks get nothing more
+    to write: they find the cue on their idle tick."""
     return f"""
 run: {{name: f{os.getpid()}-{abs(hash(str(out))) % 100000}, output: "{out}", progress_s: 1 {run_extra}}}
 stages:
@@ -158,8 +158,13 @@ stages:
     collector = subprocess.Popen([sys.executable, "-m", "pipeline", "stage", "collect", "--config", str(config)],
                                  env=pipeline_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     finished = threading.Event()
-    threading.Thread(target=lambda: [finished.set() for line in collector.stderr or [] if "stage finished" in line],
-                     daemon=True).start()
+
+    def watch_log() -> None:
+        for line in collector.stderr or []:
+            if "stage finished" in line:
+                finished.set()
+
+    threading.Thread(target=watch_log, daemon=True).start()
     received, batches, eos = 0, 0, None
     try:
         while eos is None:

@@ -131,6 +131,21 @@ def test_cue_names_the_errno(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["op_statistic.csv"]  # no temp file left
 
 
+def test_an_idle_stage_finds_the_cue_on_the_output_it_wrote_last(tmp_path: Path) -> None:
+    cue, output = tmp_path / "cue", tmp_path / "msprof.db"
+    guard, states, log = guard_with(on_wait=lambda: cue.unlink(missing_ok=True))
+    with mock.patch.dict(os.environ, {FAULT_CUE_ENV: str(cue)}):
+        guard.idle()  # nothing written yet: nothing to name
+        guard.attempt(output, output.touch)
+        guard.attempt(tmp_path / "checkpoint", lambda: None, output=False)
+        guard.idle()  # no cue: goes on
+        cue.touch()
+        guard.idle()
+    assert states == [f"paused: disk full: {output} ({guard.pauses[0].free} free)", None]
+    assert [event for _, event, _ in log.lines][0] == "output paused"
+    assert len(guard.pauses) == 1 and guard.pauses[0].retries == 1 and not cue.exists()
+
+
 def test_a_real_full_disk_pauses_and_the_write_lands_whole(tmp_path: Path) -> None:
     with small_disk(tmp_path / "disk", size_mb=1) as disk:
         path = disk / "op_summary.csv"
