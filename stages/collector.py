@@ -34,9 +34,11 @@ from pydantic import Field
 from pipeline.errors import InputError
 from pipeline.stage import Batch, Source, StageConfig
 from pipeline_board import slices  # the reading rules, shared with the board agent
+
+# The name rules and record sizes without numpy (the collector reads bytes; tests/test_board_agent.py checks them
+# against stages.formats.files for every file name and platform)
+from pipeline_board.kinds import SLICE_SEP, StreamKind, device_stream_kind, host_stream_kind, split_slice_name
 from stages import framing
-from stages.formats.files import StreamKind, device_stream_kind, host_stream_kind
-from stages.formats.legacy import SLICE_SEP, split_slice_name
 from stages.tx_inbox import RECORD_BYTES, SPOOL_FOLDER, STREAM_BASE, TxInbox
 
 MIN_BUDGET_BYTES = 16 << 10  # the least a pass reads of a stream that has bytes left

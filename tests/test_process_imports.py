@@ -49,6 +49,12 @@ def test_the_aggregator_reads_the_decoded_layouts_without_the_decoder() -> None:
     assert not {"stages.decoder.stage", "stages.decoder.device", "stages.decoder.checks"} & modules
 
 
+def test_the_collector_reads_bytes_without_numpy() -> None:
+    modules = modules_after(LOAD_CONFIG, str(IMPORT_CONFIG), "collect")
+    assert {"stages.collector", "pipeline_board.kinds"} <= modules
+    assert "numpy" not in packages(modules)
+
+
 def test_the_sqlite_sink_writes_through_adbc_without_polars(tmp_path: Path) -> None:
     writes = """
 import json, sys
