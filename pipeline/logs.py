@@ -6,8 +6,10 @@ import io
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
-import structlog
+if TYPE_CHECKING:  # imported where used: a stage process imports structlog without rich (pipeline.cli)
+    import structlog
 
 
 def whole_lines_on_stderr() -> None:
@@ -24,6 +26,8 @@ def whole_lines_on_stderr() -> None:
 
 def configure_logging(stage: str, run_id: str, level: str | None = None) -> structlog.stdlib.BoundLogger:
     """Call once at the top of every stage process (spawned processes inherit nothing)."""
+    import structlog
+
     name = (level or os.environ.get("PIPELINE_LOG_LEVEL", "info")).upper()
     whole_lines_on_stderr()
     numeric = getattr(logging, name, logging.INFO)
@@ -50,6 +54,8 @@ def configure_logging(stage: str, run_id: str, level: str | None = None) -> stru
 def quiet_command_logging() -> None:
     """For a command a person runs in this process (`pipeline simulate`): its own last line says what it did, so
     log lines below a warning are left out (PIPELINE_LOG_LEVEL lowers the bar), and those shown go to stderr."""
+    import structlog
+
     name = os.environ.get("PIPELINE_LOG_LEVEL", "warning").upper()
     structlog.configure(
         processors=[structlog.processors.add_log_level, structlog.dev.ConsoleRenderer(colors=False)],

@@ -49,6 +49,20 @@ def test_the_aggregator_reads_the_decoded_layouts_without_the_decoder() -> None:
     assert not {"stages.decoder.stage", "stages.decoder.device", "stages.decoder.checks"} & modules
 
 
+def test_a_stage_process_imports_structlog_without_rich(tmp_path: Path) -> None:
+    """`pipeline stage` (here one whose config is missing: it stops after its imports, with one line)."""
+    stage = f"""
+import json, sys
+from pipeline.cli import main
+sys.argv = ["pipeline", "stage", "collect", "--config", "{tmp_path / 'missing.yaml'}"]
+assert main() == 2
+print(json.dumps(sorted(sys.modules)))
+"""
+    modules = modules_after(stage)
+    assert {"structlog", "pipeline.runner"} <= modules
+    assert "rich" not in packages(modules)
+
+
 def test_the_collector_reads_bytes_without_numpy() -> None:
     modules = modules_after(LOAD_CONFIG, str(IMPORT_CONFIG), "collect")
     assert {"stages.collector", "pipeline_board.kinds"} <= modules
