@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pipeline.stage import Batch
 from stages import schema
@@ -92,6 +91,8 @@ def rows_of_table(table: pa.Table) -> list[list[Any]]:
 
 def resolve_symbols(table: pa.Table, kind: str, symbols: schema.SymbolTable) -> pa.Table:
     """``table`` with its symbol-id columns replaced by their texts (string columns), for sinks that want text."""
+    import pyarrow.compute as pc  # ~0.04 CPU s to import: not for a process that only packs or reads tables
+
     texts = pa.array(symbols.texts, type=_STR)
     for name in SYMBOL_COLUMNS.get(kind, ()):
         at = table.schema.get_field_index(name)
