@@ -28,7 +28,14 @@ from stages.aggregator.contexts import (
     ContextSpans,
     context_ids,
 )
-from stages.aggregator.extras import AICPU_COLUMNS, L2_COLUMNS, DeviceExtras, extra_columns, l2_configured
+from stages.aggregator.extras import (
+    AICPU_COLUMNS,
+    FREQ_PLATFORMS,
+    L2_COLUMNS,
+    DeviceExtras,
+    extra_columns,
+    l2_configured,
+)
 from stages.aggregator.join import FlipLog, HostBatches, HostIndex, Interval
 from stages.aggregator.metrics import pmu_columns
 from stages.aggregator.partition import PartitionRole
@@ -110,12 +117,13 @@ class DeviceFlags:
 
 @dataclass
 class PmuJob:
-    """A task row's AI Core PMU inputs, computed in a batch before the row is sent (pmu_batch.py)."""
+    """A task row's AI Core PMU inputs, computed in a batch before the row is sent (pmu_batch.py): its PMU record
+    (a row of a PMU chunk) and the task's own block dim, used where the record's block is 0."""
 
     device: int
-    cycles: int
-    counters: Any
-    block: int
+    chunk: np.ndarray
+    index: int
+    block_dim: int
     duration: int
     clock: float | None
     extra: list[float | None]
@@ -283,17 +291,7 @@ class AggregatorStage(Transform):
         elif kind == "subtask_log":
             self.contexts.add(arr)
         elif kind in ("pmu", "context_pmu"):
-            pmu = self.pmu
-            contexts = arr["context_id"].tolist() if "context_id" in (arr.dtype.names or ()) \
-                else [INVALID_CONTEXT] * len(arr)
-            keys = zip(arr["device_id"].tolist(), arr["stream_id"].tolist(), arr["task_id"].tolist(), contexts,
-                       strict=True)
-            for key, record in zip(keys, _dicts(arr), strict=True):
-                found = pmu.get(key)
-                if found is None:
-                    pmu[key] = deque((record,))
-                else:
-                    found.append(record)
+            self._queue_pmu(arr)
         elif kind == "step":
             self.static.add_step_trace(arr)
             self.rows["step_trace"].extend(self.steps.add(arr))
@@ -310,6 +308,21 @@ class AggregatorStage(Transform):
             for record in arr:
                 self.flips.add(int(record["device_id"]), int(record["stream_id"]), int(record["ts_ns"]),
                                int(record["flip_num"]))
+
+    def _queue_pmu(self, arr: np.ndarray) -> None:
+        """PMU records queued by (device, stream, task, context) as references into their chunk: the values stay in
+        its columns until a batch of task rows takes them (_fill_pmu)."""
+        pmu = self.pmu
+        contexts = arr["context_id"].tolist() if "context_id" in (arr.dtype.names or ()) \
+            else [INVALID_CONTEXT] * len(arr)
+        keys = zip(arr["device_id"].tolist(), arr["stream_id"].tolist(), arr["task_id"].tolist(), contexts,
+                   strict=True)
+        for key, index in zip(keys, range(len(arr)), strict=True):
+            found = pmu.get(key)
+            if found is None:
+                pmu[key] = deque(((arr, index),))
+            else:
+                found.append((arr, index))
 
     def _pair_logs(self, arr: np.ndarray, now: float) -> None:
         """Start/end logs → device tasks; chip-v6 logs (unique task ids) get their stream at join time."""
@@ -830,17 +843,19 @@ class AggregatorStage(Transform):
         hidden: list[float | None] = []  # after the extras: see meta["hidden_pmu_columns"]
         stars = layout.stars
         if stars is not None:
-            if pmu_record is not None and "overflow" not in pmu_record:
-                pmu_record = None  # an HWTS-class PMU record on a STARS chip: not a ContextPmu
-            pmu, hidden = stars.split_values(pmu_record, info["block_dim"], device.end - device.start,
+            record = None
+            if pmu_record is not None and "overflow" in pmu_record[0].dtype.names:
+                record = pmu_record[0][pmu_record[1]]  # else an HWTS-class PMU record on a STARS chip
+            pmu, hidden = stars.split_values(record, info["block_dim"], device.end - device.start,
                                              self.extras.clock_mhz(device.device, layout.platform, device.end))
         elif layout.events:
             if pmu_record is not None:  # computed with the other tasks of its batch (_fill_pmu)
-                block = int(pmu_record["block"]) or info["block_dim"]
-                at = int(pmu_record["ts_ns"]) or device.end
-                job = PmuJob(device.device, int(pmu_record["total_cycle"]), pmu_record["pmu"], block,
-                             device.end - device.start, self.extras.clock_mhz(device.device, layout.platform, at),
-                             extra)
+                chunk, index = pmu_record
+                clock = None
+                if layout.platform in FREQ_PLATFORMS:
+                    at = int(chunk["ts_ns"][index]) or device.end
+                    clock = self.extras.clock_mhz(device.device, layout.platform, at)
+                job = PmuJob(device.device, chunk, index, info["block_dim"], device.end - device.start, clock, extra)
             else:
                 pmu = [None] * layout.width
         pmu += extra + hidden
@@ -919,9 +934,10 @@ class AggregatorStage(Transform):
         self.pmu_jobs = []
         for device, jobs in by_device.items():
             facts = self.devices.get(device, {})
+            cycles, counters, blocks = _gather_pmu(jobs)
             values = pmu_batch(
-                list(facts.get("pmu_events", [])), np.array([job.cycles for job in jobs], np.uint64),
-                np.array([job.counters for job in jobs], np.uint64), np.array([job.block for job in jobs]),
+                list(facts.get("pmu_events", [])), cycles, counters,
+                np.where(blocks != 0, blocks, np.array([job.block_dim for job in jobs], np.int64)),
                 int(facts.get("ai_core_num", 1)), float(facts.get("aic_frequency_mhz", 0)),
                 metric=str(facts.get("metric", "")), platform=int(facts.get("platform", 1)),
                 duration_ns=np.array([job.duration for job in jobs], np.int64),
@@ -1048,6 +1064,19 @@ def _task_columns(facts: dict[str, Any]) -> list[str]:
     events = list(facts.get("pmu_events", []))
     group = pmu_columns(events, str(facts.get("metric", "")), int(facts.get("platform", 1))) if events else []
     return group + extra_columns(facts)
+
+
+def _gather_pmu(jobs: list[PmuJob]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cycles, counters and blocks of the jobs' PMU records, in job order, taken a chunk at a time."""
+    runs: list[tuple[np.ndarray, list[int]]] = []
+    for job in jobs:
+        if runs and runs[-1][0] is job.chunk:
+            runs[-1][1].append(job.index)
+        else:
+            runs.append((job.chunk, [job.index]))
+    parts = [chunk[indices] for chunk, indices in runs]
+    records = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return records["total_cycle"], records["pmu"], records["block"].astype(np.int64)
 
 
 def _replay(host: HostTask, model: int, iteration: int) -> HostTask:
