@@ -36,7 +36,7 @@ from stages.aggregator.extras import (
     extra_columns,
     l2_configured,
 )
-from stages.aggregator.join import FlipLog, HostBatches, HostIndex, Interval
+from stages.aggregator.join import FlipLog, HostBatches, HostIndex, Interval, intervals
 from stages.aggregator.metrics import pmu_columns
 from stages.aggregator.partition import PartitionRole
 from stages.aggregator.pmu_batch import pmu_batch
@@ -249,17 +249,14 @@ class AggregatorStage(Transform):
             chunk = ApiChunk.of(arr, self.connection_ids + 1)
             self.connection_ids += len(arr)
             nodes = np.flatnonzero(arr["level"] == raw.LEVEL_NODE)
-            self.host.add_node_apis(chunk.threads[nodes].tolist(), list(map(
-                Interval, chunk.starts[nodes].tolist(), chunk.ends[nodes].tolist(), chunk.items[nodes].tolist(),
-                (nodes + chunk.first_connection).tolist())))
+            self.host.add_node_apis(chunk.threads[nodes].tolist(), intervals(
+                chunk.starts[nodes].tolist(), chunk.ends[nodes].tolist(), chunk.items[nodes].tolist(),
+                (nodes + chunk.first_connection).tolist()))
             if len(arr) and self.part.sends_host_rows(kind, len(arr)):
                 self.pending_apis.append(chunk)
                 self.pending_api_records += len(arr)
-                marks = self.api_marks
                 outer = np.isin(arr["level"], API_MARK_LEVELS)
-                for thread, end in zip(arr["thread_id"][outer].tolist(), arr["end_ns"][outer].tolist(), strict=True):
-                    if end > marks.get(thread, -1):
-                        marks[thread] = end
+                _raise_marks(self.api_marks, arr["thread_id"][outer], arr["end_ns"][outer])
         elif kind == "event":
             for record in arr[(arr["level"] == raw.LEVEL_MODEL) & np.isin(arr["type"], MODEL_WINDOW_TYPES)]:
                 model, request, ts = int(record["item_id"]), int(record["request_id"]), int(record["ts_ns"])
@@ -1064,6 +1061,18 @@ def _task_columns(facts: dict[str, Any]) -> list[str]:
     events = list(facts.get("pmu_events", []))
     group = pmu_columns(events, str(facts.get("metric", "")), int(facts.get("platform", 1))) if events else []
     return group + extra_columns(facts)
+
+
+def _raise_marks(marks: dict[int, int], threads: np.ndarray, ends: np.ndarray) -> None:
+    """Each thread's mark raised to the latest of its ``ends``."""
+    if not len(threads):
+        return
+    found, inverse = np.unique(threads, return_inverse=True)
+    latest = np.full(len(found), np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(latest, inverse, ends.astype(np.int64))
+    for thread, end in zip(found.tolist(), latest.tolist(), strict=True):
+        if end > marks.get(thread, -1):
+            marks[thread] = end
 
 
 def _gather_pmu(jobs: list[PmuJob]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

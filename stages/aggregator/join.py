@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
 HARD_LIMIT = 1_000_000  # entries per thread and kind, whatever the low-water mark says
 
@@ -67,12 +68,19 @@ class TimedLog:
         return (self.times[position - 1], self.items[position - 1]) if position else None
 
 
-@dataclass
-class Interval:
+class Interval(NamedTuple):
     start: int
     end: int
     item_id: int
     connection_id: int
+
+
+_interval_of = partial(tuple.__new__, Interval)  # (start, end, item_id, connection_id) → Interval, in C
+
+
+def intervals(starts: list[int], ends: list[int], items: list[int], connections: list[int]) -> list[Interval]:
+    """Intervals of the given columns (made without a Python call per interval)."""
+    return list(map(_interval_of, zip(starts, ends, items, connections, strict=True)))
 
 
 @dataclass
@@ -90,10 +98,10 @@ class HostIndex:
             found = table[thread] = TimedLog()
         return found
 
-    def add_node_apis(self, threads: list[int], intervals: list[Interval]) -> None:
+    def add_node_apis(self, threads: list[int], found: list[Interval]) -> None:
         """Node-level API intervals, by their thread, at their start."""
-        for thread, group in _by_thread(threads, intervals).items():
-            self._log(self.node_apis, thread).add_many([interval.start for interval in group], group)
+        for thread, group in _by_thread(threads, found).items():
+            self._log(self.node_apis, thread).add_many([interval[0] for interval in group], group)
 
     def add_node_basics(self, records: list[dict[str, Any]]) -> None:
         """node_basic_info records (dicts), by their thread_id, at their ts_ns."""
