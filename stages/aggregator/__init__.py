@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from pydantic import Field
 
 from pipeline.heap import collect_young_less_often
@@ -49,7 +50,7 @@ from stages.decoder import records
 from stages.formats import ge_enums, raw
 from stages.schema import pack_rows, unpack_rows
 from stages.subscription import records as subscribed_records
-from stages.tables import SCHEMAS, pack_columns, pack_table
+from stages.tables import SCHEMAS, pack_columns, pack_table, table_of_rows
 
 # Waits (see _give_up): a record waiting for a join partner is given up only when the stream that would carry the
 # partner has moved past it (its watermark, or its order), at the end of the job, or when more than MAX_PENDING
@@ -921,7 +922,8 @@ class AggregatorStage(Transform):
                 if kind == "task":
                     meta["pmu_columns"] = self._pmu_columns()
                     meta["hidden_pmu_columns"] = self._hidden_pmu_columns()
-                yield pack_columns(kind, chunk, "tasks", meta)
+                table = _task_table(chunk) if kind == "task" else table_of_rows(kind, chunk)
+                yield pack_table(kind, table, "tasks", meta)
 
     def _fill_pmu(self) -> None:
         """The PMU values of the task rows waiting for them, device by device in one batch each."""
@@ -939,9 +941,10 @@ class AggregatorStage(Transform):
                 metric=str(facts.get("metric", "")), platform=int(facts.get("platform", 1)),
                 duration_ns=np.array([job.duration for job in jobs], np.int64),
                 time_mhz=np.array([np.nan if job.clock is None else job.clock for job in jobs], np.float64))
-            for job, pmu in zip(jobs, values, strict=True):
+            extras = np.array([job.extra for job in jobs], np.float64).reshape(len(jobs), -1)  # None → NaN
+            for job, pmu in zip(jobs, np.hstack((values, extras)), strict=True):
                 assert job.row is not None
-                job.row[PMU_AT] = pmu + job.extra
+                job.row[PMU_AT] = pmu
 
     def _pmu_columns(self) -> list[str]:
         """Names of a task row's ``pmu`` values (the first device's layout): the PMU columns (aic_/aiv_ sides
@@ -1061,6 +1064,42 @@ def _task_columns(facts: dict[str, Any]) -> list[str]:
     events = list(facts.get("pmu_events", []))
     group = pmu_columns(events, str(facts.get("metric", "")), int(facts.get("platform", 1))) if events else []
     return group + extra_columns(facts)
+
+
+def _task_table(rows: list[list[Any]]) -> pa.Table:
+    """The table of task rows; their ``pmu`` values are lists (None: no value) or, where a PMU batch computed
+    them (_fill_pmu), float arrays (NaN: no value)."""
+    columns = list(zip(*rows, strict=True))
+    pmu = columns[PMU_AT]
+    if not any(type(values) is np.ndarray for values in pmu):
+        return table_of_rows("task", rows)
+    arrow_schema = SCHEMAS["task"]
+    arrays = [pa.array(values, type=field.type) for values, field in zip(columns, arrow_schema, strict=True)
+              if field.name != "pmu"]
+    arrays.insert(PMU_AT, _pmu_array(pmu))
+    return pa.Table.from_arrays(arrays, schema=arrow_schema)
+
+
+def _pmu_array(cells: tuple[Any, ...]) -> pa.Array:
+    """The ``pmu`` list column of task rows whose values are lists (None: no value) or float arrays (NaN)."""
+    values: list[np.ndarray] = []
+    exact: list[tuple[int, list[Any]]] = []  # list cells holding a NaN value: their own nulls, by None
+    offsets = np.zeros(len(cells) + 1, np.int64)
+    at = 0
+    for i, cell in enumerate(cells):
+        if type(cell) is np.ndarray:
+            values.append(cell)
+        else:
+            values.append(np.array(cell, np.float64))  # None → NaN
+            if any(v != v for v in cell):
+                exact.append((at, cell))
+        at += len(cell)
+        offsets[i + 1] = at
+    flat = np.concatenate(values)
+    missing = np.isnan(flat)
+    for start, cell in exact:
+        missing[start:start + len(cell)] = [v is None for v in cell]
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat, mask=missing))
 
 
 def _raise_marks(marks: dict[int, int], threads: np.ndarray, ends: np.ndarray) -> None:
