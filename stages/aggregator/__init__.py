@@ -135,7 +135,6 @@ class PmuJob:
 class PmuLayout:
     """A device's PMU facts as task rows use them (AggregatorStage._pmu_layout)."""
 
-    facts: dict[str, Any] | None  # the device_info facts it was worked out from
     events: list[int]
     platform: int
     stars: StarsPmu | None  # the aic_/aiv_ layout of a STARS chip
@@ -210,7 +209,7 @@ class AggregatorStage(Transform):
         self.unused: Counter[str] = Counter()  # decoded records this release does not turn into output
         self.extras = DeviceExtras(self.unused)
         self.stars_pmu: dict[int, StarsPmu] = {}
-        self.flags: dict[int, tuple[dict[str, Any] | None, DeviceFlags]] = {}  # device → (its facts, their flags)
+        self.flags: dict[int, DeviceFlags] = {}  # device → what its facts switch on (until its next device_info)
         self.steps = StepTraceBook()
         self.subscribed = SubscribedOps()  # operator records of a subscription source
         self.pmu_layouts: dict[int, PmuLayout] = {}
@@ -224,7 +223,10 @@ class AggregatorStage(Transform):
         kind = batch.kind
         if kind == "device_info":
             facts = batch.meta["facts"]
-            self.devices[int(facts["device"])] = facts
+            device = int(facts["device"])
+            self.devices[device] = facts
+            self.flags.pop(device, None)  # worked out again from the new facts
+            self.pmu_layouts.pop(device, None)
             return [self._run_info()]
         if kind == "session_info":
             self.session = dict(batch.meta["facts"])
@@ -298,7 +300,7 @@ class AggregatorStage(Transform):
         elif kind == "aicpu":
             self.extras.add_aicpu(arr)
         elif kind == "l2_cache":
-            self.extras.add_l2(arr)
+            self.extras.add_l2(arr, self.devices)
         elif kind == "freq":
             self.extras.add_freq(arr, {d: int(f.get("platform", 1)) for d, f in self.devices.items()})
             self._freq_rows(arr)
@@ -492,15 +494,13 @@ class AggregatorStage(Transform):
 
     def _flags(self, device: int) -> DeviceFlags:
         """What a device's facts switch on, worked out once per device_info."""
-        facts = self.devices.get(device)
-        cached = self.flags.get(device)
-        if cached is not None and cached[0] is facts:
-            return cached[1]
-        known = facts or {}
-        flags = DeviceFlags(int(known.get("platform", 1)) in raw.STARS_V6_PLATFORMS,
-                            bool(known.get("pmu_events") or known.get("aiv_pmu_events")), l2_configured(known),
-                            bool(known.get("aicpu_trace")))
-        self.flags[device] = (facts, flags)
+        flags = self.flags.get(device)
+        if flags is None:
+            known = self.devices.get(device) or {}
+            flags = self.flags[device] = DeviceFlags(
+                int(known.get("platform", 1)) in raw.STARS_V6_PLATFORMS,
+                bool(known.get("pmu_events") or known.get("aiv_pmu_events")), l2_configured(known),
+                bool(known.get("aicpu_trace")))
         return flags
 
     def _host_key(self, record: Any, flipped: bool = False) -> tuple[int, int, int, int]:
@@ -880,16 +880,13 @@ class AggregatorStage(Transform):
 
     def _pmu_layout(self, device: int) -> PmuLayout:
         """What a device's facts say about its task rows' PMU values, worked out once per device_info."""
-        facts = self.devices.get(device)
-        cached = self.pmu_layouts.get(device)
-        if cached is not None and cached.facts is facts:
-            return cached
-        known = facts or {}
-        events = list(known.get("pmu_events", []))
-        metric, platform = str(known.get("metric", "")), int(known.get("platform", 1))
-        layout = self.pmu_layouts[device] = PmuLayout(
-            facts, events, platform, self._stars_pmu(device),
-            len(pmu_columns(events, metric, platform)) if events else 0)
+        layout = self.pmu_layouts.get(device)
+        if layout is None:
+            known = self.devices.get(device) or {}
+            events = list(known.get("pmu_events", []))
+            metric, platform = str(known.get("metric", "")), int(known.get("platform", 1))
+            layout = self.pmu_layouts[device] = PmuLayout(
+                events, platform, self._stars_pmu(device), len(pmu_columns(events, metric, platform)) if events else 0)
         return layout
 
     # -- output ---------------------------------------------------------------------------
