@@ -90,6 +90,9 @@ class HostIndex:
     tensors: dict[int, TimedLog] = field(default_factory=dict)
     contexts: dict[int, TimedLog] = field(default_factory=dict)  # context_id_info (FFTS+ context ids)
     model_runs: dict[int, TimedLog] = field(default_factory=dict)  # begin ts → [model_id, iteration, end]
+    # (thread, model_id, iteration) → windows opened and not closed since (some may have been pruned): a begin
+    # whose window has none open need not look through the log
+    open_runs: dict[tuple[int, int, int], int] = field(default_factory=dict)
 
     @staticmethod
     def _log(table: dict[int, TimedLog], thread: int) -> TimedLog:
@@ -122,12 +125,24 @@ class HostIndex:
 
     def add_model_event(self, thread: int, ts: int, model_id: int, iteration: int) -> None:
         log = self._log(self.model_runs, thread)
-        # begin and end of one ModelExecute share (model, iteration): the second closes the window
-        for window in reversed(log.items):
-            if window[0] == model_id and window[1] == iteration and window[2] is None:
-                window[2] = ts
-                return
+        key = (thread, model_id, iteration)
+        if key in self.open_runs:
+            # begin and end of one ModelExecute share (model, iteration): the second closes the window
+            for window in reversed(log.items):
+                if window[0] == model_id and window[1] == iteration and window[2] is None:
+                    window[2] = ts
+                    self._opened(key, -1)
+                    return
+            del self.open_runs[key]  # those windows were pruned
         log.add(ts, [model_id, iteration, None])
+        self._opened(key, 1)
+
+    def _opened(self, key: tuple[int, int, int], change: int) -> None:
+        count = self.open_runs.get(key, 0) + change
+        if count:
+            self.open_runs[key] = count
+        else:
+            del self.open_runs[key]
 
     def node_api(self, thread: int, ts: int) -> Interval | None:
         log = self.node_apis.get(thread)
