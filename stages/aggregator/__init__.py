@@ -97,7 +97,7 @@ OP_STATES = {0: "static", 1: "dynamic"}  # node_basic_info op_state
 UNRESOLVED_STREAM = -1  # a chip-v6 task log names its task by a 32-bit id only: the host task_track has the stream
 
 
-@dataclass
+@dataclass(slots=True)
 class DeviceTask:
     device: int
     stream: int
@@ -116,7 +116,7 @@ class DeviceFlags:
     aicpu: bool  # AI CPU kernel times to join
 
 
-@dataclass
+@dataclass(slots=True)
 class PmuJob:
     """A task row's AI Core PMU inputs, computed in a batch before the row is sent (pmu_batch.py): its PMU record
     (a row of a PMU chunk) and the task's own block dim, used where the record's block is 0."""
@@ -141,7 +141,7 @@ class PmuLayout:
     width: int  # PMU values of a row without a PMU record (non-STARS chips)
 
 
-@dataclass
+@dataclass(slots=True)
 class HostTask:
     record: Any  # a task_track as a dict (see _dicts), or a legacy RT_TRACK record
     arrived: float
