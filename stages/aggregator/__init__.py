@@ -10,6 +10,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,7 @@ from stages.aggregator.extras import (
     l2_configured,
 )
 from stages.aggregator.join import FlipLog, HostBatches, HostIndex, Interval, intervals
+from stages.aggregator.logs import pair_logs
 from stages.aggregator.metrics import pmu_columns
 from stages.aggregator.partition import PartitionRole
 from stages.aggregator.pmu_batch import pmu_batch
@@ -325,32 +327,19 @@ class AggregatorStage(Transform):
                 found.append((arr, index))
 
     def _pair_logs(self, arr: np.ndarray, now: float) -> None:
-        """Start/end logs → device tasks; chip-v6 logs (unique task ids) get their stream at join time."""
-        devices, states, times = arr["device_id"].tolist(), arr["state"].tolist(), arr["ts_ns"].tolist()
+        """Start/end logs → device tasks (logs.py); chip-v6 logs (unique task ids) get their stream at join time."""
         if "unique_task_id" in (arr.dtype.names or ()):
-            keys = [(device, UNRESOLVED_STREAM, task) for device, task in zip(devices, arr["unique_task_id"].tolist(),
-                                                                              strict=True)]
+            streams, tasks = np.full(len(arr), UNRESOLVED_STREAM, np.int64), arr["unique_task_id"]
         else:
-            keys = list(zip(devices, arr["stream_id"].tolist(), arr["task_id"].tolist(), strict=True))
-        starts, pending = self.starts, self.pending_device
-        other_states = 0
-        for key, state, ts in zip(keys, states, times, strict=True):
-            if state == records.STATE_START:
-                waiting = starts.get(key)
-                if waiting is None:
-                    starts[key] = deque((ts,))
-                else:
-                    waiting.append(ts)
-            elif state != records.STATE_END:
-                other_states += 1
-            else:
-                start = _take(starts, key)
-                if start is None:
-                    self.ctx.reject("task end log without a start", 1)
-                    continue
-                pending.append(DeviceTask(key[0], key[1], key[2], 0, start, ts, now))
-        if other_states:
-            self.unused["task log states other than start/end (310 AI Core start/done, waiting)"] += other_states
+            streams, tasks = arr["stream_id"], arr["task_id"]
+        paired = pair_logs(arr["device_id"], streams, tasks, arr["state"], arr["ts_ns"], self.starts)
+        self.pending_device.extend(map(DeviceTask, paired.devices, paired.streams, paired.tasks,
+                                       repeat(0, len(paired.ends)), paired.starts, paired.ends, repeat(now)))
+        if paired.unpaired_ends:
+            self.ctx.reject("task end log without a start", paired.unpaired_ends)
+        if paired.other_states:
+            self.unused["task log states other than start/end (310 AI Core start/done, waiting)"] += \
+                paired.other_states
 
     def _tx_rows(self, arr: np.ndarray) -> None:
         """msproftx rows; the message goes as text, not a symbol: messages often number what they mark ("frame
