@@ -372,9 +372,6 @@ class AggregatorStage(Transform):
         if not self.finishing:
             self.gave_up[f"{queue} given up: more than {MAX_PENDING:,} records waiting"] += 1
 
-    def _type_name(self, level: int, type_id: int) -> str | None:
-        return self.types.get((level, type_id))
-
     def _advance(self, now: float) -> Iterator[Batch]:
         self._resolve_apis(now)
         self._resolve_host(now)
@@ -441,19 +438,19 @@ class AggregatorStage(Transform):
                 task.resolved = legacy.describe(record, context[0], self.hashes)
                 if task.resolved is not None:
                     task.resolved.update(_tensor_texts(context[1]))
-            else:
-                thread, ts = int(record["thread_id"]), int(record["ts_ns"])
+            else:  # a task_track as a dict of Python ints (_dicts)
+                thread, ts = record["thread_id"], record["ts_ns"]
                 node_api = self.host.node_api(thread, ts)
-                type_name = self._type_name(raw.LEVEL_RUNTIME, int(record["task_type"]))
+                type_name = self.types.get((raw.LEVEL_RUNTIME, record["task_type"]))
                 node = self.host.node_info(thread, ts, node_api.start if node_api else 0)
-                complete = int(record["device_id"]) in self.devices and \
-                    self._host_context_complete(thread, ts, node_api, node, type_name, int(record["kernel_name"]),
+                complete = record["device_id"] in self.devices and \
+                    self._host_context_complete(thread, ts, node_api, node, type_name, record["kernel_name"],
                                                 tensor_low, context_low, node_low)
                 if not complete:
                     if not self._give_up(self._host_held()):
                         return
                     self._gave_up("host task waiting for its context")
-                task.resolved = self._describe(record, node_api, node, type_name)
+                task.resolved = self._describe(record, thread, ts, node_api, node, type_name)
             self.pending_host.popleft()
             if task.resolved is None:  # bookkeeping task (a task-id flip): no device work of its own
                 if not task.legacy and not self._chip_v6(int(record["device_id"])):
@@ -533,11 +530,12 @@ class AggregatorStage(Transform):
             return self.api_marks.get(thread, -1) >= ts
         if node is None:
             return node_low >= ts
-        if int(node["op_name"]) not in self.hashes or int(node["op_type"]) not in self.hashes:
+        op_name = node["op_name"]
+        if op_name not in self.hashes or node["op_type"] not in self.hashes:
             return False  # names come from hash_dic, which the runtime may flush later than the records
-        if not self._tensors_complete(thread, ts, int(node["op_name"]), node_api.start, tensor_low):
+        if not self._tensors_complete(thread, ts, op_name, node_api.start, tensor_low):
             return False
-        if type_name not in FFTS_LAUNCH_TYPES or self.host.context_info(thread, ts, int(node["op_name"]),
+        if type_name not in FFTS_LAUNCH_TYPES or self.host.context_info(thread, ts, op_name,
                                                                         node_api.start) is not None:
             return True
         return context_low >= ts
@@ -552,37 +550,37 @@ class AggregatorStage(Transform):
         tensors = self.host.tensor_info(thread, ts, op_name, since)
         return tensors is None or int(tensors[-1]["tensor_num"]) < raw.TENSOR_SLOTS
 
-    def _describe(self, record: Any, node_api: Interval | None, node: Any,
+    def _describe(self, record: dict[str, Any], thread: int, ts: int, node_api: Interval | None, node: Any,
                   type_name: str | None) -> dict[str, Any] | None:
-        """``node``: the task's node_basic_info (HostIndex.node_info since its Node API's start), or None."""
+        """``record``: a task_track (a dict of Python ints, as are ``node``'s values), at ``ts`` on ``thread``;
+        ``node``: its node_basic_info (HostIndex.node_info since its Node API's start), or None."""
         if type_name == "FLIP_TASK":
             return None
-        thread, ts = int(record["thread_id"]), int(record["ts_ns"])
         since = node_api.start if node_api else 0
-        op_hash = int(node["op_name"]) if node is not None else (node_api.item_id if node_api else 0)
+        op_hash = node["op_name"] if node is not None else (node_api.item_id if node_api else 0)
         hashes = self.hashes
         op_name = hashes.get(op_hash)
         if op_name is None:  # (hash_dic texts are never None)
             op_name = str(op_hash) if op_hash else (type_name or "N/A")
         if node is not None:
-            op_type = hashes.get(int(node["op_type"]))
+            op_type = hashes.get(node["op_type"])
             if op_type is None:
-                op_type = str(int(node["op_type"]))
-            core = raw.GE_TASK_TYPES[int(node["task_type"])] if int(node["task_type"]) < len(raw.GE_TASK_TYPES) \
-                else "INVALID"
-            block = int(node["block_num"])
-            op_state = OP_STATES.get(int(node["op_state"]), "N/A")
-            hf32 = "YES" if int(node["op_flag"]) else "NO"  # GE's op flag: the op may compute in HF32
+                op_type = str(node["op_type"])
+            ge_type = node["task_type"]
+            core = raw.GE_TASK_TYPES[ge_type] if ge_type < len(raw.GE_TASK_TYPES) else "INVALID"
+            block = node["block_num"]
+            op_state = OP_STATES.get(node["op_state"], "N/A")
+            hf32 = "YES" if node["op_flag"] else "NO"  # GE's op flag: the op may compute in HF32
         else:
-            op_type, core, block, op_state = type_name or "N/A", type_name or "N/A", int(record["num_blocks"]), "N/A"
+            op_type, core, block, op_state = type_name or "N/A", type_name or "N/A", record["num_blocks"], "N/A"
             hf32 = "N/A"
         tensor = self.host.tensor_info(thread, ts, op_hash, since) if node is not None else None
         contexts: list[int] = []
-        if node is not None and type_name in CONTEXT_TASK_TYPES and not self._chip_v6(int(record["device_id"])):
+        if node is not None and type_name in CONTEXT_TASK_TYPES and not self._chip_v6(record["device_id"]):
             found = self.host.context_info(thread, ts, op_hash, since)
             contexts = context_ids(found) if found is not None else []
         model = self.host.model_run(thread, ts)
-        kernel = int(record["kernel_name"])
+        kernel = record["kernel_name"]
         described = {"op_name": op_name, "op_type": op_type, "task_type": core, "runtime_task_type": type_name or core,
                      "op_state": op_state, "hf32_eligible": hf32,
                      "kernel_name": self.hashes.get(kernel, "N/A") if kernel else "N/A",

@@ -144,39 +144,47 @@ class HostIndex:
         else:
             del self.open_runs[key]
 
+    # Lookups of the latest entry at or before ``ts`` on a thread (bisect inline: these run several times a task).
     def node_api(self, thread: int, ts: int) -> Interval | None:
         log = self.node_apis.get(thread)
-        interval = log.latest_at_or_before(ts) if log else None
-        return interval if interval is not None and interval.end >= ts else None
+        if log is None:
+            return None
+        at = bisect.bisect_right(log.times, ts)
+        if not at:
+            return None
+        interval: Interval = log.items[at - 1]
+        return interval if interval.end >= ts else None
 
     def node_info(self, thread: int, ts: int, since: int) -> Any:
         log = self.node_basic.get(thread)
-        record = log.latest_at_or_before(ts) if log else None
-        return record if record is not None and int(record["ts_ns"]) >= since else None
+        if log is None:
+            return None
+        at = bisect.bisect_right(log.times, ts)
+        if not at:
+            return None
+        record = log.items[at - 1]
+        return record if record["ts_ns"] >= since else None
 
     def tensor_info(self, thread: int, ts: int, op_name: int, since: int) -> list[Any] | None:
         """The tensor_info records (one or more) of the op reported at or before ``ts`` since ``since``."""
-        records = self._op_record(self.tensors, thread, ts, op_name, since, lambda found: found[0])
-        if records is None:
+        log = self.tensors.get(thread)
+        if log is None:
             return None
-        found: list[Any] = records
-        return found
+        at = bisect.bisect_right(log.times, ts)
+        if not at:
+            return None
+        found: list[Any] = log.items[at - 1]
+        return found if found[0]["op_name"] == op_name and found[0]["ts_ns"] >= since else None
 
     def context_info(self, thread: int, ts: int, op_name: int, since: int) -> Any:
-        return self._op_record(self.contexts, thread, ts, op_name, since)
-
-    @staticmethod
-    def _op_record(table: dict[int, TimedLog], thread: int, ts: int, op_name: int, since: int,
-                   first: Any = lambda found: found) -> Any:
-        """The latest entry of ``op_name`` reported in [since, ts] on ``thread`` (``first``: its first record)."""
-        log = table.get(thread)
-        entry = log.latest_at_or_before(ts) if log else None
-        if entry is None:
+        log = self.contexts.get(thread)
+        if log is None:
             return None
-        record = first(entry)
-        if int(record["op_name"]) != op_name or int(record["ts_ns"]) < since:
+        at = bisect.bisect_right(log.times, ts)
+        if not at:
             return None
-        return entry
+        record = log.items[at - 1]
+        return record if record["op_name"] == op_name and record["ts_ns"] >= since else None
 
     def prune_before(self, ts: int) -> None:
         for table in (self.node_apis, self.node_basic, self.tensors, self.contexts, self.model_runs):
