@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
@@ -575,7 +575,7 @@ class AggregatorStage(Transform):
             op_type, core, block, op_state = type_name or "N/A", type_name or "N/A", record["num_blocks"], "N/A"
             hf32 = "N/A"
         tensor = self.host.tensor_info(thread, ts, op_hash, since) if node is not None else None
-        contexts: list[int] = []
+        contexts: Sequence[int] = ()
         if node is not None and type_name in CONTEXT_TASK_TYPES and not self._chip_v6(record["device_id"]):
             found = self.host.context_info(thread, ts, op_hash, since)
             contexts = context_ids(found) if found is not None else []
@@ -790,34 +790,35 @@ class AggregatorStage(Transform):
     def _resolve_pmu(self, now: float) -> None:
         """Joined tasks in order, each once its PMU, L2 cache and AI CPU records are in or their streams have passed
         it: AI CPU records by their run end (aicpu_ready), PMU and L2 records by their order (_passed)."""
-        while self.awaiting_pmu:
-            host, device, _, context = self.awaiting_pmu[0]
+        awaiting, pmu_records = self.awaiting_pmu, self.pmu
+        while awaiting:
+            host, device, _, context = awaiting[0]
             assert host.resolved is not None
             task_key = (device.device, device.stream, device.task)
             pmu_key = (*task_key, INVALID_CONTEXT if context is None else context)
-            facts = self.devices.get(device.device, {})
             flags = self._flags(device.device)
             wants_pmu, wants_l2, wants_aicpu = self._wants(host, device, context, flags)
-            missing = (wants_pmu and flags.pmu and not self.pmu.get(pmu_key)
+            missing = (wants_pmu and flags.pmu and not pmu_records.get(pmu_key)
                        and not self._passed(device.device, device.end, False)
                        or wants_l2 and not self.extras.l2_ready(task_key)
                        and not self._passed(device.device, device.end, True)
                        or wants_aicpu and not self.extras.aicpu_ready(device.device, device.end))
             if missing:
-                if not self._give_up(len(self.awaiting_pmu)):
+                if not self._give_up(len(awaiting)):
                     return
                 self._gave_up("joined task waiting for its PMU, L2 cache or AI CPU record")
                 if not self.finishing:
                     self.extras.waited_in_vain(device.device, wants_aicpu, wants_l2)
-            self.awaiting_pmu.popleft()
-            pmu_record = _take(self.pmu, pmu_key) if wants_pmu else None
+            awaiting.popleft()
+            pmu_record = _take(pmu_records, pmu_key) if wants_pmu else None
             extra: list[float | None] = []
             op_name = host.resolved["op_name"]
             if flags.aicpu:
                 extra += self.extras.take_aicpu(task_key, device.start, device.end, op_name) if wants_aicpu \
                     else [None] * len(AICPU_COLUMNS)
             if flags.l2:
-                extra += self.extras.take_l2(task_key, facts, op_name) if wants_l2 else [None] * len(L2_COLUMNS)
+                extra += self.extras.take_l2(task_key, self.devices.get(device.device, {}), op_name) if wants_l2 \
+                    else [None] * len(L2_COLUMNS)
             self._emit_task(host.resolved, device, pmu_record, extra, pmu_key[3])
 
     def _emit_task(self, info: dict[str, Any], device: DeviceTask, pmu_record: Any,
