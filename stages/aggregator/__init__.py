@@ -271,9 +271,10 @@ class AggregatorStage(Transform):
         elif kind == "node_basic":
             self.host.add_node_basics(_dicts(arr))
         elif kind == "tensor":
-            for record, texts_key in zip(_dicts(arr, leave=("tensors",)), _tensor_keys(arr), strict=True):
+            tensors = _dicts(arr, leave=("tensors",))
+            for record, texts_key in zip(tensors, _tensor_keys(arr), strict=True):
                 record["texts_key"] = texts_key
-                self.host.add_tensor(record["thread_id"], record["ts_ns"], record)
+            self.host.add_tensors(tensors)
         elif kind == "context_id":
             for record in _dicts(arr, ("ctx_ids",)):
                 self.host.add_context(record["thread_id"], record["ts_ns"], record)

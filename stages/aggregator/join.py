@@ -120,6 +120,26 @@ class HostIndex:
         else:
             log.add(ts, [record])
 
+    def add_tensors(self, records: list[dict[str, Any]]) -> None:
+        """:meth:`add_tensor` of each tensor_info record (dicts) in turn; a thread's records in time order after its
+        log's last go in at once."""
+        for thread, group in _by_thread([record["thread_id"] for record in records], records).items():
+            log = self._log(self.tensors, thread)
+            times = [record["ts_ns"] for record in group]
+            if times != sorted(times) or log.times and times[0] < log.times[-1]:
+                for record in group:
+                    self.add_tensor(thread, record["ts_ns"], record)
+                continue
+            entries: list[list[Any]] = []
+            last = log.items[-1] if log.items else None
+            for record in group:
+                if last is not None and last[0]["ts_ns"] == record["ts_ns"] and last[0]["op_name"] == record["op_name"]:
+                    last.append(record)
+                else:
+                    last = [record]
+                    entries.append(last)
+            log.add_many([entry[0]["ts_ns"] for entry in entries], entries)
+
     def add_context(self, thread: int, ts: int, record: Any) -> None:
         self._log(self.contexts, thread).add(ts, record)
 
