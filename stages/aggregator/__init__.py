@@ -582,15 +582,15 @@ class AggregatorStage(Transform):
             contexts = context_ids(found) if found is not None else []
         model = self.host.model_run(thread, ts)
         kernel = record["kernel_name"]
-        described = {"op_name": op_name, "op_type": op_type, "task_type": core, "runtime_task_type": type_name or core,
-                     "op_state": op_state, "hf32_eligible": hf32,
-                     "kernel_name": self.hashes.get(kernel, "N/A") if kernel else "N/A",
-                     "contexts": contexts, "block_dim": block & 0xFFFF,
-                     "mix_block_dim": (block & 0xFFFF) * (block >> 16),
-                     "connection_id": node_api.connection_id if node_api else 0, "thread_id": thread,
-                     "model_id": model[0] if model else schema.MODEL_ID_NONE, "iteration": model[1] if model else 0}
-        described.update(_tensor_texts(tensor))
-        return described
+        kernel_name = self.hashes.get(kernel, "N/A") if kernel else "N/A"
+        tensors = _tensor_texts(tensor)
+        texts = (op_name, op_type, core, op_state, tensors["input_shapes"], tensors["input_dtypes"],
+                 tensors["input_formats"], tensors["output_shapes"], tensors["output_dtypes"],
+                 tensors["output_formats"], kernel_name, type_name or core, hf32)
+        return {"op_name": op_name, "op_type": op_type, "task_type": core, "texts": texts, "contexts": contexts,
+                "block_dim": block & 0xFFFF, "mix_block_dim": (block & 0xFFFF) * (block >> 16),
+                "connection_id": node_api.connection_id if node_api else 0, "thread_id": thread,
+                "model_id": model[0] if model else schema.MODEL_ID_NONE, "iteration": model[1] if model else 0}
 
     def _resolve_device(self, now: float) -> None:
         """Device tasks in order; each waits for its flips (its batch id) until its device's ts_track stream has
@@ -846,10 +846,7 @@ class AggregatorStage(Transform):
             else:
                 pmu = [None] * layout.width
         pmu += extra + hidden
-        texts = (info["op_name"], info["op_type"], info["task_type"], info["op_state"], info["input_shapes"],
-                 info["input_dtypes"], info["input_formats"], info["output_shapes"], info["output_dtypes"],
-                 info["output_formats"], info.get("kernel_name", ""),
-                 info.get("runtime_task_type") or info["task_type"], info.get("hf32_eligible", "N/A"))
+        texts = info.get("texts") or _row_texts(info)
         ids = self.text_ids.get(texts)
         if ids is None:  # interned in the row's column order, as one by one
             if len(self.text_ids) >= TEXT_IDS_LIMIT:
@@ -1050,6 +1047,15 @@ def _task_columns(facts: dict[str, Any]) -> list[str]:
     events = list(facts.get("pmu_events", []))
     group = pmu_columns(events, str(facts.get("metric", "")), int(facts.get("platform", 1))) if events else []
     return group + extra_columns(facts)
+
+
+def _row_texts(info: dict[str, Any]) -> tuple[str, ...]:
+    """A task row's texts, in its column order, from a description that has them as fields (legacy tracks);
+    _describe gives them as ``texts``."""
+    return (info["op_name"], info["op_type"], info["task_type"], info["op_state"], info["input_shapes"],
+            info["input_dtypes"], info["input_formats"], info["output_shapes"], info["output_dtypes"],
+            info["output_formats"], info.get("kernel_name", ""), info.get("runtime_task_type") or info["task_type"],
+            info.get("hf32_eligible", "N/A"))
 
 
 def _task_table(rows: list[list[Any]]) -> pa.Table:
