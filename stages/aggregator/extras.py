@@ -86,18 +86,18 @@ class DeviceExtras:
             self.aicpu_seen[device] = max(self.aicpu_seen.get(device, 0), record["end_ns"])
 
     def add_l2(self, arr: np.ndarray, facts_of: dict[int, dict[str, Any]]) -> None:
-        """Each record queued under its task with its place among its device's records, its event counts (a list)
-        and its rates as the device's facts of now give them, worked out for the whole chunk at once (the facts
-        they came from go with them: a task taking the record under other facts works them out again)."""
+        """Each record queued under its task with its place among its device's records, its rates as the device's
+        facts of now give them, worked out for the whole chunk at once, and where its event counts are (the chunk,
+        its row): a task taking the record under other facts than those the rates came from works them out again."""
         l2, sequences, seen = self.l2, self.l2_sequence, self.l2_seen
         devices = arr["device_id"].tolist()
         rates, used = _chunk_rates(arr, facts_of)
-        for key, events, found_rates, facts in zip(zip(devices, arr["stream_id"].tolist(), arr["task_id"].tolist(),
-                                                       strict=True), arr["events"].tolist(), rates, used, strict=True):
+        for key, row, found_rates, facts in zip(zip(devices, arr["stream_id"].tolist(), arr["task_id"].tolist(),
+                                                    strict=True), range(len(arr)), rates, used, strict=True):
             device = key[0]
             sequence = sequences.get(device, 0)
             sequences[device] = sequence + 1
-            entry = (sequence, events, found_rates, facts)
+            entry = (sequence, found_rates, facts, arr, row)
             found = l2.get(key)
             if found is None:
                 l2[key] = deque((entry,))
@@ -166,11 +166,11 @@ class DeviceExtras:
         waiting = self.l2.get(key)
         if not waiting:
             return [None, None]
-        sequence, events, rates, used = waiting.popleft()
+        sequence, rates, used, chunk, row = waiting.popleft()
         if not waiting:
             del self.l2[key]
         if used is not facts:
-            rates = l2_rates(events, facts)
+            rates = l2_rates(chunk["events"][row].tolist(), facts)
         self.rows["l2_cache"].append([*key, *rates, op_name, sequence])
         return rates
 
@@ -199,8 +199,8 @@ class DeviceExtras:
         for key, l2_queue in self.l2.items():
             facts = facts_of.get(key[0], {})
             if l2_configured(facts):
-                for sequence, events, rates, used in l2_queue:
-                    found = rates if used is facts else l2_rates(events, facts)
+                for sequence, rates, used, chunk, row in l2_queue:
+                    found = rates if used is facts else l2_rates(chunk["events"][row].tolist(), facts)
                     self.rows["l2_cache"].append([*key, *found, "", sequence])
         self.aicpu.clear()
         self.l2.clear()
