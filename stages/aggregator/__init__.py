@@ -107,7 +107,6 @@ class DeviceTask:
     batch: int
     start: int
     end: int
-    arrived: float
 
 
 @dataclass(frozen=True)
@@ -146,7 +145,6 @@ class PmuLayout:
 @dataclass(slots=True)
 class HostTask:
     record: Any  # a task_track as a dict (see _dicts), or a legacy RT_TRACK record
-    arrived: float
     resolved: dict[str, Any] | None = None
     legacy: bool = False
 
@@ -189,7 +187,7 @@ class AggregatorStage(Transform):
         self.device_ready: dict[tuple[int, int, int, int], deque[DeviceTask]] = {}
         # a joined task (or one FFTS+ context of it) and its context id (None: an FFTS+ task whose contexts left
         # no logs; it stands for them, without PMU), waiting for its PMU / AI CPU / L2 records
-        self.awaiting_pmu: deque[tuple[HostTask, DeviceTask, float, int | None]] = deque()
+        self.awaiting_pmu: deque[tuple[HostTask, DeviceTask, int | None]] = deque()
         self.contexts = ContextSpans()
         # chip v6: the stream of a 32-bit task id, from host task_tracks (launched: used once; registered: kept)
         self.launched_streams: dict[tuple[int, int], int] = {}
@@ -240,14 +238,14 @@ class AggregatorStage(Transform):
         elif kind == subscribed_records.KIND:
             self.subscribed.add(batch, self.stats)
         elif kind in records.DTYPES:
-            self._ingest(kind, records.from_batch(batch), str(batch.meta.get("stream")), now)
+            self._ingest(kind, records.from_batch(batch), str(batch.meta.get("stream")))
         else:
             self.ctx.reject(f"unexpected record kind '{kind}'", batch.count)
         if not batch.meta.get("chunk_end", True):
             return ()  # the rest of this raw chunk follows: resolve once it is all in
         return list(self._advance(now))
 
-    def _ingest(self, kind: str, arr: np.ndarray, stream: str, now: float) -> None:
+    def _ingest(self, kind: str, arr: np.ndarray, stream: str) -> None:
         if len(arr) and "ts_ns" in (arr.dtype.names or ()):
             self.watermarks[stream] = max(self.watermarks.get(stream, 0), int(arr["ts_ns"].max()))
         if kind in ("api", "named_api"):  # named_api: a legacy API record, name inline
@@ -279,9 +277,9 @@ class AggregatorStage(Transform):
             for record in _dicts(arr, ("ctx_ids",)):
                 self.host.add_context(record["thread_id"], record["ts_ns"], record)
         elif kind == "task_track":
-            self.pending_host.extend(HostTask(record, now) for record in _dicts(self.part.own_devices(arr)))
+            self.pending_host.extend(HostTask(record) for record in _dicts(self.part.own_devices(arr)))
         elif kind == "rt_track":
-            self.pending_host.extend(HostTask(record, now, legacy=True) for record in self.part.own_devices(arr))
+            self.pending_host.extend(HostTask(record, legacy=True) for record in self.part.own_devices(arr))
         elif kind == "ge_task":
             self.legacy.add_tasks(arr)
         elif kind == "ge_tensor":
@@ -290,7 +288,7 @@ class AggregatorStage(Transform):
             self._tx_rows(arr)
         elif kind in ("task_log", "unique_task_log"):
             self.log_streams.add(stream)
-            self._pair_logs(arr, now)
+            self._pair_logs(arr)
         elif kind == "subtask_log":
             self.contexts.add(arr)
         elif kind in ("pmu", "context_pmu"):
@@ -327,7 +325,7 @@ class AggregatorStage(Transform):
             else:
                 found.append((arr, index))
 
-    def _pair_logs(self, arr: np.ndarray, now: float) -> None:
+    def _pair_logs(self, arr: np.ndarray) -> None:
         """Start/end logs → device tasks (logs.py); chip-v6 logs (unique task ids) get their stream at join time."""
         if "unique_task_id" in (arr.dtype.names or ()):
             streams, tasks = np.full(len(arr), UNRESOLVED_STREAM, np.int64), arr["unique_task_id"]
@@ -335,7 +333,7 @@ class AggregatorStage(Transform):
             streams, tasks = arr["stream_id"], arr["task_id"]
         paired = pair_logs(arr["device_id"], streams, tasks, arr["state"], arr["ts_ns"], self.starts)
         self.pending_device.extend(map(DeviceTask, paired.devices, paired.streams, paired.tasks,
-                                       repeat(0, len(paired.ends)), paired.starts, paired.ends, repeat(now)))
+                                       repeat(0, len(paired.ends)), paired.starts, paired.ends))
         if paired.unpaired_ends:
             self.ctx.reject("task end log without a start", paired.unpaired_ends)
         if paired.other_states:
@@ -374,10 +372,10 @@ class AggregatorStage(Transform):
             self.gave_up[f"{queue} given up: more than {MAX_PENDING:,} records waiting"] += 1
 
     def _advance(self, now: float) -> Iterator[Batch]:
-        self._resolve_apis(now)
-        self._resolve_host(now)
-        self._resolve_device(now)
-        self._resolve_pmu(now)
+        self._resolve_apis()
+        self._resolve_host()
+        self._resolve_device()
+        self._resolve_pmu()
         self._take_extra_rows()
         yield from self._flush_rows(force=False)
         yield from self._snapshot_due(now)
@@ -401,7 +399,7 @@ class AggregatorStage(Transform):
         aicpu.clear()
         l2.clear()
 
-    def _resolve_apis(self, now: float) -> None:
+    def _resolve_apis(self) -> None:
         """API rows in arrival order, each once its name is known (or its wait ran out); statistics per batch."""
         durations: dict[StatKey, list[int]] = {}
         while self.pending_apis:
@@ -419,7 +417,7 @@ class AggregatorStage(Transform):
         for (level_name, name), spans in durations.items():
             self.stats.add_apis(level_name, name, spans)
 
-    def _resolve_host(self, now: float) -> None:
+    def _resolve_host(self) -> None:
         unseen = self._low_mark("compact.task_track") - UNSEEN_STREAM_LAG_NS
         tensor_low = self._low_mark("tensor_info", unseen)
         context_low = self._low_mark("context_id_info", unseen)
@@ -592,7 +590,7 @@ class AggregatorStage(Transform):
                 "connection_id": node_api.connection_id if node_api else 0, "thread_id": thread,
                 "model_id": model[0] if model else schema.MODEL_ID_NONE, "iteration": model[1] if model else 0}
 
-    def _resolve_device(self, now: float) -> None:
+    def _resolve_device(self) -> None:
         """Device tasks in order; each waits for its flips (its batch id) until its device's ts_track stream has
         passed its start (the 310 writes no flips). A chip-v6 task whose stream no resolved host task_track has
         named yet is parked by its task id (_resolve_parked), the others go on."""
@@ -733,11 +731,10 @@ class AggregatorStage(Transform):
 
     def _matched(self, host: HostTask, device: DeviceTask) -> None:
         """A joined task waits for its PMU; an FFTS+ task is split into its contexts first (contexts.py)."""
-        arrived = self.clock()
         assert host.resolved is not None
         contexts = host.resolved.get("contexts") or []
         if not contexts:
-            self.awaiting_pmu.append((host, device, arrived, INVALID_CONTEXT))
+            self.awaiting_pmu.append((host, device, INVALID_CONTEXT))
             return
         found = 0
         for context in contexts:
@@ -745,11 +742,10 @@ class AggregatorStage(Transform):
             if span is None:
                 continue
             found += 1
-            part = DeviceTask(device.device, device.stream, device.task, device.batch, span.start, span.end,
-                              device.arrived)
-            self.awaiting_pmu.append((host, part, arrived, context))
+            part = DeviceTask(device.device, device.stream, device.task, device.batch, span.start, span.end)
+            self.awaiting_pmu.append((host, part, context))
         if not found:
-            self.awaiting_pmu.append((host, device, arrived, None))
+            self.awaiting_pmu.append((host, device, None))
             self.unused["FFTS+ tasks whose contexts left no subtask logs (one row for the task)"] += 1
             return
         self.unused[FFTS_TASK_SPAN] += 1
@@ -775,7 +771,7 @@ class AggregatorStage(Transform):
         stamp = (device, end, l2, self.records_in, len(self.awaiting_pmu))
         if stamp == self.not_passed:
             return False
-        for index, (host, other, _, context) in enumerate(self.awaiting_pmu):
+        for index, (host, other, context) in enumerate(self.awaiting_pmu):
             if index >= PMU_LOOKAHEAD:
                 break
             if other.device != device or other.end <= end:
@@ -788,12 +784,12 @@ class AggregatorStage(Transform):
         self.not_passed = stamp
         return False
 
-    def _resolve_pmu(self, now: float) -> None:
+    def _resolve_pmu(self) -> None:
         """Joined tasks in order, each once its PMU, L2 cache and AI CPU records are in or their streams have passed
         it: AI CPU records by their run end (aicpu_ready), PMU and L2 records by their order (_passed)."""
         awaiting, pmu_records = self.awaiting_pmu, self.pmu
         while awaiting:
-            host, device, _, context = awaiting[0]
+            host, device, context = awaiting[0]
             assert host.resolved is not None
             task_key = (device.device, device.stream, device.task)
             pmu_key = (*task_key, INVALID_CONTEXT if context is None else context)
@@ -1122,8 +1118,7 @@ def _gather_pmu(jobs: list[PmuJob]) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 def _replay(host: HostTask, model: int, iteration: int) -> HostTask:
     """One execution of a task registered at model load."""
     assert host.resolved is not None
-    return HostTask(host.record, host.arrived, {**host.resolved, "model_id": model, "iteration": iteration},
-                    host.legacy)
+    return HostTask(host.record, {**host.resolved, "model_id": model, "iteration": iteration}, host.legacy)
 
 
 def _take(table: dict[Any, deque[Any]], key: Any) -> Any:
