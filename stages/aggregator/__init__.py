@@ -117,19 +117,60 @@ class DeviceFlags:
     aicpu: bool  # AI CPU kernel times to join
 
 
-@dataclass(slots=True)
-class PmuJob:
-    """A task row's AI Core PMU inputs, computed in a batch before the row is sent (pmu_batch.py): its PMU record
-    (a row of a PMU chunk) and the task's own block dim, used where the record's block is 0."""
+class PmuJobs:
+    """Task rows whose AI Core PMU values are still to be computed, a batch at a time (pmu_batch.py), as columns:
+    each row's device, PMU record (its chunk and row there), block dim (used where the record's block is 0),
+    duration, clock (NaN: info.json's), AI CPU / L2 cache values, and the row itself."""
 
-    device: int
-    chunk: np.ndarray
-    index: int
-    block_dim: int
-    duration: int
-    clock: float | None
-    extra: list[float | None]
-    row: list[Any] | None = None
+    def __init__(self) -> None:
+        self.devices: list[int] = []
+        self.records: list[tuple[np.ndarray, int]] = []
+        self.block_dims: list[int] = []
+        self.durations: list[int] = []
+        self.clocks: list[float] = []
+        self.extras: list[list[float | None]] = []
+        self.rows: list[list[Any]] = []
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def add(self, device: int, record: tuple[np.ndarray, int], block_dim: int, duration: int, clock: float | None,
+            extra: list[float | None], row: list[Any]) -> None:
+        self.devices.append(device)
+        self.records.append(record)
+        self.block_dims.append(block_dim)
+        self.durations.append(duration)
+        self.clocks.append(np.nan if clock is None else clock)
+        self.extras.append(extra)
+        self.rows.append(row)
+
+    def by_device(self) -> Iterator[tuple[int, PmuJobs]]:
+        """The jobs of each device, in order."""
+        if self.devices.count(self.devices[0]) == len(self.devices):
+            yield self.devices[0], self
+            return
+        positions: dict[int, list[int]] = {}
+        for at, device in enumerate(self.devices):
+            positions.setdefault(device, []).append(at)
+        for device, chosen in positions.items():
+            part = PmuJobs()
+            for name, values in vars(self).items():
+                setattr(part, name, [values[at] for at in chosen])
+            yield device, part
+
+    def counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Cycles, counters and blocks (the task's block dim where the record's is 0) of the jobs' PMU records,
+        taken a chunk at a time."""
+        runs: list[tuple[np.ndarray, list[int]]] = []
+        for chunk, index in self.records:
+            if runs and runs[-1][0] is chunk:
+                runs[-1][1].append(index)
+            else:
+                runs.append((chunk, [index]))
+        parts = [chunk[indices] for chunk, indices in runs]
+        found = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        blocks = found["block"].astype(np.int64)
+        return found["total_cycle"], found["pmu"], np.where(blocks != 0, blocks, np.array(self.block_dims, np.int64))
 
 
 @dataclass(frozen=True)
@@ -198,7 +239,7 @@ class AggregatorStage(Transform):
         self.registered_streams: dict[tuple[int, int], int] = {}
         self.rows: dict[str, list[list[Any]]] = {kind: [] for kind in LIST_ROW_KINDS}
         self.api_rows = ColumnRows(len(schema.API_COLUMNS))
-        self.pmu_jobs: list[PmuJob] = []  # task rows whose PMU values are still to be computed
+        self.pmu_jobs = PmuJobs()  # task rows whose PMU values are still to be computed
         self.stats = StatsBook()
         self.last_snapshot = 0.0
         self.last_prune = float("-inf")
@@ -822,7 +863,7 @@ class AggregatorStage(Transform):
                    extra: list[float | None], context: int = INVALID_CONTEXT) -> None:
         layout = self._pmu_layout(device.device)
         pmu: list[float | None] = []
-        job: PmuJob | None = None  # the values are worked out later, with the other rows of the batch
+        job: tuple[tuple[np.ndarray, int], float | None] | None = None  # (PMU record, clock): values worked out later
         hidden: list[float | None] = []  # after the extras: see meta["hidden_pmu_columns"]
         stars = layout.stars
         if stars is not None:
@@ -833,15 +874,16 @@ class AggregatorStage(Transform):
                                              self.extras.clock_mhz(device.device, layout.platform, device.end))
         elif layout.events:
             if pmu_record is not None:  # computed with the other tasks of its batch (_fill_pmu)
-                chunk, index = pmu_record
                 clock = None
                 if layout.platform in FREQ_PLATFORMS:
+                    chunk, index = pmu_record
                     at = int(chunk["ts_ns"][index]) or device.end
                     clock = self.extras.clock_mhz(device.device, layout.platform, at)
-                job = PmuJob(device.device, chunk, index, info["block_dim"], device.end - device.start, clock, extra)
+                job = (pmu_record, clock)
             else:
                 pmu = [None] * layout.width
-        pmu += extra + hidden
+        if job is None:
+            pmu += extra + hidden
         texts = info.get("texts") or _row_texts(info)
         ids = self.text_ids.get(texts)
         if ids is None:  # interned in the row's column order, as one by one
@@ -854,8 +896,7 @@ class AggregatorStage(Transform):
             info["connection_id"], info["thread_id"], ids[4], ids[5], ids[6], ids[7], ids[8], ids[9], pmu, context,
             ids[10], ids[11], ids[12]]
         if job is not None:
-            job.row = row
-            self.pmu_jobs.append(job)
+            self.pmu_jobs.add(device.device, job[0], info["block_dim"], device.end - device.start, job[1], extra, row)
         self.rows["task"].append(row)
         self.stats.add_op(device.device, info["op_type"], info["task_type"], device.end - device.start)
         self.tasks_out += 1
@@ -906,24 +947,18 @@ class AggregatorStage(Transform):
 
     def _fill_pmu(self) -> None:
         """The PMU values of the task rows waiting for them, device by device in one batch each."""
-        by_device: dict[int, list[PmuJob]] = {}
-        for job in self.pmu_jobs:
-            by_device.setdefault(job.device, []).append(job)
-        self.pmu_jobs = []
-        for device, jobs in by_device.items():
+        every, self.pmu_jobs = self.pmu_jobs, PmuJobs()
+        for device, jobs in every.by_device():
             facts = self.devices.get(device, {})
-            cycles, counters, blocks = _gather_pmu(jobs)
+            cycles, counters, blocks = jobs.counts()
             values = pmu_batch(
-                list(facts.get("pmu_events", [])), cycles, counters,
-                np.where(blocks != 0, blocks, np.array([job.block_dim for job in jobs], np.int64)),
+                list(facts.get("pmu_events", [])), cycles, counters, blocks,
                 int(facts.get("ai_core_num", 1)), float(facts.get("aic_frequency_mhz", 0)),
                 metric=str(facts.get("metric", "")), platform=int(facts.get("platform", 1)),
-                duration_ns=np.array([job.duration for job in jobs], np.int64),
-                time_mhz=np.array([np.nan if job.clock is None else job.clock for job in jobs], np.float64))
-            extras = np.array([job.extra for job in jobs], np.float64).reshape(len(jobs), -1)  # None → NaN
-            for job, pmu in zip(jobs, np.hstack((values, extras)), strict=True):
-                assert job.row is not None
-                job.row[PMU_AT] = pmu
+                duration_ns=np.array(jobs.durations, np.int64), time_mhz=np.array(jobs.clocks, np.float64))
+            extras = np.array(jobs.extras, np.float64).reshape(len(jobs), -1)  # None → NaN
+            for row, pmu in zip(jobs.rows, np.hstack((values, extras)), strict=True):
+                row[PMU_AT] = pmu
 
     def _pmu_columns(self) -> list[str]:
         """Names of a task row's ``pmu`` values (the first device's layout): the PMU columns (aic_/aiv_ sides
@@ -1100,19 +1135,6 @@ def _raise_marks(marks: dict[int, int], threads: np.ndarray, ends: np.ndarray) -
     for thread, end in zip(found.tolist(), latest.tolist(), strict=True):
         if end > marks.get(thread, -1):
             marks[thread] = end
-
-
-def _gather_pmu(jobs: list[PmuJob]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Cycles, counters and blocks of the jobs' PMU records, in job order, taken a chunk at a time."""
-    runs: list[tuple[np.ndarray, list[int]]] = []
-    for job in jobs:
-        if runs and runs[-1][0] is job.chunk:
-            runs[-1][1].append(job.index)
-        else:
-            runs.append((job.chunk, [job.index]))
-    parts = [chunk[indices] for chunk, indices in runs]
-    records = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    return records["total_cycle"], records["pmu"], records["block"].astype(np.int64)
 
 
 def _replay(host: HostTask, model: int, iteration: int) -> HostTask:
