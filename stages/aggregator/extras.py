@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter, deque
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -89,21 +90,32 @@ class DeviceExtras:
         """Each record queued under its task with its place among its device's records, its rates as the device's
         facts of now give them, worked out for the whole chunk at once, and where its event counts are (the chunk,
         its row): a task taking the record under other facts than those the rates came from works them out again."""
-        l2, sequences, seen = self.l2, self.l2_sequence, self.l2_seen
+        l2 = self.l2
         devices = arr["device_id"].tolist()
         rates, used = _chunk_rates(arr, facts_of)
-        for key, row, found_rates, facts in zip(zip(devices, arr["stream_id"].tolist(), arr["task_id"].tolist(),
-                                                    strict=True), range(len(arr)), rates, used, strict=True):
-            device = key[0]
-            sequence = sequences.get(device, 0)
-            sequences[device] = sequence + 1
-            entry = (sequence, found_rates, facts, arr, row)
+        keys = zip(devices, arr["stream_id"].tolist(), arr["task_id"].tolist(), strict=True)
+        for key, entry in zip(keys, zip(self._sequences(devices), rates, used, repeat(arr, len(arr)), range(len(arr)),
+                                        strict=True), strict=True):
             found = l2.get(key)
             if found is None:
                 l2[key] = deque((entry,))
-                seen.add(device)
             else:
                 found.append(entry)
+        self.l2_seen.update(devices)
+
+    def _sequences(self, devices: list[int]) -> list[int] | range:
+        """Each record's place among its device's L2 cache records."""
+        counts = self.l2_sequence
+        if devices and devices.count(devices[0]) == len(devices):  # the usual chunk: one device
+            first = counts.get(devices[0], 0)
+            counts[devices[0]] = first + len(devices)
+            return range(first, first + len(devices))
+        places = []
+        for device in devices:
+            place = counts.get(device, 0)
+            counts[device] = place + 1
+            places.append(place)
+        return places
 
     def add_freq(self, arr: np.ndarray, platform_of: dict[int, int]) -> None:
         for record in arr:
