@@ -231,8 +231,10 @@ class FlipLog:
 
     def batch_of(self, device: int, stream: int, ts: int) -> int:
         log = self.flips.get((device, stream))
-        found = log.latest_at_or_before(ts) if log else None
-        return int(found) if found is not None else 0
+        if log is None:  # (bisect inline: twice a task)
+            return 0
+        at = bisect.bisect_right(log.times, ts)
+        return int(log.items[at - 1]) if at else 0
 
     def latest_between(self, device: int, stream: int, since: int, ts: int) -> int | None:
         """Number of the last flip in [since, ts] on (device, stream), or None."""
