@@ -793,18 +793,6 @@ class AggregatorStage(Transform):
         if found < len(contexts):
             self.ctx.reject("FFTS+ context without subtask start/end logs", len(contexts) - found)
 
-    def _wants(self, host: HostTask, device: DeviceTask, context: int | None,
-               flags: DeviceFlags | None = None) -> tuple[bool, bool, bool]:
-        """Whether a joined task takes a PMU, an L2 cache and an AI CPU record. The device's facts (sample.json)
-        say which of those streams it has (``flags``, when the caller has them): a device without one does not
-        wait for it (DeviceFlags)."""
-        assert host.resolved is not None
-        if flags is None:
-            flags = self._flags(device.device)
-        task_type = host.resolved["task_type"]
-        wants_pmu = task_type in PMU_TASK_TYPES and context is not None and not flags.v6  # v6 PMU: not decoded
-        return wants_pmu, wants_pmu and flags.l2, task_type == "AI_CPU" and flags.aicpu
-
     def _passed(self, device: int, end: int, l2: bool) -> bool:
         """Whether the device's PMU (``l2``: L2 cache) stream has passed a task ending at ``end``: a joined task
         ending later already has its record (their records carry no usable time, but come in the order tasks
@@ -817,7 +805,8 @@ class AggregatorStage(Transform):
                 break
             if other.device != device or other.end <= end:
                 continue
-            wants_pmu, wants_l2, _ = self._wants(host, other, context)
+            assert host.resolved is not None
+            wants_pmu, wants_l2, _ = _wants(host.resolved["task_type"], context, self._flags(other.device))
             task_key = (other.device, other.stream, other.task)
             if l2 and wants_l2 and self.extras.l2.get(task_key) or not l2 and wants_pmu and self.pmu.get(
                     (*task_key, INVALID_CONTEXT if context is None else context)):
@@ -835,7 +824,7 @@ class AggregatorStage(Transform):
             task_key = (device.device, device.stream, device.task)
             pmu_key = (*task_key, INVALID_CONTEXT if context is None else context)
             flags = self._flags(device.device)
-            wants_pmu, wants_l2, wants_aicpu = self._wants(host, device, context, flags)
+            wants_pmu, wants_l2, wants_aicpu = _wants(host.resolved["task_type"], context, flags)
             missing = (wants_pmu and flags.pmu and not pmu_records.get(pmu_key)
                        and not self._passed(device.device, device.end, False)
                        or wants_l2 and not self.extras.l2_ready(task_key)
@@ -1078,6 +1067,13 @@ def _task_columns(facts: dict[str, Any]) -> list[str]:
     events = list(facts.get("pmu_events", []))
     group = pmu_columns(events, str(facts.get("metric", "")), int(facts.get("platform", 1))) if events else []
     return group + extra_columns(facts)
+
+
+def _wants(task_type: str, context: int | None, flags: DeviceFlags) -> tuple[bool, bool, bool]:
+    """Whether a joined task takes a PMU, an L2 cache and an AI CPU record. The device's facts (sample.json) say
+    which of those streams it has (``flags``): a device without one does not wait for it (DeviceFlags)."""
+    wants_pmu = task_type in PMU_TASK_TYPES and context is not None and not flags.v6  # v6 PMU: not decoded
+    return wants_pmu, wants_pmu and flags.l2, task_type == "AI_CPU" and flags.aicpu
 
 
 def _row_texts(info: dict[str, Any]) -> tuple[str, ...]:
