@@ -6,16 +6,18 @@ Out ``tasks``: run_info, api, tx, task, step_trace, aicpu and l2_cache rows (sta
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from pydantic import Field
 
-from pipeline.heap import collect_young_less_often
 from pipeline.stage import Batch, StageConfig, Transform
 from stages import schema
 from stages.aggregator import legacy
@@ -28,8 +30,16 @@ from stages.aggregator.contexts import (
     ContextSpans,
     context_ids,
 )
-from stages.aggregator.extras import AICPU_COLUMNS, L2_COLUMNS, DeviceExtras, extra_columns, l2_configured
-from stages.aggregator.join import FlipLog, HostBatches, HostIndex, Interval
+from stages.aggregator.extras import (
+    AICPU_COLUMNS,
+    FREQ_PLATFORMS,
+    L2_COLUMNS,
+    DeviceExtras,
+    extra_columns,
+    l2_configured,
+)
+from stages.aggregator.join import FlipLog, HostBatches, HostIndex, Interval, intervals
+from stages.aggregator.logs import pair_logs
 from stages.aggregator.metrics import pmu_columns
 from stages.aggregator.partition import PartitionRole
 from stages.aggregator.pmu_batch import pmu_batch
@@ -42,13 +52,17 @@ from stages.decoder import records
 from stages.formats import ge_enums, raw
 from stages.schema import pack_rows, unpack_rows
 from stages.subscription import records as subscribed_records
-from stages.tables import SCHEMAS, pack_columns, pack_table
+from stages.tables import SCHEMAS, pack_columns, pack_table, table_of_rows
 
 # Waits (see _give_up): a record waiting for a join partner is given up only when the stream that would carry the
 # partner has moved past it (its watermark, or its order), at the end of the job, or when more than MAX_PENDING
 # records wait in its queue (counted in accounting()["joins_given_up"]); never after some wall time alone, so a live
 # run on a starved machine gives the outputs of an import of its directory.
 MAX_PENDING = 200_000
+# Allocations between young collections in the aggregator's process (every stage gets pipeline.heap's 50 000): most
+# of a joined task's containers die within this many, so fewer of them are ever scanned (a 1 M-record import:
+# collector CPU 0.18 → 0.05 s).
+YOUNG_COLLECTION_EVERY = 200_000
 LEGACY_DESC_LAG_NS = 1_000_000_000  # data time: how far GE's task stream passes a legacy track before "no desc"
 # data time: how far the host's task_track stream passes a task before a describing kind (tensor_info …) none of whose
 # streams has arrived counts as absent (see _low_mark)
@@ -89,7 +103,7 @@ OP_STATES = {0: "static", 1: "dynamic"}  # node_basic_info op_state
 UNRESOLVED_STREAM = -1  # a chip-v6 task log names its task by a 32-bit id only: the host task_track has the stream
 
 
-@dataclass
+@dataclass(slots=True)
 class DeviceTask:
     device: int
     stream: int
@@ -97,7 +111,6 @@ class DeviceTask:
     batch: int
     start: int
     end: int
-    arrived: float
 
 
 @dataclass(frozen=True)
@@ -108,35 +121,75 @@ class DeviceFlags:
     aicpu: bool  # AI CPU kernel times to join
 
 
-@dataclass
-class PmuJob:
-    """A task row's AI Core PMU inputs, computed in a batch before the row is sent (pmu_batch.py)."""
+class PmuJobs:
+    """Task rows whose AI Core PMU values are still to be computed, a batch at a time (pmu_batch.py), as columns:
+    each row's device, PMU record (its chunk and row there), block dim (used where the record's block is 0),
+    duration, clock (NaN: info.json's), AI CPU / L2 cache values, and the row itself."""
 
-    device: int
-    cycles: int
-    counters: Any
-    block: int
-    duration: int
-    clock: float | None
-    extra: list[float | None]
-    row: list[Any] | None = None
+    def __init__(self) -> None:
+        self.devices: list[int] = []
+        self.records: list[tuple[np.ndarray, int]] = []
+        self.block_dims: list[int] = []
+        self.durations: list[int] = []
+        self.clocks: list[float] = []
+        self.extras: list[list[float | None]] = []
+        self.rows: list[list[Any]] = []
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def add(self, device: int, record: tuple[np.ndarray, int], block_dim: int, duration: int, clock: float | None,
+            extra: list[float | None], row: list[Any]) -> None:
+        self.devices.append(device)
+        self.records.append(record)
+        self.block_dims.append(block_dim)
+        self.durations.append(duration)
+        self.clocks.append(np.nan if clock is None else clock)
+        self.extras.append(extra)
+        self.rows.append(row)
+
+    def by_device(self) -> Iterator[tuple[int, PmuJobs]]:
+        """The jobs of each device, in order."""
+        if self.devices.count(self.devices[0]) == len(self.devices):
+            yield self.devices[0], self
+            return
+        positions: dict[int, list[int]] = {}
+        for at, device in enumerate(self.devices):
+            positions.setdefault(device, []).append(at)
+        for device, chosen in positions.items():
+            part = PmuJobs()
+            for name, values in vars(self).items():
+                setattr(part, name, [values[at] for at in chosen])
+            yield device, part
+
+    def counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Cycles, counters and blocks (the task's block dim where the record's is 0) of the jobs' PMU records,
+        taken a chunk at a time."""
+        runs: list[tuple[np.ndarray, list[int]]] = []
+        for chunk, index in self.records:
+            if runs and runs[-1][0] is chunk:
+                runs[-1][1].append(index)
+            else:
+                runs.append((chunk, [index]))
+        parts = [chunk[indices] for chunk, indices in runs]
+        found = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        blocks = found["block"].astype(np.int64)
+        return found["total_cycle"], found["pmu"], np.where(blocks != 0, blocks, np.array(self.block_dims, np.int64))
 
 
 @dataclass(frozen=True)
 class PmuLayout:
     """A device's PMU facts as task rows use them (AggregatorStage._pmu_layout)."""
 
-    facts: dict[str, Any] | None  # the device_info facts it was worked out from
     events: list[int]
     platform: int
     stars: StarsPmu | None  # the aic_/aiv_ layout of a STARS chip
     width: int  # PMU values of a row without a PMU record (non-STARS chips)
 
 
-@dataclass
+@dataclass(slots=True)
 class HostTask:
     record: Any  # a task_track as a dict (see _dicts), or a legacy RT_TRACK record
-    arrived: float
     resolved: dict[str, Any] | None = None
     legacy: bool = False
 
@@ -152,7 +205,7 @@ class AggregatorStage(Transform):
 
     def __init__(self, config: Any, ctx: Any) -> None:
         super().__init__(config, ctx)
-        collect_young_less_often()  # the join holds many small containers
+        _collect_young_rarely()  # the join holds many small containers
         self.part = PartitionRole(ctx)  # its devices' tasks; host-only rows from partition 0 (partition.py)
         self.symbols = self.part.symbol_table()
         self.hashes: dict[int, str] = {}
@@ -179,7 +232,7 @@ class AggregatorStage(Transform):
         self.device_ready: dict[tuple[int, int, int, int], deque[DeviceTask]] = {}
         # a joined task (or one FFTS+ context of it) and its context id (None: an FFTS+ task whose contexts left
         # no logs; it stands for them, without PMU), waiting for its PMU / AI CPU / L2 records
-        self.awaiting_pmu: deque[tuple[HostTask, DeviceTask, float, int | None]] = deque()
+        self.awaiting_pmu: deque[tuple[HostTask, DeviceTask, int | None]] = deque()
         self.contexts = ContextSpans()
         # chip v6: the stream of a 32-bit task id, from host task_tracks (launched: used once; registered: kept)
         self.launched_streams: dict[tuple[int, int], int] = {}
@@ -190,7 +243,7 @@ class AggregatorStage(Transform):
         self.registered_streams: dict[tuple[int, int], int] = {}
         self.rows: dict[str, list[list[Any]]] = {kind: [] for kind in LIST_ROW_KINDS}
         self.api_rows = ColumnRows(len(schema.API_COLUMNS))
-        self.pmu_jobs: list[PmuJob] = []  # task rows whose PMU values are still to be computed
+        self.pmu_jobs = PmuJobs()  # task rows whose PMU values are still to be computed
         self.stats = StatsBook()
         self.last_snapshot = 0.0
         self.last_prune = float("-inf")
@@ -201,7 +254,7 @@ class AggregatorStage(Transform):
         self.unused: Counter[str] = Counter()  # decoded records this release does not turn into output
         self.extras = DeviceExtras(self.unused)
         self.stars_pmu: dict[int, StarsPmu] = {}
-        self.flags: dict[int, tuple[dict[str, Any] | None, DeviceFlags]] = {}  # device → (its facts, their flags)
+        self.flags: dict[int, DeviceFlags] = {}  # device → what its facts switch on (until its next device_info)
         self.steps = StepTraceBook()
         self.subscribed = SubscribedOps()  # operator records of a subscription source
         self.pmu_layouts: dict[int, PmuLayout] = {}
@@ -215,7 +268,10 @@ class AggregatorStage(Transform):
         kind = batch.kind
         if kind == "device_info":
             facts = batch.meta["facts"]
-            self.devices[int(facts["device"])] = facts
+            device = int(facts["device"])
+            self.devices[device] = facts
+            self.flags.pop(device, None)  # worked out again from the new facts
+            self.pmu_layouts.pop(device, None)
             return [self._run_info()]
         if kind == "session_info":
             self.session = dict(batch.meta["facts"])
@@ -227,31 +283,28 @@ class AggregatorStage(Transform):
         elif kind == subscribed_records.KIND:
             self.subscribed.add(batch, self.stats)
         elif kind in records.DTYPES:
-            self._ingest(kind, records.from_batch(batch), str(batch.meta.get("stream")), now)
+            self._ingest(kind, records.from_batch(batch), str(batch.meta.get("stream")))
         else:
             self.ctx.reject(f"unexpected record kind '{kind}'", batch.count)
         if not batch.meta.get("chunk_end", True):
             return ()  # the rest of this raw chunk follows: resolve once it is all in
         return list(self._advance(now))
 
-    def _ingest(self, kind: str, arr: np.ndarray, stream: str, now: float) -> None:
+    def _ingest(self, kind: str, arr: np.ndarray, stream: str) -> None:
         if len(arr) and "ts_ns" in (arr.dtype.names or ()):
             self.watermarks[stream] = max(self.watermarks.get(stream, 0), int(arr["ts_ns"].max()))
         if kind in ("api", "named_api"):  # named_api: a legacy API record, name inline
             chunk = ApiChunk.of(arr, self.connection_ids + 1)
             self.connection_ids += len(arr)
             nodes = np.flatnonzero(arr["level"] == raw.LEVEL_NODE)
-            self.host.add_node_apis(chunk.threads[nodes].tolist(), list(map(
-                Interval, chunk.starts[nodes].tolist(), chunk.ends[nodes].tolist(), chunk.items[nodes].tolist(),
-                (nodes + chunk.first_connection).tolist())))
+            self.host.add_node_apis(chunk.threads[nodes].tolist(), intervals(
+                chunk.starts[nodes].tolist(), chunk.ends[nodes].tolist(), chunk.items[nodes].tolist(),
+                (nodes + chunk.first_connection).tolist()))
             if len(arr) and self.part.sends_host_rows(kind, len(arr)):
                 self.pending_apis.append(chunk)
                 self.pending_api_records += len(arr)
-                marks = self.api_marks
                 outer = np.isin(arr["level"], API_MARK_LEVELS)
-                for thread, end in zip(arr["thread_id"][outer].tolist(), arr["end_ns"][outer].tolist(), strict=True):
-                    if end > marks.get(thread, -1):
-                        marks[thread] = end
+                _raise_marks(self.api_marks, arr["thread_id"][outer], arr["end_ns"][outer])
         elif kind == "event":
             for record in arr[(arr["level"] == raw.LEVEL_MODEL) & np.isin(arr["type"], MODEL_WINDOW_TYPES)]:
                 model, request, ts = int(record["item_id"]), int(record["request_id"]), int(record["ts_ns"])
@@ -261,16 +314,17 @@ class AggregatorStage(Transform):
         elif kind == "node_basic":
             self.host.add_node_basics(_dicts(arr))
         elif kind == "tensor":
-            for record, texts_key in zip(_dicts(arr, leave=("tensors",)), _tensor_keys(arr), strict=True):
+            tensors = _dicts(arr, leave=("tensors",))
+            for record, texts_key in zip(tensors, _tensor_keys(arr), strict=True):
                 record["texts_key"] = texts_key
-                self.host.add_tensor(record["thread_id"], record["ts_ns"], record)
+            self.host.add_tensors(tensors)
         elif kind == "context_id":
             for record in _dicts(arr, ("ctx_ids",)):
                 self.host.add_context(record["thread_id"], record["ts_ns"], record)
         elif kind == "task_track":
-            self.pending_host.extend(HostTask(record, now) for record in _dicts(self.part.own_devices(arr)))
+            self.pending_host.extend(HostTask(record) for record in _dicts(self.part.own_devices(arr)))
         elif kind == "rt_track":
-            self.pending_host.extend(HostTask(record, now, legacy=True) for record in self.part.own_devices(arr))
+            self.pending_host.extend(HostTask(record, legacy=True) for record in self.part.own_devices(arr))
         elif kind == "ge_task":
             self.legacy.add_tasks(arr)
         elif kind == "ge_tensor":
@@ -279,21 +333,11 @@ class AggregatorStage(Transform):
             self._tx_rows(arr)
         elif kind in ("task_log", "unique_task_log"):
             self.log_streams.add(stream)
-            self._pair_logs(arr, now)
+            self._pair_logs(arr)
         elif kind == "subtask_log":
             self.contexts.add(arr)
         elif kind in ("pmu", "context_pmu"):
-            pmu = self.pmu
-            contexts = arr["context_id"].tolist() if "context_id" in (arr.dtype.names or ()) \
-                else [INVALID_CONTEXT] * len(arr)
-            keys = zip(arr["device_id"].tolist(), arr["stream_id"].tolist(), arr["task_id"].tolist(), contexts,
-                       strict=True)
-            for key, record in zip(keys, _dicts(arr), strict=True):
-                found = pmu.get(key)
-                if found is None:
-                    pmu[key] = deque((record,))
-                else:
-                    found.append(record)
+            self._queue_pmu(arr)
         elif kind == "step":
             self.static.add_step_trace(arr)
             self.rows["step_trace"].extend(self.steps.add(arr))
@@ -302,7 +346,7 @@ class AggregatorStage(Transform):
         elif kind == "aicpu":
             self.extras.add_aicpu(arr)
         elif kind == "l2_cache":
-            self.extras.add_l2(arr)
+            self.extras.add_l2(arr, self.devices)
         elif kind == "freq":
             self.extras.add_freq(arr, {d: int(f.get("platform", 1)) for d, f in self.devices.items()})
             self._freq_rows(arr)
@@ -311,33 +355,35 @@ class AggregatorStage(Transform):
                 self.flips.add(int(record["device_id"]), int(record["stream_id"]), int(record["ts_ns"]),
                                int(record["flip_num"]))
 
-    def _pair_logs(self, arr: np.ndarray, now: float) -> None:
-        """Start/end logs → device tasks; chip-v6 logs (unique task ids) get their stream at join time."""
-        devices, states, times = arr["device_id"].tolist(), arr["state"].tolist(), arr["ts_ns"].tolist()
-        if "unique_task_id" in (arr.dtype.names or ()):
-            keys = [(device, UNRESOLVED_STREAM, task) for device, task in zip(devices, arr["unique_task_id"].tolist(),
-                                                                              strict=True)]
-        else:
-            keys = list(zip(devices, arr["stream_id"].tolist(), arr["task_id"].tolist(), strict=True))
-        starts, pending = self.starts, self.pending_device
-        other_states = 0
-        for key, state, ts in zip(keys, states, times, strict=True):
-            if state == records.STATE_START:
-                waiting = starts.get(key)
-                if waiting is None:
-                    starts[key] = deque((ts,))
-                else:
-                    waiting.append(ts)
-            elif state != records.STATE_END:
-                other_states += 1
+    def _queue_pmu(self, arr: np.ndarray) -> None:
+        """PMU records queued by (device, stream, task, context) as references into their chunk: the values stay in
+        its columns until a batch of task rows takes them (_fill_pmu)."""
+        pmu = self.pmu
+        contexts = arr["context_id"].tolist() if "context_id" in (arr.dtype.names or ()) \
+            else [INVALID_CONTEXT] * len(arr)
+        keys = zip(arr["device_id"].tolist(), arr["stream_id"].tolist(), arr["task_id"].tolist(), contexts,
+                   strict=True)
+        for key, index in zip(keys, range(len(arr)), strict=True):
+            found = pmu.get(key)
+            if found is None:
+                pmu[key] = deque(((arr, index),))
             else:
-                start = _take(starts, key)
-                if start is None:
-                    self.ctx.reject("task end log without a start", 1)
-                    continue
-                pending.append(DeviceTask(key[0], key[1], key[2], 0, start, ts, now))
-        if other_states:
-            self.unused["task log states other than start/end (310 AI Core start/done, waiting)"] += other_states
+                found.append((arr, index))
+
+    def _pair_logs(self, arr: np.ndarray) -> None:
+        """Start/end logs → device tasks (logs.py); chip-v6 logs (unique task ids) get their stream at join time."""
+        if "unique_task_id" in (arr.dtype.names or ()):
+            streams, tasks = np.full(len(arr), UNRESOLVED_STREAM, np.int64), arr["unique_task_id"]
+        else:
+            streams, tasks = arr["stream_id"], arr["task_id"]
+        paired = pair_logs(arr["device_id"], streams, tasks, arr["state"], arr["ts_ns"], self.starts)
+        self.pending_device.extend(map(DeviceTask, paired.devices, paired.streams, paired.tasks,
+                                       repeat(0, len(paired.ends)), paired.starts, paired.ends))
+        if paired.unpaired_ends:
+            self.ctx.reject("task end log without a start", paired.unpaired_ends)
+        if paired.other_states:
+            self.unused["task log states other than start/end (310 AI Core start/done, waiting)"] += \
+                paired.other_states
 
     def _tx_rows(self, arr: np.ndarray) -> None:
         """msproftx rows; the message goes as text, not a symbol: messages often number what they mark ("frame
@@ -370,14 +416,11 @@ class AggregatorStage(Transform):
         if not self.finishing:
             self.gave_up[f"{queue} given up: more than {MAX_PENDING:,} records waiting"] += 1
 
-    def _type_name(self, level: int, type_id: int) -> str | None:
-        return self.types.get((level, type_id))
-
     def _advance(self, now: float) -> Iterator[Batch]:
-        self._resolve_apis(now)
-        self._resolve_host(now)
-        self._resolve_device(now)
-        self._resolve_pmu(now)
+        self._resolve_apis()
+        self._resolve_host()
+        self._resolve_device()
+        self._resolve_pmu()
         self._take_extra_rows()
         yield from self._flush_rows(force=False)
         yield from self._snapshot_due(now)
@@ -401,7 +444,7 @@ class AggregatorStage(Transform):
         aicpu.clear()
         l2.clear()
 
-    def _resolve_apis(self, now: float) -> None:
+    def _resolve_apis(self) -> None:
         """API rows in arrival order, each once its name is known (or its wait ran out); statistics per batch."""
         durations: dict[StatKey, list[int]] = {}
         while self.pending_apis:
@@ -419,7 +462,7 @@ class AggregatorStage(Transform):
         for (level_name, name), spans in durations.items():
             self.stats.add_apis(level_name, name, spans)
 
-    def _resolve_host(self, now: float) -> None:
+    def _resolve_host(self) -> None:
         unseen = self._low_mark("compact.task_track") - UNSEEN_STREAM_LAG_NS
         tensor_low = self._low_mark("tensor_info", unseen)
         context_low = self._low_mark("context_id_info", unseen)
@@ -439,19 +482,19 @@ class AggregatorStage(Transform):
                 task.resolved = legacy.describe(record, context[0], self.hashes)
                 if task.resolved is not None:
                     task.resolved.update(_tensor_texts(context[1]))
-            else:
-                thread, ts = int(record["thread_id"]), int(record["ts_ns"])
+            else:  # a task_track as a dict of Python ints (_dicts)
+                thread, ts = record["thread_id"], record["ts_ns"]
                 node_api = self.host.node_api(thread, ts)
-                type_name = self._type_name(raw.LEVEL_RUNTIME, int(record["task_type"]))
+                type_name = self.types.get((raw.LEVEL_RUNTIME, record["task_type"]))
                 node = self.host.node_info(thread, ts, node_api.start if node_api else 0)
-                complete = int(record["device_id"]) in self.devices and \
-                    self._host_context_complete(thread, ts, node_api, node, type_name, int(record["kernel_name"]),
+                complete = record["device_id"] in self.devices and \
+                    self._host_context_complete(thread, ts, node_api, node, type_name, record["kernel_name"],
                                                 tensor_low, context_low, node_low)
                 if not complete:
                     if not self._give_up(self._host_held()):
                         return
                     self._gave_up("host task waiting for its context")
-                task.resolved = self._describe(record, node_api, node, type_name)
+                task.resolved = self._describe(record, thread, ts, node_api, node, type_name)
             self.pending_host.popleft()
             if task.resolved is None:  # bookkeeping task (a task-id flip): no device work of its own
                 if not task.legacy and not self._chip_v6(int(record["device_id"])):
@@ -481,15 +524,13 @@ class AggregatorStage(Transform):
 
     def _flags(self, device: int) -> DeviceFlags:
         """What a device's facts switch on, worked out once per device_info."""
-        facts = self.devices.get(device)
-        cached = self.flags.get(device)
-        if cached is not None and cached[0] is facts:
-            return cached[1]
-        known = facts or {}
-        flags = DeviceFlags(int(known.get("platform", 1)) in raw.STARS_V6_PLATFORMS,
-                            bool(known.get("pmu_events") or known.get("aiv_pmu_events")), l2_configured(known),
-                            bool(known.get("aicpu_trace")))
-        self.flags[device] = (facts, flags)
+        flags = self.flags.get(device)
+        if flags is None:
+            known = self.devices.get(device) or {}
+            flags = self.flags[device] = DeviceFlags(
+                int(known.get("platform", 1)) in raw.STARS_V6_PLATFORMS,
+                bool(known.get("pmu_events") or known.get("aiv_pmu_events")), l2_configured(known),
+                bool(known.get("aicpu_trace")))
         return flags
 
     def _host_key(self, record: Any, flipped: bool = False) -> tuple[int, int, int, int]:
@@ -533,11 +574,12 @@ class AggregatorStage(Transform):
             return self.api_marks.get(thread, -1) >= ts
         if node is None:
             return node_low >= ts
-        if int(node["op_name"]) not in self.hashes or int(node["op_type"]) not in self.hashes:
+        op_name = node["op_name"]
+        if op_name not in self.hashes or node["op_type"] not in self.hashes:
             return False  # names come from hash_dic, which the runtime may flush later than the records
-        if not self._tensors_complete(thread, ts, int(node["op_name"]), node_api.start, tensor_low):
+        if not self._tensors_complete(thread, ts, op_name, node_api.start, tensor_low):
             return False
-        if type_name not in FFTS_LAUNCH_TYPES or self.host.context_info(thread, ts, int(node["op_name"]),
+        if type_name not in FFTS_LAUNCH_TYPES or self.host.context_info(thread, ts, op_name,
                                                                         node_api.start) is not None:
             return True
         return context_low >= ts
@@ -552,48 +594,48 @@ class AggregatorStage(Transform):
         tensors = self.host.tensor_info(thread, ts, op_name, since)
         return tensors is None or int(tensors[-1]["tensor_num"]) < raw.TENSOR_SLOTS
 
-    def _describe(self, record: Any, node_api: Interval | None, node: Any,
+    def _describe(self, record: dict[str, Any], thread: int, ts: int, node_api: Interval | None, node: Any,
                   type_name: str | None) -> dict[str, Any] | None:
-        """``node``: the task's node_basic_info (HostIndex.node_info since its Node API's start), or None."""
+        """``record``: a task_track (a dict of Python ints, as are ``node``'s values), at ``ts`` on ``thread``;
+        ``node``: its node_basic_info (HostIndex.node_info since its Node API's start), or None."""
         if type_name == "FLIP_TASK":
             return None
-        thread, ts = int(record["thread_id"]), int(record["ts_ns"])
         since = node_api.start if node_api else 0
-        op_hash = int(node["op_name"]) if node is not None else (node_api.item_id if node_api else 0)
+        op_hash = node["op_name"] if node is not None else (node_api.item_id if node_api else 0)
         hashes = self.hashes
         op_name = hashes.get(op_hash)
         if op_name is None:  # (hash_dic texts are never None)
             op_name = str(op_hash) if op_hash else (type_name or "N/A")
         if node is not None:
-            op_type = hashes.get(int(node["op_type"]))
+            op_type = hashes.get(node["op_type"])
             if op_type is None:
-                op_type = str(int(node["op_type"]))
-            core = raw.GE_TASK_TYPES[int(node["task_type"])] if int(node["task_type"]) < len(raw.GE_TASK_TYPES) \
-                else "INVALID"
-            block = int(node["block_num"])
-            op_state = OP_STATES.get(int(node["op_state"]), "N/A")
-            hf32 = "YES" if int(node["op_flag"]) else "NO"  # GE's op flag: the op may compute in HF32
+                op_type = str(node["op_type"])
+            ge_type = node["task_type"]
+            core = raw.GE_TASK_TYPES[ge_type] if ge_type < len(raw.GE_TASK_TYPES) else "INVALID"
+            block = node["block_num"]
+            op_state = OP_STATES.get(node["op_state"], "N/A")
+            hf32 = "YES" if node["op_flag"] else "NO"  # GE's op flag: the op may compute in HF32
         else:
-            op_type, core, block, op_state = type_name or "N/A", type_name or "N/A", int(record["num_blocks"]), "N/A"
+            op_type, core, block, op_state = type_name or "N/A", type_name or "N/A", record["num_blocks"], "N/A"
             hf32 = "N/A"
         tensor = self.host.tensor_info(thread, ts, op_hash, since) if node is not None else None
-        contexts: list[int] = []
-        if node is not None and type_name in CONTEXT_TASK_TYPES and not self._chip_v6(int(record["device_id"])):
+        contexts: Sequence[int] = ()
+        if node is not None and type_name in CONTEXT_TASK_TYPES and not self._chip_v6(record["device_id"]):
             found = self.host.context_info(thread, ts, op_hash, since)
             contexts = context_ids(found) if found is not None else []
         model = self.host.model_run(thread, ts)
-        kernel = int(record["kernel_name"])
-        described = {"op_name": op_name, "op_type": op_type, "task_type": core, "runtime_task_type": type_name or core,
-                     "op_state": op_state, "hf32_eligible": hf32,
-                     "kernel_name": self.hashes.get(kernel, "N/A") if kernel else "N/A",
-                     "contexts": contexts, "block_dim": block & 0xFFFF,
-                     "mix_block_dim": (block & 0xFFFF) * (block >> 16),
-                     "connection_id": node_api.connection_id if node_api else 0, "thread_id": thread,
-                     "model_id": model[0] if model else schema.MODEL_ID_NONE, "iteration": model[1] if model else 0}
-        described.update(_tensor_texts(tensor))
-        return described
+        kernel = record["kernel_name"]
+        kernel_name = self.hashes.get(kernel, "N/A") if kernel else "N/A"
+        tensors = _tensor_texts(tensor)
+        texts = (op_name, op_type, core, op_state, tensors["input_shapes"], tensors["input_dtypes"],
+                 tensors["input_formats"], tensors["output_shapes"], tensors["output_dtypes"],
+                 tensors["output_formats"], kernel_name, type_name or core, hf32)
+        return {"op_name": op_name, "op_type": op_type, "task_type": core, "texts": texts, "contexts": contexts,
+                "block_dim": block & 0xFFFF, "mix_block_dim": (block & 0xFFFF) * (block >> 16),
+                "connection_id": node_api.connection_id if node_api else 0, "thread_id": thread,
+                "model_id": model[0] if model else schema.MODEL_ID_NONE, "iteration": model[1] if model else 0}
 
-    def _resolve_device(self, now: float) -> None:
+    def _resolve_device(self) -> None:
         """Device tasks in order; each waits for its flips (its batch id) until its device's ts_track stream has
         passed its start (the 310 writes no flips). A chip-v6 task whose stream no resolved host task_track has
         named yet is parked by its task id (_resolve_parked), the others go on."""
@@ -734,11 +776,10 @@ class AggregatorStage(Transform):
 
     def _matched(self, host: HostTask, device: DeviceTask) -> None:
         """A joined task waits for its PMU; an FFTS+ task is split into its contexts first (contexts.py)."""
-        arrived = self.clock()
         assert host.resolved is not None
         contexts = host.resolved.get("contexts") or []
         if not contexts:
-            self.awaiting_pmu.append((host, device, arrived, INVALID_CONTEXT))
+            self.awaiting_pmu.append((host, device, INVALID_CONTEXT))
             return
         found = 0
         for context in contexts:
@@ -746,28 +787,15 @@ class AggregatorStage(Transform):
             if span is None:
                 continue
             found += 1
-            part = DeviceTask(device.device, device.stream, device.task, device.batch, span.start, span.end,
-                              device.arrived)
-            self.awaiting_pmu.append((host, part, arrived, context))
+            part = DeviceTask(device.device, device.stream, device.task, device.batch, span.start, span.end)
+            self.awaiting_pmu.append((host, part, context))
         if not found:
-            self.awaiting_pmu.append((host, device, arrived, None))
+            self.awaiting_pmu.append((host, device, None))
             self.unused["FFTS+ tasks whose contexts left no subtask logs (one row for the task)"] += 1
             return
         self.unused[FFTS_TASK_SPAN] += 1
         if found < len(contexts):
             self.ctx.reject("FFTS+ context without subtask start/end logs", len(contexts) - found)
-
-    def _wants(self, host: HostTask, device: DeviceTask, context: int | None,
-               flags: DeviceFlags | None = None) -> tuple[bool, bool, bool]:
-        """Whether a joined task takes a PMU, an L2 cache and an AI CPU record. The device's facts (sample.json)
-        say which of those streams it has (``flags``, when the caller has them): a device without one does not
-        wait for it (DeviceFlags)."""
-        assert host.resolved is not None
-        if flags is None:
-            flags = self._flags(device.device)
-        task_type = host.resolved["task_type"]
-        wants_pmu = task_type in PMU_TASK_TYPES and context is not None and not flags.v6  # v6 PMU: not decoded
-        return wants_pmu, wants_pmu and flags.l2, task_type == "AI_CPU" and flags.aicpu
 
     def _passed(self, device: int, end: int, l2: bool) -> bool:
         """Whether the device's PMU (``l2``: L2 cache) stream has passed a task ending at ``end``: a joined task
@@ -776,12 +804,13 @@ class AggregatorStage(Transform):
         stamp = (device, end, l2, self.records_in, len(self.awaiting_pmu))
         if stamp == self.not_passed:
             return False
-        for index, (host, other, _, context) in enumerate(self.awaiting_pmu):
+        for index, (host, other, context) in enumerate(self.awaiting_pmu):
             if index >= PMU_LOOKAHEAD:
                 break
             if other.device != device or other.end <= end:
                 continue
-            wants_pmu, wants_l2, _ = self._wants(host, other, context)
+            assert host.resolved is not None
+            wants_pmu, wants_l2, _ = _wants(host.resolved["task_type"], context, self._flags(other.device))
             task_key = (other.device, other.stream, other.task)
             if l2 and wants_l2 and self.extras.l2.get(task_key) or not l2 and wants_pmu and self.pmu.get(
                     (*task_key, INVALID_CONTEXT if context is None else context)):
@@ -789,65 +818,66 @@ class AggregatorStage(Transform):
         self.not_passed = stamp
         return False
 
-    def _resolve_pmu(self, now: float) -> None:
+    def _resolve_pmu(self) -> None:
         """Joined tasks in order, each once its PMU, L2 cache and AI CPU records are in or their streams have passed
         it: AI CPU records by their run end (aicpu_ready), PMU and L2 records by their order (_passed)."""
-        while self.awaiting_pmu:
-            host, device, _, context = self.awaiting_pmu[0]
+        awaiting, pmu_records = self.awaiting_pmu, self.pmu
+        while awaiting:
+            host, device, context = awaiting[0]
             assert host.resolved is not None
             task_key = (device.device, device.stream, device.task)
             pmu_key = (*task_key, INVALID_CONTEXT if context is None else context)
-            facts = self.devices.get(device.device, {})
             flags = self._flags(device.device)
-            wants_pmu, wants_l2, wants_aicpu = self._wants(host, device, context, flags)
-            missing = (wants_pmu and flags.pmu and not self.pmu.get(pmu_key)
+            wants_pmu, wants_l2, wants_aicpu = _wants(host.resolved["task_type"], context, flags)
+            missing = (wants_pmu and flags.pmu and not pmu_records.get(pmu_key)
                        and not self._passed(device.device, device.end, False)
                        or wants_l2 and not self.extras.l2_ready(task_key)
                        and not self._passed(device.device, device.end, True)
                        or wants_aicpu and not self.extras.aicpu_ready(device.device, device.end))
             if missing:
-                if not self._give_up(len(self.awaiting_pmu)):
+                if not self._give_up(len(awaiting)):
                     return
                 self._gave_up("joined task waiting for its PMU, L2 cache or AI CPU record")
                 if not self.finishing:
                     self.extras.waited_in_vain(device.device, wants_aicpu, wants_l2)
-            self.awaiting_pmu.popleft()
-            pmu_record = _take(self.pmu, pmu_key) if wants_pmu else None
+            awaiting.popleft()
+            pmu_record = _take(pmu_records, pmu_key) if wants_pmu else None
             extra: list[float | None] = []
             op_name = host.resolved["op_name"]
             if flags.aicpu:
                 extra += self.extras.take_aicpu(task_key, device.start, device.end, op_name) if wants_aicpu \
                     else [None] * len(AICPU_COLUMNS)
             if flags.l2:
-                extra += self.extras.take_l2(task_key, facts, op_name) if wants_l2 else [None] * len(L2_COLUMNS)
+                extra += self.extras.take_l2(task_key, self.devices.get(device.device, {}), op_name) if wants_l2 \
+                    else [None] * len(L2_COLUMNS)
             self._emit_task(host.resolved, device, pmu_record, extra, pmu_key[3])
 
     def _emit_task(self, info: dict[str, Any], device: DeviceTask, pmu_record: Any,
                    extra: list[float | None], context: int = INVALID_CONTEXT) -> None:
         layout = self._pmu_layout(device.device)
         pmu: list[float | None] = []
-        job: PmuJob | None = None  # the values are worked out later, with the other rows of the batch
+        job: tuple[tuple[np.ndarray, int], float | None] | None = None  # (PMU record, clock): values worked out later
         hidden: list[float | None] = []  # after the extras: see meta["hidden_pmu_columns"]
         stars = layout.stars
         if stars is not None:
-            if pmu_record is not None and "overflow" not in pmu_record:
-                pmu_record = None  # an HWTS-class PMU record on a STARS chip: not a ContextPmu
-            pmu, hidden = stars.split_values(pmu_record, info["block_dim"], device.end - device.start,
+            record = None
+            if pmu_record is not None and "overflow" in pmu_record[0].dtype.names:
+                record = pmu_record[0][pmu_record[1]]  # else an HWTS-class PMU record on a STARS chip
+            pmu, hidden = stars.split_values(record, info["block_dim"], device.end - device.start,
                                              self.extras.clock_mhz(device.device, layout.platform, device.end))
         elif layout.events:
             if pmu_record is not None:  # computed with the other tasks of its batch (_fill_pmu)
-                block = int(pmu_record["block"]) or info["block_dim"]
-                at = int(pmu_record["ts_ns"]) or device.end
-                job = PmuJob(device.device, int(pmu_record["total_cycle"]), pmu_record["pmu"], block,
-                             device.end - device.start, self.extras.clock_mhz(device.device, layout.platform, at),
-                             extra)
+                clock = None
+                if layout.platform in FREQ_PLATFORMS:
+                    chunk, index = pmu_record
+                    at = int(chunk["ts_ns"][index]) or device.end
+                    clock = self.extras.clock_mhz(device.device, layout.platform, at)
+                job = (pmu_record, clock)
             else:
                 pmu = [None] * layout.width
-        pmu += extra + hidden
-        texts = (info["op_name"], info["op_type"], info["task_type"], info["op_state"], info["input_shapes"],
-                 info["input_dtypes"], info["input_formats"], info["output_shapes"], info["output_dtypes"],
-                 info["output_formats"], info.get("kernel_name", ""),
-                 info.get("runtime_task_type") or info["task_type"], info.get("hf32_eligible", "N/A"))
+        if job is None:
+            pmu += extra + hidden
+        texts = info.get("texts") or _row_texts(info)
         ids = self.text_ids.get(texts)
         if ids is None:  # interned in the row's column order, as one by one
             if len(self.text_ids) >= TEXT_IDS_LIMIT:
@@ -859,24 +889,20 @@ class AggregatorStage(Transform):
             info["connection_id"], info["thread_id"], ids[4], ids[5], ids[6], ids[7], ids[8], ids[9], pmu, context,
             ids[10], ids[11], ids[12]]
         if job is not None:
-            job.row = row
-            self.pmu_jobs.append(job)
+            self.pmu_jobs.add(device.device, job[0], info["block_dim"], device.end - device.start, job[1], extra, row)
         self.rows["task"].append(row)
         self.stats.add_op(device.device, info["op_type"], info["task_type"], device.end - device.start)
         self.tasks_out += 1
 
     def _pmu_layout(self, device: int) -> PmuLayout:
         """What a device's facts say about its task rows' PMU values, worked out once per device_info."""
-        facts = self.devices.get(device)
-        cached = self.pmu_layouts.get(device)
-        if cached is not None and cached.facts is facts:
-            return cached
-        known = facts or {}
-        events = list(known.get("pmu_events", []))
-        metric, platform = str(known.get("metric", "")), int(known.get("platform", 1))
-        layout = self.pmu_layouts[device] = PmuLayout(
-            facts, events, platform, self._stars_pmu(device),
-            len(pmu_columns(events, metric, platform)) if events else 0)
+        layout = self.pmu_layouts.get(device)
+        if layout is None:
+            known = self.devices.get(device) or {}
+            events = list(known.get("pmu_events", []))
+            metric, platform = str(known.get("metric", "")), int(known.get("platform", 1))
+            layout = self.pmu_layouts[device] = PmuLayout(
+                events, platform, self._stars_pmu(device), len(pmu_columns(events, metric, platform)) if events else 0)
         return layout
 
     # -- output ---------------------------------------------------------------------------
@@ -909,26 +935,23 @@ class AggregatorStage(Transform):
                 if kind == "task":
                     meta["pmu_columns"] = self._pmu_columns()
                     meta["hidden_pmu_columns"] = self._hidden_pmu_columns()
-                yield pack_columns(kind, chunk, "tasks", meta)
+                table = _task_table(chunk) if kind == "task" else table_of_rows(kind, chunk)
+                yield pack_table(kind, table, "tasks", meta)
 
     def _fill_pmu(self) -> None:
         """The PMU values of the task rows waiting for them, device by device in one batch each."""
-        by_device: dict[int, list[PmuJob]] = {}
-        for job in self.pmu_jobs:
-            by_device.setdefault(job.device, []).append(job)
-        self.pmu_jobs = []
-        for device, jobs in by_device.items():
+        every, self.pmu_jobs = self.pmu_jobs, PmuJobs()
+        for device, jobs in every.by_device():
             facts = self.devices.get(device, {})
+            cycles, counters, blocks = jobs.counts()
             values = pmu_batch(
-                list(facts.get("pmu_events", [])), np.array([job.cycles for job in jobs], np.uint64),
-                np.array([job.counters for job in jobs], np.uint64), np.array([job.block for job in jobs]),
+                list(facts.get("pmu_events", [])), cycles, counters, blocks,
                 int(facts.get("ai_core_num", 1)), float(facts.get("aic_frequency_mhz", 0)),
                 metric=str(facts.get("metric", "")), platform=int(facts.get("platform", 1)),
-                duration_ns=np.array([job.duration for job in jobs], np.int64),
-                time_mhz=np.array([np.nan if job.clock is None else job.clock for job in jobs], np.float64))
-            for job, pmu in zip(jobs, values, strict=True):
-                assert job.row is not None
-                job.row[PMU_AT] = pmu + job.extra
+                duration_ns=np.array(jobs.durations, np.int64), time_mhz=np.array(jobs.clocks, np.float64))
+            extras = np.array(jobs.extras, np.float64).reshape(len(jobs), -1)  # None → NaN
+            for row, pmu in zip(jobs.rows, np.hstack((values, extras)), strict=True):
+                row[PMU_AT] = pmu
 
     def _pmu_columns(self) -> list[str]:
         """Names of a task row's ``pmu`` values (the first device's layout): the PMU columns (aic_/aiv_ sides
@@ -1042,6 +1065,12 @@ class AggregatorStage(Transform):
                 "subscribed_ops": self.subscribed.count, "joins_given_up": dict(self.gave_up), **self.part.accounting()}
 
 
+def _collect_young_rarely() -> None:
+    young, *older = gc.get_threshold()
+    if young < YOUNG_COLLECTION_EVERY:
+        gc.set_threshold(YOUNG_COLLECTION_EVERY, *older)
+
+
 def _task_columns(facts: dict[str, Any]) -> list[str]:
     """Names of a task row's ``pmu`` values on non-STARS chips: the AI Core PMU metric group, then AI CPU
     and L2 cache values."""
@@ -1050,11 +1079,74 @@ def _task_columns(facts: dict[str, Any]) -> list[str]:
     return group + extra_columns(facts)
 
 
+def _wants(task_type: str, context: int | None, flags: DeviceFlags) -> tuple[bool, bool, bool]:
+    """Whether a joined task takes a PMU, an L2 cache and an AI CPU record. The device's facts (sample.json) say
+    which of those streams it has (``flags``): a device without one does not wait for it (DeviceFlags)."""
+    wants_pmu = task_type in PMU_TASK_TYPES and context is not None and not flags.v6  # v6 PMU: not decoded
+    return wants_pmu, wants_pmu and flags.l2, task_type == "AI_CPU" and flags.aicpu
+
+
+def _row_texts(info: dict[str, Any]) -> tuple[str, ...]:
+    """A task row's texts, in its column order, from a description that has them as fields (legacy tracks);
+    _describe gives them as ``texts``."""
+    return (info["op_name"], info["op_type"], info["task_type"], info["op_state"], info["input_shapes"],
+            info["input_dtypes"], info["input_formats"], info["output_shapes"], info["output_dtypes"],
+            info["output_formats"], info.get("kernel_name", ""), info.get("runtime_task_type") or info["task_type"],
+            info.get("hf32_eligible", "N/A"))
+
+
+def _task_table(rows: list[list[Any]]) -> pa.Table:
+    """The table of task rows; their ``pmu`` values are lists (None: no value) or, where a PMU batch computed
+    them (_fill_pmu), float arrays (NaN: no value)."""
+    columns = list(zip(*rows, strict=True))
+    pmu = columns[PMU_AT]
+    if not any(type(values) is np.ndarray for values in pmu):
+        return table_of_rows("task", rows)
+    arrow_schema = SCHEMAS["task"]
+    arrays = [pa.array(values, type=field.type) for values, field in zip(columns, arrow_schema, strict=True)
+              if field.name != "pmu"]
+    arrays.insert(PMU_AT, _pmu_array(pmu))
+    return pa.Table.from_arrays(arrays, schema=arrow_schema)
+
+
+def _pmu_array(cells: tuple[Any, ...]) -> pa.Array:
+    """The ``pmu`` list column of task rows whose values are lists (None: no value) or float arrays (NaN)."""
+    values: list[np.ndarray] = []
+    exact: list[tuple[int, list[Any]]] = []  # list cells holding a NaN value: their own nulls, by None
+    offsets = np.zeros(len(cells) + 1, np.int64)
+    at = 0
+    for i, cell in enumerate(cells):
+        if type(cell) is np.ndarray:
+            values.append(cell)
+        else:
+            values.append(np.array(cell, np.float64))  # None → NaN
+            if any(v != v for v in cell):
+                exact.append((at, cell))
+        at += len(cell)
+        offsets[i + 1] = at
+    flat = np.concatenate(values)
+    missing = np.isnan(flat)
+    for start, cell in exact:
+        missing[start:start + len(cell)] = [v is None for v in cell]
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat, mask=missing))
+
+
+def _raise_marks(marks: dict[int, int], threads: np.ndarray, ends: np.ndarray) -> None:
+    """Each thread's mark raised to the latest of its ``ends``."""
+    if not len(threads):
+        return
+    found, inverse = np.unique(threads, return_inverse=True)
+    latest = np.full(len(found), np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(latest, inverse, ends.astype(np.int64))
+    for thread, end in zip(found.tolist(), latest.tolist(), strict=True):
+        if end > marks.get(thread, -1):
+            marks[thread] = end
+
+
 def _replay(host: HostTask, model: int, iteration: int) -> HostTask:
     """One execution of a task registered at model load."""
     assert host.resolved is not None
-    return HostTask(host.record, host.arrived, {**host.resolved, "model_id": model, "iteration": iteration},
-                    host.legacy)
+    return HostTask(host.record, {**host.resolved, "model_id": model, "iteration": iteration}, host.legacy)
 
 
 def _take(table: dict[Any, deque[Any]], key: Any) -> Any:

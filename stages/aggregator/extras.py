@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter, deque
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -85,20 +86,36 @@ class DeviceExtras:
             self.aicpu.setdefault(key, deque()).append(record)
             self.aicpu_seen[device] = max(self.aicpu_seen.get(device, 0), record["end_ns"])
 
-    def add_l2(self, arr: np.ndarray) -> None:
-        """Each record's event counts (a list), queued under its task with its place among its device's records."""
-        l2, sequences, seen = self.l2, self.l2_sequence, self.l2_seen
-        for key, events in zip(zip(arr["device_id"].tolist(), arr["stream_id"].tolist(), arr["task_id"].tolist(),
-                                   strict=True), arr["events"].tolist(), strict=True):
-            device = key[0]
-            sequence = sequences.get(device, 0)
-            sequences[device] = sequence + 1
+    def add_l2(self, arr: np.ndarray, facts_of: dict[int, dict[str, Any]]) -> None:
+        """Each record queued under its task with its place among its device's records, its rates as the device's
+        facts of now give them, worked out for the whole chunk at once, and where its event counts are (the chunk,
+        its row): a task taking the record under other facts than those the rates came from works them out again."""
+        l2 = self.l2
+        devices = arr["device_id"].tolist()
+        rates, used = _chunk_rates(arr, facts_of)
+        keys = zip(devices, arr["stream_id"].tolist(), arr["task_id"].tolist(), strict=True)
+        for key, entry in zip(keys, zip(self._sequences(devices), rates, used, repeat(arr, len(arr)), range(len(arr)),
+                                        strict=True), strict=True):
             found = l2.get(key)
             if found is None:
-                l2[key] = deque(((sequence, events),))
-                seen.add(device)
+                l2[key] = deque((entry,))
             else:
-                found.append((sequence, events))
+                found.append(entry)
+        self.l2_seen.update(devices)
+
+    def _sequences(self, devices: list[int]) -> list[int] | range:
+        """Each record's place among its device's L2 cache records."""
+        counts = self.l2_sequence
+        if devices and devices.count(devices[0]) == len(devices):  # the usual chunk: one device
+            first = counts.get(devices[0], 0)
+            counts[devices[0]] = first + len(devices)
+            return range(first, first + len(devices))
+        places = []
+        for device in devices:
+            place = counts.get(device, 0)
+            counts[device] = place + 1
+            places.append(place)
+        return places
 
     def add_freq(self, arr: np.ndarray, platform_of: dict[int, int]) -> None:
         for record in arr:
@@ -161,10 +178,11 @@ class DeviceExtras:
         waiting = self.l2.get(key)
         if not waiting:
             return [None, None]
-        sequence, events = waiting.popleft()
+        sequence, rates, used, chunk, row = waiting.popleft()
         if not waiting:
             del self.l2[key]
-        rates = l2_rates(events, facts)
+        if used is not facts:
+            rates = l2_rates(chunk["events"][row].tolist(), facts)
         self.rows["l2_cache"].append([*key, *rates, op_name, sequence])
         return rates
 
@@ -193,8 +211,9 @@ class DeviceExtras:
         for key, l2_queue in self.l2.items():
             facts = facts_of.get(key[0], {})
             if l2_configured(facts):
-                for sequence, events in l2_queue:
-                    self.rows["l2_cache"].append([*key, *l2_rates(events, facts), "", sequence])
+                for sequence, rates, used, chunk, row in l2_queue:
+                    found = rates if used is facts else l2_rates(chunk["events"][row].tolist(), facts)
+                    self.rows["l2_cache"].append([*key, *found, "", sequence])
         self.aicpu.clear()
         self.l2.clear()
 
@@ -235,6 +254,54 @@ def l2_rates(counts: list[int], facts: dict[str, Any]) -> list[float | None]:
     hit = _total(counts, hit_terms) / request if request else 0.0
     victim = _total(counts, victim_terms) / request if request else 0.0
     return [None if stars else hit, victim]
+
+
+EXACT_COUNTS = 1 << 48  # counts below this: sums of a few of them are exact in float64, as are their ratios
+
+
+def _chunk_rates(arr: np.ndarray, facts_of: dict[int, dict[str, Any]]) -> tuple[list[Any], list[Any]]:
+    """The rates of a chunk's records (None where not worked out: facts unknown, or huge counts) and the facts each
+    was worked out with, device by device."""
+    n = len(arr)
+    rates: list[Any] = [None] * n
+    used: list[Any] = [None] * n
+    devices = arr["device_id"]
+    for device in np.unique(devices).tolist():
+        facts = facts_of.get(device)
+        at = np.flatnonzero(devices == device)
+        found = None if facts is None else _rates_block(arr["events"][at], facts)
+        if found is None:
+            continue
+        if len(at) == n:
+            return found, [facts] * n
+        for i, row in zip(at.tolist(), found, strict=True):
+            rates[i], used[i] = row, facts
+    return rates, used
+
+
+def _rates_block(counts: np.ndarray, facts: dict[str, Any]) -> list[list[float | None]] | None:
+    """:func:`l2_rates` of many records' counts (n × width) in numpy: the same floats, as every sum is exact and a
+    ratio of exact doubles is correctly rounded, as Python's int division is. None: no plan, or counts too big."""
+    plan = _l2_plan(facts, counts.shape[1])
+    if plan is None or not len(counts) or counts.max() >= EXACT_COUNTS:
+        return None
+    request_terms, hit_terms, victim_terms, stars = plan
+    signed = counts.astype(np.int64)
+
+    def total(terms: Terms) -> np.ndarray:
+        found = np.zeros(len(signed), np.int64)
+        for i, sign in terms:
+            found = found + signed[:, i] * sign
+        return found
+
+    request = total(request_terms)
+    some = request != 0
+    divisor = np.where(some, request, 1).astype(np.float64)
+    victim = np.where(some, total(victim_terms) / divisor, 0.0).tolist()
+    if stars:
+        return [[None, v] for v in victim]
+    hit = np.where(some, total(hit_terms) / divisor, 0.0).tolist()
+    return [[h, v] for h, v in zip(hit, victim, strict=True)]
 
 
 def _total(counts: list[int], terms: Terms) -> int:

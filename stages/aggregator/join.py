@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
 HARD_LIMIT = 1_000_000  # entries per thread and kind, whatever the low-water mark says
 
@@ -67,12 +68,19 @@ class TimedLog:
         return (self.times[position - 1], self.items[position - 1]) if position else None
 
 
-@dataclass
-class Interval:
+class Interval(NamedTuple):
     start: int
     end: int
     item_id: int
     connection_id: int
+
+
+_interval_of = partial(tuple.__new__, Interval)  # (start, end, item_id, connection_id) → Interval, in C
+
+
+def intervals(starts: list[int], ends: list[int], items: list[int], connections: list[int]) -> list[Interval]:
+    """Intervals of the given columns (made without a Python call per interval)."""
+    return list(map(_interval_of, zip(starts, ends, items, connections, strict=True)))
 
 
 @dataclass
@@ -82,6 +90,9 @@ class HostIndex:
     tensors: dict[int, TimedLog] = field(default_factory=dict)
     contexts: dict[int, TimedLog] = field(default_factory=dict)  # context_id_info (FFTS+ context ids)
     model_runs: dict[int, TimedLog] = field(default_factory=dict)  # begin ts → [model_id, iteration, end]
+    # (thread, model_id, iteration) → windows opened and not closed since (some may have been pruned): a begin
+    # whose window has none open need not look through the log
+    open_runs: dict[tuple[int, int, int], int] = field(default_factory=dict)
 
     @staticmethod
     def _log(table: dict[int, TimedLog], thread: int) -> TimedLog:
@@ -90,10 +101,10 @@ class HostIndex:
             found = table[thread] = TimedLog()
         return found
 
-    def add_node_apis(self, threads: list[int], intervals: list[Interval]) -> None:
+    def add_node_apis(self, threads: list[int], found: list[Interval]) -> None:
         """Node-level API intervals, by their thread, at their start."""
-        for thread, group in _by_thread(threads, intervals).items():
-            self._log(self.node_apis, thread).add_many([interval.start for interval in group], group)
+        for thread, group in _by_thread(threads, found).items():
+            self._log(self.node_apis, thread).add_many([interval[0] for interval in group], group)
 
     def add_node_basics(self, records: list[dict[str, Any]]) -> None:
         """node_basic_info records (dicts), by their thread_id, at their ts_ns."""
@@ -109,51 +120,91 @@ class HostIndex:
         else:
             log.add(ts, [record])
 
+    def add_tensors(self, records: list[dict[str, Any]]) -> None:
+        """:meth:`add_tensor` of each tensor_info record (dicts) in turn; a thread's records in time order after its
+        log's last go in at once."""
+        for thread, group in _by_thread([record["thread_id"] for record in records], records).items():
+            log = self._log(self.tensors, thread)
+            times = [record["ts_ns"] for record in group]
+            if times != sorted(times) or log.times and times[0] < log.times[-1]:
+                for record in group:
+                    self.add_tensor(thread, record["ts_ns"], record)
+                continue
+            entries: list[list[Any]] = []
+            last = log.items[-1] if log.items else None
+            for record in group:
+                if last is not None and last[0]["ts_ns"] == record["ts_ns"] and last[0]["op_name"] == record["op_name"]:
+                    last.append(record)
+                else:
+                    last = [record]
+                    entries.append(last)
+            log.add_many([entry[0]["ts_ns"] for entry in entries], entries)
+
     def add_context(self, thread: int, ts: int, record: Any) -> None:
         self._log(self.contexts, thread).add(ts, record)
 
     def add_model_event(self, thread: int, ts: int, model_id: int, iteration: int) -> None:
         log = self._log(self.model_runs, thread)
-        # begin and end of one ModelExecute share (model, iteration): the second closes the window
-        for window in reversed(log.items):
-            if window[0] == model_id and window[1] == iteration and window[2] is None:
-                window[2] = ts
-                return
+        key = (thread, model_id, iteration)
+        if key in self.open_runs:
+            # begin and end of one ModelExecute share (model, iteration): the second closes the window
+            for window in reversed(log.items):
+                if window[0] == model_id and window[1] == iteration and window[2] is None:
+                    window[2] = ts
+                    self._opened(key, -1)
+                    return
+            del self.open_runs[key]  # those windows were pruned
         log.add(ts, [model_id, iteration, None])
+        self._opened(key, 1)
 
+    def _opened(self, key: tuple[int, int, int], change: int) -> None:
+        count = self.open_runs.get(key, 0) + change
+        if count:
+            self.open_runs[key] = count
+        else:
+            del self.open_runs[key]
+
+    # Lookups of the latest entry at or before ``ts`` on a thread (bisect inline: these run several times a task).
     def node_api(self, thread: int, ts: int) -> Interval | None:
         log = self.node_apis.get(thread)
-        interval = log.latest_at_or_before(ts) if log else None
-        return interval if interval is not None and interval.end >= ts else None
+        if log is None:
+            return None
+        at = bisect.bisect_right(log.times, ts)
+        if not at:
+            return None
+        interval: Interval = log.items[at - 1]
+        return interval if interval.end >= ts else None
 
     def node_info(self, thread: int, ts: int, since: int) -> Any:
         log = self.node_basic.get(thread)
-        record = log.latest_at_or_before(ts) if log else None
-        return record if record is not None and int(record["ts_ns"]) >= since else None
+        if log is None:
+            return None
+        at = bisect.bisect_right(log.times, ts)
+        if not at:
+            return None
+        record = log.items[at - 1]
+        return record if record["ts_ns"] >= since else None
 
     def tensor_info(self, thread: int, ts: int, op_name: int, since: int) -> list[Any] | None:
         """The tensor_info records (one or more) of the op reported at or before ``ts`` since ``since``."""
-        records = self._op_record(self.tensors, thread, ts, op_name, since, lambda found: found[0])
-        if records is None:
+        log = self.tensors.get(thread)
+        if log is None:
             return None
-        found: list[Any] = records
-        return found
+        at = bisect.bisect_right(log.times, ts)
+        if not at:
+            return None
+        found: list[Any] = log.items[at - 1]
+        return found if found[0]["op_name"] == op_name and found[0]["ts_ns"] >= since else None
 
     def context_info(self, thread: int, ts: int, op_name: int, since: int) -> Any:
-        return self._op_record(self.contexts, thread, ts, op_name, since)
-
-    @staticmethod
-    def _op_record(table: dict[int, TimedLog], thread: int, ts: int, op_name: int, since: int,
-                   first: Any = lambda found: found) -> Any:
-        """The latest entry of ``op_name`` reported in [since, ts] on ``thread`` (``first``: its first record)."""
-        log = table.get(thread)
-        entry = log.latest_at_or_before(ts) if log else None
-        if entry is None:
+        log = self.contexts.get(thread)
+        if log is None:
             return None
-        record = first(entry)
-        if int(record["op_name"]) != op_name or int(record["ts_ns"]) < since:
+        at = bisect.bisect_right(log.times, ts)
+        if not at:
             return None
-        return entry
+        record = log.items[at - 1]
+        return record if record["op_name"] == op_name and record["ts_ns"] >= since else None
 
     def prune_before(self, ts: int) -> None:
         for table in (self.node_apis, self.node_basic, self.tensors, self.contexts, self.model_runs):
@@ -180,8 +231,10 @@ class FlipLog:
 
     def batch_of(self, device: int, stream: int, ts: int) -> int:
         log = self.flips.get((device, stream))
-        found = log.latest_at_or_before(ts) if log else None
-        return int(found) if found is not None else 0
+        if log is None:  # (bisect inline: twice a task)
+            return 0
+        at = bisect.bisect_right(log.times, ts)
+        return int(log.items[at - 1]) if at else 0
 
     def latest_between(self, device: int, stream: int, since: int, ts: int) -> int | None:
         """Number of the last flip in [since, ts] on (device, stream), or None."""

@@ -21,7 +21,6 @@ from stages.aggregator.metrics import (
     MEMORY_BOUND,
     MINI_PLATFORM,
     Formula,
-    Value,
     _derived,
     _group_columns,
     group_of,
@@ -197,20 +196,17 @@ def round_array(values: np.ndarray, digits: int) -> np.ndarray:
     return out
 
 
-def _as_values(column: Column, n: int) -> list[Value]:
-    if column is None:
-        return [None] * n
-    if not np.isnan(column).any():
-        return column.tolist()
-    return [None if v != v else v for v in column.tolist()]  # NaN → None
+def _as_values(column: Column, n: int) -> np.ndarray:
+    """A formula's column, NaN where it has no value."""
+    return np.full(n, np.nan) if column is None else np.asarray(column, np.float64)
 
 
-def _memory_bound(columns: dict[str, Column], n: int) -> list[Value]:
+def _memory_bound(columns: dict[str, Column], n: int) -> np.ndarray:
     """round(mte2 / max(vec, mac), 3) of the rounded ratios (0.0 where both are 0); None where one is None."""
     triple = next(t for t in BOUND_RATIOS if all(name in columns for name in t))
     found = [columns[name] for name in triple]
     if any(column is None for column in found):
-        return [None] * n
+        return np.full(n, np.nan)
     mte2, vec, mac = (round_array(column, 3) for column in found if column is not None)
     top = np.maximum(vec, mac)
     missing = np.isnan(mte2) | np.isnan(top)
@@ -221,12 +217,12 @@ def _memory_bound(columns: dict[str, Column], n: int) -> list[Value]:
 
 
 def _cube_utilization(mac_ratio: Column, cycles: np.ndarray, aic_mhz: float, core_num: int,
-                      durations: np.ndarray) -> list[Value]:
+                      durations: np.ndarray) -> np.ndarray:
     """round(cycles / (aic_mhz · cores · duration) · 1e5, 3) where the rounded mac ratio, cycles, duration and
     clock are all non-zero, else 0.0; None where the mac ratio is None."""
     n = len(cycles)
     if mac_ratio is None:
-        return [None] * n
+        return np.full(n, np.nan)
     mac = round_array(mac_ratio, 3)
     missing = np.isnan(mac)
     if not (aic_mhz and core_num):
@@ -237,37 +233,48 @@ def _cube_utilization(mac_ratio: Column, cycles: np.ndarray, aic_mhz: float, cor
     return _with_none(np.where(zero, 0.0, value), missing)
 
 
-def _with_none(values: np.ndarray, missing: np.ndarray) -> list[Value]:
-    out: list[Value] = values.tolist()
-    for i in np.flatnonzero(missing).tolist():
-        out[i] = None
-    return out
+def _with_none(values: np.ndarray, missing: np.ndarray) -> np.ndarray:
+    """``values``, NaN where ``missing`` (no value)."""
+    return np.where(missing, np.nan, values)
 
 
 def pmu_batch(events: list[int], cycles: np.ndarray, counters: np.ndarray, block: np.ndarray, core_num: int,
               aic_mhz: float, *, metric: str = "", platform: int = 1, duration_ns: np.ndarray | None = None,
-              time_mhz: np.ndarray | None = None) -> list[list[Value]]:
+              time_mhz: np.ndarray | None = None) -> np.ndarray:
     """:func:`.metrics.pmu_values` of n records: ``cycles`` (n), ``counters`` (n × slots), ``block`` (n),
-    ``duration_ns`` (n) and ``time_mhz`` (n; NaN or 0 where info.json's clock applies). One row per record."""
+    ``duration_ns`` (n) and ``time_mhz`` (n; NaN or 0 where info.json's clock applies). One row per record,
+    NaN where a value is none (N/A)."""
     n = len(cycles)
     durations = np.zeros(n, np.int64) if duration_ns is None else np.asarray(duration_ns, np.int64)
     clocks = np.full(n, np.nan) if time_mhz is None else np.asarray(time_mhz, np.float64)
     cycles = np.asarray(cycles, np.uint64)
     counters = np.asarray(counters, np.uint64).reshape(n, -1)
     exact = (cycles < EXACT_LIMIT) & (counters < EXACT_LIMIT).all(axis=1)
-    rows: list[list[Value]] = [[] for _ in range(n)]
     outside = np.flatnonzero(~exact)
+    exact_rows: dict[int, np.ndarray] = {}
     for i in outside.tolist():  # huge counters: Python's exact integers, one record at a time
         clock = float(clocks[i])
-        rows[i] = pmu_values(events, int(cycles[i]), [int(v) for v in counters[i]], int(block[i]), core_num,
-                             aic_mhz, metric=metric, platform=platform, duration_ns=int(durations[i]),
-                             time_mhz=clock if clock == clock and clock else None)
-    inside = np.flatnonzero(exact) if len(outside) else None
-    if inside is not None:
-        if not len(inside):
-            return rows
-        cycles, counters, block = cycles[inside], counters[inside], np.asarray(block)[inside]
-        durations, clocks = durations[inside], clocks[inside]
+        exact_rows[i] = np.array(pmu_values(
+            events, int(cycles[i]), [int(v) for v in counters[i]], int(block[i]), core_num, aic_mhz, metric=metric,
+            platform=platform, duration_ns=int(durations[i]), time_mhz=clock if clock == clock and clock else None),
+            np.float64)
+    if len(outside) == n:
+        return np.array([exact_rows[i] for i in range(n)], np.float64).reshape(n, -1)
+    inside = np.flatnonzero(exact)
+    computed = _computed(events, cycles[inside], counters[inside], np.asarray(block)[inside], core_num, aic_mhz,
+                         metric, platform, durations[inside], clocks[inside])
+    if not exact_rows:
+        return computed
+    out = np.empty((n, computed.shape[1]), np.float64)
+    out[inside] = computed
+    for i, row in exact_rows.items():
+        out[i] = row
+    return out
+
+
+def _computed(events: list[int], cycles: np.ndarray, counters: np.ndarray, block: np.ndarray, core_num: int,
+              aic_mhz: float, metric: str, platform: int, durations: np.ndarray, clocks: np.ndarray) -> np.ndarray:
+    """:func:`pmu_batch` of records whose counters and cycles are below ``EXACT_LIMIT``."""
     mini = platform == MINI_PLATFORM
     time_clock = np.where(np.isnan(clocks) | (clocks == 0), aic_mhz, clocks) * 1e6
     x = _Batch(events, cycles.astype(np.int64), counters.astype(np.int64),
@@ -275,15 +282,10 @@ def pmu_batch(events: list[int], cycles: np.ndarray, counters: np.ndarray, block
     m = len(x.cycles)
     columns = _group_columns(group_of(metric, events), events, platform)
     found = {name: _column(x, formula) for name, formula in columns}
-    table = [_as_values(x.aicore_us(), m), x.fcycles.tolist(), *(_as_values(column, m) for column in found.values())]
+    table = [_as_values(x.aicore_us(), m), x.fcycles, *(_as_values(column, m) for column in found.values())]
     for name in _derived(list(found)):
         if name == MEMORY_BOUND:
             table.append(_memory_bound(found, m))
         elif name == CUBE_UTILIZATION:
             table.append(_cube_utilization(found["mac_ratio"], x.cycles, aic_mhz, core_num, durations))
-    computed = list(map(list, zip(*table, strict=True)))
-    if inside is None:
-        return computed
-    for i, row in zip(inside.tolist(), computed, strict=True):
-        rows[i] = row
-    return rows
+    return np.column_stack(table)

@@ -66,17 +66,26 @@ class ExecutionWindows:
     """Runs of a model, by key: start time → [iteration, end time or None while open]."""
 
     logs: dict[Any, TimedLog] = field(default_factory=dict)
+    # (key, iteration) → windows opened and not closed since (some may have been pruned): a close with none open
+    # need not look through the log
+    open_count: dict[tuple[Any, int], int] = field(default_factory=dict)
 
     def open(self, key: Any, ts: int, iteration: int) -> None:
         self.logs.setdefault(key, TimedLog()).add(ts, [iteration, None])
+        self.open_count[(key, iteration)] = self.open_count.get((key, iteration), 0) + 1
 
     def close(self, key: Any, ts: int, iteration: int) -> bool:
+        count = self.open_count.pop((key, iteration), 0)
+        if not count:
+            return False
         log = self.logs.get(key)
         for window in reversed(log.items if log else ()):
             if window[0] == iteration and window[1] is None:
                 window[1] = ts
+                if count > 1:
+                    self.open_count[(key, iteration)] = count - 1
                 return True
-        return False
+        return False  # those windows were pruned
 
     def toggle(self, key: Any, ts: int, iteration: int) -> None:
         """Begin/end pairs that look alike (host events): the second of a pair closes the first."""

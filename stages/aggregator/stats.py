@@ -47,7 +47,10 @@ class StatsBook:
         self.changed = False
 
     def add_op(self, device: int, op_type: str, core_type: str, duration_ns: int) -> None:
-        _entry(self.ops, (device, op_type, core_type)).add(duration_ns)
+        found = self.ops.get((device, op_type, core_type))  # (_entry, inline: once per task)
+        if found is None:
+            found = self.ops[(device, op_type, core_type)] = RunningStats()
+        found.add(duration_ns)
         self.changed = True
 
     def add_api(self, level: str, name: str, duration_ns: int) -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from stages.aggregator.extras import AICPU_COLUMNS, DeviceExtras, extra_columns, l2_configured
+from stages.aggregator.extras import AICPU_COLUMNS, EXACT_COUNTS, DeviceExtras, extra_columns, l2_configured, l2_rates
 from stages.decoder import records
 
 
@@ -44,15 +46,15 @@ def test_l2_rates_follow_each_chip_event_roles() -> None:
     cloud = {"platform": 1, "l2_events": [0x59, 0x5B, 0x5C]}  # request, hit, victim
     assert l2_configured(cloud) and extra_columns({**cloud, "aicpu_trace": True})[-2:] == [
         "l2_cache_hit_rate", "l2_cache_victim_rate"]
-    extras.add_l2(_l2([200, 150, 10]))
+    extras.add_l2(_l2([200, 150, 10]), {0: cloud})
     assert extras.take_l2((0, 2, 4), cloud) == [0.75, 0.05]
     # 910B: two request and two hit events; msprof shows no hit rate on STARS chips
     b = {"platform": 5, "l2_events": [0xFB, 0xFC, 0x90, 0x91, 0x9C]}
-    extras.add_l2(_l2([100, 100, 60, 40, 8]))
+    extras.add_l2(_l2([100, 100, 60, 40, 8]), {0: b})
     assert extras.take_l2((0, 2, 4), b) == [None, 0.04]
     # chip v6: hit = requests − misses (negative ids subtract)
     v6 = {"platform": 15, "l2_events": [0x00, 0x81, 0x82, 0x83, 0x74, 0x75]}
-    extras.add_l2(_l2([1000, 10, 20, 30, 40, 50]))
+    extras.add_l2(_l2([1000, 10, 20, 30, 40, 50]), {})  # facts not known yet: worked out when taken
     assert extras.take_l2((0, 2, 4), v6) == [None, 0.09]
     assert not l2_configured({"platform": 1, "l2_events": [0x59, 0x5B]})  # no victim event collected
     assert not l2_configured({"platform": 0, "l2_events": [0x59, 0x5B, 0x5C]})  # msprof has no 310 roles
@@ -91,3 +93,25 @@ def test_a_trace_that_writes_nothing_is_waited_for_once() -> None:
     assert not extras.aicpu_ready(1, 100)  # another device still waits
     extras.add_aicpu(_aicpu(7, 5_000))  # records do come after all: wait for them again
     assert not extras.aicpu_ready(0, 6_000) and extras.aicpu_ready(0, 5_000)
+
+
+L2_FACTS = [{"platform": 1, "l2_events": [0x59, 0x5B, 0x5C]},
+            {"platform": 5, "l2_events": [0xFB, 0xFC, 0x90, 0x91, 0x9C]},
+            {"platform": 15, "l2_events": [0x00, 0x81, 0x82, 0x83, 0x74, 0x75]},
+            {"platform": 3, "l2_events": [0x79, 0x6A, 0x71, 0x78]}]
+
+
+@settings(max_examples=200, deadline=None)
+@given(facts=st.sampled_from(L2_FACTS), device=st.integers(0, 3),
+       counts=st.lists(st.lists(st.one_of(st.integers(0, 1 << 20), st.integers(0, EXACT_COUNTS + 5)),
+                                min_size=8, max_size=8), min_size=1, max_size=20))
+def test_rates_of_a_chunk_equal_each_record_rates(facts: dict[str, object], device: int,
+                                                  counts: list[list[int]]) -> None:
+    """A chunk's rates, worked out in numpy at intake, are the floats the one-record formula gives when taken."""
+    chunk = np.zeros(len(counts), records.L2_CACHE)
+    chunk["device_id"], chunk["task_id"] = device, np.arange(len(counts))
+    chunk["events"] = counts
+    extras = DeviceExtras(Counter())
+    extras.add_l2(chunk, {device: facts})
+    for task, events in enumerate(counts):
+        assert extras.take_l2((device, 0, task), facts) == l2_rates(events, facts)

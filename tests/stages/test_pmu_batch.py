@@ -21,6 +21,11 @@ RECORD = st.tuples(COUNT, st.lists(COUNT, min_size=SLOTS, max_size=SLOTS), st.in
                    st.integers(0, 10**9), st.one_of(st.none(), st.just(0.0), st.floats(50, 2000)))
 
 
+def rows_of(block: np.ndarray) -> list[list[float | None]]:
+    """A batch's rows as the one-record formulas give them (NaN: no value, None)."""
+    return [[None if v != v else v for v in row] for row in block.tolist()]
+
+
 def same(a: float | None, b: float | None) -> bool:
     if a is None or b is None:
         return a is b
@@ -38,10 +43,11 @@ def test_batch_equals_one_record_formulas(group: str, platform: int, cores: int,
     expected = [pmu_values(events, cycles, counters, block, cores, mhz, metric=metric, platform=platform,
                            duration_ns=duration, time_mhz=clock)
                 for cycles, counters, block, duration, clock in records]
-    got = pmu_batch(events, np.array([r[0] for r in records], np.uint64), np.array([r[1] for r in records], np.uint64),
-                    np.array([r[2] for r in records]), cores, mhz, metric=metric, platform=platform,
-                    duration_ns=np.array([r[3] for r in records]),
-                    time_mhz=np.array([np.nan if r[4] is None else r[4] for r in records]))
+    got = rows_of(pmu_batch(events, np.array([r[0] for r in records], np.uint64),
+                            np.array([r[1] for r in records], np.uint64),
+                            np.array([r[2] for r in records]), cores, mhz, metric=metric, platform=platform,
+                            duration_ns=np.array([r[3] for r in records]),
+                            time_mhz=np.array([np.nan if r[4] is None else r[4] for r in records])))
     assert len(got) == len(expected)
     for row, want in zip(got, expected, strict=True):
         assert len(row) == len(want)
@@ -58,8 +64,8 @@ def test_a_large_batch_of_typical_records_matches_too() -> None:
     for group in GROUPS:
         for platform in (0, 1):
             events = list(PMU_EVENT_SETS[group])
-            got = pmu_batch(events, cycles, counters, block, 30, 1000.0, metric=group, platform=platform,
-                            duration_ns=duration, time_mhz=clocks)
+            got = rows_of(pmu_batch(events, cycles, counters, block, 30, 1000.0, metric=group, platform=platform,
+                                    duration_ns=duration, time_mhz=clocks))
             for i in range(n):
                 clock = None if np.isnan(clocks[i]) else float(clocks[i])
                 want = pmu_values(events, int(cycles[i]), [int(v) for v in counters[i]], int(block[i]), 30, 1000.0,
