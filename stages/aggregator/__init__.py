@@ -426,10 +426,11 @@ class AggregatorStage(Transform):
         yield from self._snapshot_due(now)
 
     def _snapshot_due(self, now: float) -> Iterator[Batch]:
-        """A statistics snapshot right after the rows it counts (every task row sent), at most every
-        ``snapshot_every_s``: the live view follows the rows, not a timer of its own."""
-        if self.stats.changed and not self.rows["task"] and now - self.last_snapshot >= self.config.snapshot_every_s:
+        """A statistics snapshot right after the rows it counts, every ``snapshot_every_s`` at most: once one is due,
+        the rows waiting for the next flush go at once, then the snapshot (it does not wait for the flush timer)."""
+        if self.stats.changed and now - self.last_snapshot >= self.config.snapshot_every_s:
             self.last_snapshot = now
+            yield from self._flush_rows(force=True)
             yield from self._snapshot(final=False)
 
     def _take_extra_rows(self) -> None:
@@ -1017,7 +1018,6 @@ class AggregatorStage(Transform):
             self.last_prune, self.records_at_prune = now, self.records_in
         out = list(self._advance(now))
         out.extend(self._flush_rows(force=True))
-        out.extend(self._snapshot_due(now))
         return out
 
     def finish(self) -> Iterable[Batch]:

@@ -147,6 +147,10 @@ class SummarySink(Sink):
     # -- stage interface -------------------------------------------------------------------
 
     def open(self) -> None:
+        # polars (~0.15 CPU s to import) comes in now, in this process only (not in a process that merely checks
+        # the config), and not with the first rows, where it would hold up a live run's first statistics
+        from stages.sinks import _summary_columns  # noqa: F401
+
         self.timestamp = export_timestamp(self.config.timestamp or self.ctx.export_stamp)
         self.directory = self.ctx.resolve(self.config.directory)
         self.ctx.output_guard.attempt(self.directory, lambda: self.directory.mkdir(parents=True, exist_ok=True))
