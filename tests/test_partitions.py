@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
+import numpy as np
 import pytest
 import zmq
 from board_replay import BoardReplay
@@ -24,7 +25,11 @@ from pipeline_runs import read_report, run_cli, start_run
 from pipeline import partitions
 from pipeline.config import parse_config
 from pipeline.errors import UserError
+from pipeline.stage import StageContext
+from stages.aggregator import AggregatorStage
 from stages.aggregator.partition import PartitionSymbols
+from stages.decoder import records
+from stages.formats import raw
 from stages.schema import SymbolTable, pack_rows, unpack_rows
 from stages.sinks._partitions import PartitionMerge
 from stages.tables import pack_columns
@@ -127,6 +132,20 @@ def test_partition_symbol_ids_never_collide() -> None:
         sink.learn(table.take_unsent())
     assert all(sink[sym_id] == f"op{k}-{i}" for k, row in enumerate(ids) for i, sym_id in enumerate(row))
     assert tables[1].intern("op1-3") == ids[1][3]  # interned once
+
+
+def test_a_partition_other_than_0_keeps_api_marks_and_a_device_folders_api_rows(tmp_path: Path) -> None:
+    """Host API records (every partition gets them): rows from partition 0 only, API marks in every partition
+    (a host task without a Node API waits for them); legacy API records of a device folder reach one partition,
+    which writes their rows."""
+    ctx = StageContext(stage_id="aggregate-1", run_id="t", output_dir=tmp_path, partition=1, partitions=2)
+    aggregator = AggregatorStage(AggregatorStage.Config(), ctx)
+    api = np.zeros(2, records.DTYPES["api"])
+    api["thread_id"], api["level"], api["start_ns"], api["end_ns"] = 7, raw.LEVEL_ACL, [10, 30], [20, 40]
+    list(aggregator.process(records.to_batch("api", api, {"stream": "host/data/api_event", "device": None})))
+    assert aggregator.api_marks == {7: 40} and aggregator.pending_api_records == 0
+    assert aggregator.part.sends_host_rows("named_api", 2, 1)  # a batch of device_1/: only this partition has it
+    assert not aggregator.part.sends_host_rows("api", 2, None)
 
 
 def test_the_sinks_merge_the_partitions_latest_snapshots() -> None:

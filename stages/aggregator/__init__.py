@@ -281,16 +281,17 @@ class AggregatorStage(Transform):
         elif kind == "type_info":
             self.types.update(((int(level), int(t)), name) for level, t, name in unpack_rows(batch))
         elif kind == subscribed_records.KIND:
-            self.subscribed.add(batch, self.stats)
+            self.subscribed.add(batch, self.stats, self.part.own_subscribed)
         elif kind in records.DTYPES:
-            self._ingest(kind, records.from_batch(batch), str(batch.meta.get("stream")))
+            self._ingest(kind, records.from_batch(batch), str(batch.meta.get("stream")), batch.meta.get("device"))
         else:
             self.ctx.reject(f"unexpected record kind '{kind}'", batch.count)
         if not batch.meta.get("chunk_end", True):
             return ()  # the rest of this raw chunk follows: resolve once it is all in
         return list(self._advance(now))
 
-    def _ingest(self, kind: str, arr: np.ndarray, stream: str) -> None:
+    def _ingest(self, kind: str, arr: np.ndarray, stream: str, device: Any = None) -> None:
+        """``device``: the batch's (None: the host's, which every partition gets; see PartitionRole.sends_host_rows)."""
         if len(arr) and "ts_ns" in (arr.dtype.names or ()):
             self.watermarks[stream] = max(self.watermarks.get(stream, 0), int(arr["ts_ns"].max()))
         if kind in ("api", "named_api"):  # named_api: a legacy API record, name inline
@@ -300,11 +301,12 @@ class AggregatorStage(Transform):
             self.host.add_node_apis(chunk.threads[nodes].tolist(), intervals(
                 chunk.starts[nodes].tolist(), chunk.ends[nodes].tolist(), chunk.items[nodes].tolist(),
                 (nodes + chunk.first_connection).tolist()))
-            if len(arr) and self.part.sends_host_rows(kind, len(arr)):
-                self.pending_apis.append(chunk)
-                self.pending_api_records += len(arr)
+            if len(arr):  # marks in every partition: a host task without a Node API waits for them
                 outer = np.isin(arr["level"], API_MARK_LEVELS)
                 _raise_marks(self.api_marks, arr["thread_id"][outer], arr["end_ns"][outer])
+            if len(arr) and self.part.sends_host_rows(kind, len(arr), device):
+                self.pending_apis.append(chunk)
+                self.pending_api_records += len(arr)
         elif kind == "event":
             for record in arr[(arr["level"] == raw.LEVEL_MODEL) & np.isin(arr["type"], MODEL_WINDOW_TYPES)]:
                 model, request, ts = int(record["item_id"]), int(record["request_id"]), int(record["ts_ns"])
@@ -329,7 +331,7 @@ class AggregatorStage(Transform):
             self.legacy.add_tasks(arr)
         elif kind == "ge_tensor":
             self.legacy.add_tensors(arr)
-        elif kind == "tx" and self.part.sends_host_rows(kind, len(arr)):
+        elif kind == "tx" and self.part.sends_host_rows(kind, len(arr), device):
             self._tx_rows(arr)
         elif kind in ("task_log", "unique_task_log"):
             self.log_streams.add(stream)

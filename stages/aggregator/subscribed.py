@@ -6,6 +6,10 @@ op type and core type. Symbol ids are the sending stage's, learnt from each batc
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
+
 from pipeline.stage import Batch
 from stages.aggregator.stats import StatsBook
 from stages.schema import SymbolTable
@@ -17,10 +21,13 @@ class SubscribedOps:
         self.symbols: dict[str, SymbolTable] = {}
         self.count = 0
 
-    def add(self, batch: Batch, stats: StatsBook) -> None:
+    def add(self, batch: Batch, stats: StatsBook, mine: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+        """``mine``: the records of this aggregator's devices (a partition of several: partition.py)."""
         table = self.symbols.setdefault(str(batch.meta.get("source", "")), SymbolTable())
         table.learn(batch.meta.get("symbols") or [])
         arr = records.from_batch(batch)
+        if mine is not None:
+            arr = mine(arr)
         for device, op_type, core, duration in zip(arr["device_id"].tolist(), arr["op_type"].tolist(),
                                                    arr["core_type"].tolist(), arr["duration_ns"].tolist(),
                                                    strict=True):

@@ -18,6 +18,7 @@ from pipeline.stage import Batch, StageContext
 from stages.aggregator import AggregatorStage
 from stages.formats import op_desc
 from stages.schema import SymbolTable, unpack_rows
+from stages.sinks._partitions import PartitionMerge
 from stages.subscription import (
     BAD_SIGNATURE,
     NO_NAME,
@@ -169,3 +170,24 @@ def test_the_aggregator_adds_subscribed_ops_to_op_statistic(tmp_path: Path) -> N
                                                                       400_000, 500_000),
                     (0, "Relu", "AI_CORE", 2, 14000, 6000, 8000)]
     assert aggregator.accounting()["subscribed_ops"] == 6
+
+
+def test_aggregator_partitions_count_each_subscribed_op_once(tmp_path: Path) -> None:
+    """Subscribed batches name no device, so every partition gets them: each counts only its devices' ops."""
+    recs = _records([4000, 6000, 500_000, 2000, 8000, 400_000])
+    (tmp_path / "ops.bin").write_bytes(recs.tobytes())
+    (tmp_path / "ops.bin.ndjson").write_text(_names(recs))
+    batches = _run(_stage(tmp_path))
+    merge, finals = PartitionMerge(), []
+    for partition in (0, 1):
+        ctx = StageContext(stage_id=f"aggregate-{partition}", run_id="t", output_dir=tmp_path, batch_records=2,
+                           partition=partition, partitions=2)
+        aggregator = AggregatorStage(AggregatorStage.Config(), ctx)
+        for batch in batches:
+            list(aggregator.process(batch))
+        finals = [merge.merged(b) for b in aggregator.finish() if b.kind == "op_statistic"]
+        kept_out = aggregator.accounting()["partition"]["kept_out"]
+        assert kept_out.get("subscribed operator records of another partition's devices", 0) == 6 * partition
+    rows = sorted(tuple(row) for row in unpack_rows(finals[-1]))
+    assert finals[-1].meta["final"] and [row[:4] for row in rows] == [
+        (0, "Conv2D", "AI_CORE", 2), (0, "NonMaxSuppressionV3", "AI_CPU", 2), (0, "Relu", "AI_CORE", 2)]
