@@ -168,6 +168,16 @@ def test_the_sinks_merge_the_partitions_latest_snapshots() -> None:
     assert merge.merged(alone) is alone  # an aggregator of one partition
 
 
+def test_one_apis_statistics_from_two_partitions_merge_into_one_row() -> None:
+    """The legacy layout keeps the host's API records in each device's folder: two partitions count one API."""
+    merge = PartitionMerge()
+    rows = [["acl", "aclmdlExecute", 2, 30, 10, 20, 0.5], ["acl", "aclmdlExecute", 1, 5, 5, 5, 0.025]]
+    for partition, row in enumerate(rows):
+        merged = merge.merged(pack_columns("api_statistic", [row], "stats",
+                                           {"final": True, "partition": partition, "partitions": 2}))
+    assert unpack_rows(merged) == [["acl", "aclmdlExecute", 3, 35, 5, 20, 0.525]] and merged.meta["final"]
+
+
 # -- an import of a board of 4 devices ---------------------------------------------------------------------
 
 

@@ -4,7 +4,8 @@ Row batches (task, api, tx …) pass as they come: each row is in one partition'
 (op_statistic, api_statistic) or a run_info batch holds only its partition's devices, and says so in its meta
 (``partition``, ``partitions``): the sink keeps the latest of each partition and reads their merge instead, the
 snapshots' rows one partition after the other, final once every partition's latest is final; run_info with the
-devices of all. A batch without those keys (an aggregator of one partition) passes as it is.
+devices of all. An API's api_statistic rows from several partitions (the legacy layout's API records are in each
+device's folder) become one. A batch without those keys (an aggregator of one partition) passes as it is.
 """
 
 from __future__ import annotations
@@ -60,13 +61,33 @@ def _device_order(key: str) -> tuple[int, str]:
 
 
 def _merged_snapshot(kind: str, parts: list[Batch], port: str, final: bool) -> Batch:
+    combine = kind == "api_statistic" and sum(1 for part in parts if part.count) > 1
     if all(part.body[:4] == b"\xff\xff\xff\xff" for part in parts):  # Arrow IPC streams: concatenated as tables
         import pyarrow as pa
 
         from stages import tables
 
         merged = pa.concat_tables([tables.unpack_table(part) for part in parts])
+        if combine:
+            return tables.pack_columns(kind, _one_row_per_api(tables.rows_of_table(merged)), port, {"final": final})
         return tables.pack_table(kind, merged, port, {"final": final})
     rows = [row for part in parts for row in unpack_rows(part)]
+    if combine:
+        rows = _one_row_per_api(rows)
     return Batch(kind=kind, count=len(rows), meta={"final": final}, body=msgpack.packb(rows, use_bin_type=True),
                  port=port)
+
+
+def _one_row_per_api(rows: list[list[Any]]) -> list[list[Any]]:
+    """api_statistic rows (level, name, count, total, min, max, Σx²) with those of one API added together."""
+    merged: dict[tuple[Any, Any], list[Any]] = {}
+    for row in rows:
+        found = merged.get((row[0], row[1]))
+        if found is None:
+            merged[(row[0], row[1])] = list(row)
+            continue
+        found[2] += row[2]
+        found[3] += row[3]
+        found[4], found[5] = min(found[4], row[4]), max(found[5], row[5])
+        found[6] += row[6]
+    return list(merged.values())
