@@ -72,7 +72,8 @@ def figures_of(view: dict[str, Any]) -> Figures:
     transforms = [int(s["in"]) for s in stages.values() if s["role"] == "transform"]
     through = min(transforms) if transforms else sent
     if any("group" in s for s in stages.values()):  # partitions by device: each takes a share of the records
-        through = sent - sum(backlog(sid, s, stages) or 0 for sid, s in stages.items() if s["role"] == "transform")
+        queued = sum(backlog(sid, s, stages) or 0 for sid, s in stages.items() if s["role"] == "transform")
+        through = max(0, sent - queued)  # backlogs count decoded records too: never below nothing
     return Figures(elapsed, state, mb_read, on_disk, expected, exact, through)
 
 
