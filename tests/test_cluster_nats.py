@@ -133,8 +133,10 @@ def test_three_boards_merge_through_jetstream_across_a_merge_crash(nats_url: str
     merge_out = tmp_path / "merge"
     merge_env = {**common, "OUT_DIR": str(merge_out), "BOARDS": str(len(BOARDS)), "DURABLE": "merge"}
     merge = _start("cluster-merge.yaml", merge_env)
+    # each board writes its ~35 k records at 5 k records/s (about 7 s): still running when the merge has combined
+    # its first parts, however fast the stages start (at realtime a board of 60 images can be done in 2 s)
     boards = {host: _start("cluster-board.yaml", {**common, "BOARD": host, "SEED": str(seed), "ITERATIONS": "60",
-                                                  "OUT_DIR": str(tmp_path / host)})
+                                                  "RATE": "5000", "OUT_DIR": str(tmp_path / host)})
               for host, seed in BOARDS.items()}
     try:
         # the merge has combined some parts while every board still runs: kill it outright, then restart it
