@@ -17,12 +17,12 @@ SHARED = ROOT.parent / "shared"
 
 
 def stage_config(out: Path, iterations: int, rate: str = "realtime", chip: str = "mini",
-                 extra_stages: str = "", slice_bytes: int = 65536) -> str:
+                 extra_stages: str = "", slice_bytes: int = 65536, devices: int = 1) -> str:
     return f"""
 run: {{name: t{os.getpid()}-{abs(hash(str(out))) % 100000}, output: "{out}", progress_s: 1}}
 stages:
   board: {{type: simulator, chip: {chip}, iterations: {iterations}, rate: {rate}, seed: 3,
-           slice_bytes: {slice_bytes}, output: board}}
+           slice_bytes: {slice_bytes}, output: board, devices: {devices}}}
   collect: {{type: collector, path: board, follow: true, wait_s: 20}}
   decode: {{type: decoder, inputs: [collect]}}
   aggregate: {{type: aggregator, inputs: [decode], snapshot_every_s: 0.5}}

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from pipeline_runs import read_report, run_cli
+from pipeline_runs import read_report, run_cli, stage_config
 from run_outputs import csv_rows
 
 MODULES = ("op_summary", "op_statistic", "task_time")
@@ -18,16 +18,7 @@ MODULES = ("op_summary", "op_statistic", "task_time")
 def test_a_live_run_of_a_910b_board_of_two_devices_equals_its_import(tmp_path: Path) -> None:
     out = tmp_path / "live"
     config = tmp_path / "live.yaml"
-    config.write_text(f"""
-run: {{name: ffts-{abs(hash(str(out))) % 100000}, output: "{out}"}}
-stages:
-  board: {{type: simulator, chip: 910b, iterations: 8, rate: realtime, seed: 3, slice_bytes: 65536, output: board,
-           devices: 2}}
-  collect: {{type: collector, path: board, follow: true, wait_s: 20}}
-  decode: {{type: decoder, inputs: [collect]}}
-  aggregate: {{type: aggregator, inputs: [decode]}}
-  summary: {{type: summary, inputs: [aggregate.tasks, aggregate.stats]}}
-""")
+    config.write_text(stage_config(out, iterations=8, rate="realtime", chip="910b", devices=2))
     result = run_cli("run", str(config), "--live", "off")
     assert result.returncode == 0, result.stderr[-3000:]
     live = read_report(out)["stages"]["aggregate"]

@@ -43,6 +43,7 @@ from stages.aggregator.logs import pair_logs
 from stages.aggregator.metrics import pmu_columns
 from stages.aggregator.partition import PartitionRole
 from stages.aggregator.pmu_batch import pmu_batch
+from stages.aggregator.queues import put, take
 from stages.aggregator.stars import StarsPmu, is_stars
 from stages.aggregator.static import Binding, StaticModels
 from stages.aggregator.stats import StatsBook
@@ -765,17 +766,17 @@ class AggregatorStage(Transform):
     def _meet(self, key: tuple[int, int, int, int], host: HostTask | None = None,
               device: DeviceTask | None = None) -> None:
         if host is not None:
-            partner = _take(self.device_ready, key)
+            partner = take(self.device_ready, key)
             if partner is not None:
                 self._matched(host, partner)
             else:
-                _put(self.host_ready, key, host)
+                put(self.host_ready, key, host)
         elif device is not None:
-            waiting_host = _take(self.host_ready, key)
+            waiting_host = take(self.host_ready, key)
             if waiting_host is not None:
                 self._matched(waiting_host, device)
             else:
-                _put(self.device_ready, key, device)
+                put(self.device_ready, key, device)
 
     def _matched(self, host: HostTask, device: DeviceTask) -> None:
         """A joined task waits for its PMU; an FFTS+ task is split into its contexts first (contexts.py)."""
@@ -844,7 +845,7 @@ class AggregatorStage(Transform):
                 if not self.finishing:
                     self.extras.waited_in_vain(device.device, wants_aicpu, wants_l2)
             awaiting.popleft()
-            pmu_record = _take(pmu_records, pmu_key) if wants_pmu else None
+            pmu_record = take(pmu_records, pmu_key) if wants_pmu else None
             extra: list[float | None] = []
             op_name = host.resolved["op_name"]
             if flags.aicpu:
@@ -1149,26 +1150,6 @@ def _replay(host: HostTask, model: int, iteration: int) -> HostTask:
     """One execution of a task registered at model load."""
     assert host.resolved is not None
     return HostTask(host.record, {**host.resolved, "model_id": model, "iteration": iteration}, host.legacy)
-
-
-def _take(table: dict[Any, deque[Any]], key: Any) -> Any:
-    """Oldest entry waiting under ``key`` (the key is forgotten once empty, so state stays bounded)."""
-    waiting = table.get(key)
-    if not waiting:
-        return None
-    item = waiting.popleft()
-    if not waiting:
-        del table[key]
-    return item
-
-
-def _put(table: dict[Any, deque[Any]], key: Any, item: Any) -> None:
-    """Queue ``item`` under ``key`` (newest last)."""
-    waiting = table.get(key)
-    if waiting is None:
-        table[key] = deque((item,))
-    else:
-        waiting.append(item)
 
 
 def _chip_name(platform: Any) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stages.aggregator.queues import put
 from stages.decoder import records
 
 Key = tuple[int, int, int]  # device, stream, task
@@ -62,7 +63,7 @@ def pair_logs(devices: np.ndarray, streams: np.ndarray, tasks: np.ndarray, state
     last = np.append(heads[1:], len(code)) - 1  # each key's last log: a start left waiting
     for at in np.flatnonzero(~odd & is_start[last]).tolist():
         position = int(where[last[at]])
-        _put(starts, _key(devices, streams, tasks, position), int(times[position]))
+        put(starts, _key(devices, streams, tasks, position), int(times[position]))
     unpaired = 0
     for at in np.flatnonzero(odd).tolist():
         found_ends, found_starts, missing = _pair_one_by_one(
@@ -105,7 +106,7 @@ def _pair_one_by_one(positions: np.ndarray, states: np.ndarray, times: np.ndarra
     for position, state, ts in zip(positions.tolist(), states[positions].tolist(), times[positions].tolist(),
                                    strict=True):
         if state == records.STATE_START:
-            _put(starts, key, ts)
+            put(starts, key, ts)
             continue
         waiting = starts.get(key)
         if not waiting:
@@ -120,11 +121,3 @@ def _pair_one_by_one(positions: np.ndarray, states: np.ndarray, times: np.ndarra
 
 def _key(devices: np.ndarray, streams: np.ndarray, tasks: np.ndarray, position: int) -> Key:
     return int(devices[position]), int(streams[position]), int(tasks[position])
-
-
-def _put(starts: dict[Key, deque[int]], key: Key, ts: int) -> None:
-    waiting = starts.get(key)
-    if waiting is None:
-        starts[key] = deque((ts,))
-    else:
-        waiting.append(ts)

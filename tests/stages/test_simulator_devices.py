@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from pipeline_runs import read_report, run_cli
+from pipeline_runs import read_report, run_cli, stage_config
 
 from stages.formats import raw
 from stages.simulator import simulate
@@ -181,16 +181,7 @@ def test_import_of_a_board_has_each_devices_tasks(tmp_path: Path) -> None:
 def test_a_live_run_follows_a_board_of_two_devices(tmp_path: Path) -> None:
     out = tmp_path / "live"
     config = tmp_path / "live.yaml"
-    config.write_text(f"""
-run: {{name: devices-{abs(hash(str(out))) % 100000}, output: "{out}"}}
-stages:
-  board: {{type: simulator, chip: cloud, iterations: 8, rate: max, seed: 3, slice_bytes: 65536, output: board,
-           devices: 2}}
-  collect: {{type: collector, path: board, follow: true, wait_s: 20}}
-  decode: {{type: decoder, inputs: [collect]}}
-  aggregate: {{type: aggregator, inputs: [decode]}}
-  summary: {{type: summary, inputs: [aggregate.tasks, aggregate.stats]}}
-""")
+    config.write_text(stage_config(out, iterations=8, rate="max", chip="cloud", devices=2))
     result = run_cli("run", str(config), "--live", "off")
     assert result.returncode == 0, result.stderr[-3000:]
     _assert_outputs_match_truth(out, json.loads((out / "board" / "simulator_truth.json").read_text()))
