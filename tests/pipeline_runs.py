@@ -22,7 +22,7 @@ def stage_config(out: Path, iterations: int, rate: str = "realtime", chip: str =
 run: {{name: t{os.getpid()}-{abs(hash(str(out))) % 100000}, output: "{out}", progress_s: 1}}
 stages:
   board: {{type: simulator, chip: {chip}, iterations: {iterations}, rate: {rate}, seed: 3,
-           slice_bytes: {slice_bytes}, output: board, devices: {devices}}}
+           slice_bytes: {slice_bytes}, output: board{f", devices: {devices}" if devices > 1 else ""}}}
   collect: {{type: collector, path: board, follow: true, wait_s: 20}}
   decode: {{type: decoder, inputs: [collect]}}
   aggregate: {{type: aggregator, inputs: [decode], snapshot_every_s: 0.5}}

@@ -14,6 +14,9 @@ import pexpect
 import pytest
 from pipeline_runs import ROOT, pipeline_env, run_cli
 
+from pipeline.progress import LineDisplay
+from pipeline.stage import StageContext
+from stages.collector import CollectorStage
 from stages.simulator.writer import simulate
 
 LOG_LINE = re.compile(r"\[info|\[warning|peer connected|stage finished|\"event\":")
@@ -74,13 +77,17 @@ def test_a_directory_under_a_tenth_of_a_megabyte_still_shows_its_size(tmp_path: 
     tiny = simulate(tmp_path / "board", chip="mini", iterations=1, rate="max")
     on_disk = sum(f.stat().st_size for f in tiny.rglob("*") if f.is_file() and ".slice_" in f.name)
     assert on_disk < 100_000  # what the case is about (sizes to a tenth of a MB would say 0.0)
-    out = tmp_path / "out"
-    result = run_cli("import", str(tiny), "--output", str(out))
-    assert result.returncode == 0, result.stderr[-3000:]
-    sizes = [line for line in result.stdout.splitlines() if line.endswith("MB of raw data on disk")]
-    assert sizes, result.stdout  # the line that waited for a size above 0.0 MB
-    shown = float(sizes[0].split()[1])
-    assert abs(shown - on_disk / 1e6) <= 0.002, (sizes[0], on_disk)
+    collector = CollectorStage(CollectorStage.Config(path=str(tiny), follow=False),
+                               StageContext(stage_id="collect", run_id="t", output_dir=tmp_path / "out"))
+    assert sum(batch.count for batch in collector.batches() if batch is not None) > 0
+    progress = collector.progress()
+    assert abs(progress["MB_on_disk"] - on_disk / 1e6) <= 0.002, (progress, on_disk)
+    lines_file = tmp_path / "lines.txt"
+    with lines_file.open("w") as stream:
+        view = _view(elapsed=0.5, read_mb=progress["MB_read"], through=0)
+        view["stages"]["collect"]["progress"] = progress  # type: ignore[index]
+        LineDisplay("import", stream).update(view)
+    assert lines_file.read_text() == f"import: {progress['MB_on_disk']:.3f} MB of raw data on disk\n"
 
 
 def test_a_damaged_control_file_is_a_problem_of_the_report_not_a_log_line(prof: Path, tmp_path: Path) -> None:
