@@ -225,6 +225,8 @@ class AggregatorStage(Transform):
         self.pending_apis: deque[ApiChunk] = deque()
         self.pending_api_records = 0
         self.gave_up: Counter[str] = Counter()  # waits given up before their partner's stream passed them, by reason
+        # rows the join handled one at a time (the exact per-task code), by why: the rest go a window at a time
+        self.slow_path: Counter[str] = Counter()
         self.pending_host: deque[HostTask] = deque()
         self.pending_device: deque[DeviceTask] = deque()
         self.starts: dict[tuple[int, int, int], deque[int]] = {}
@@ -1065,7 +1067,9 @@ class AggregatorStage(Transform):
 
     def accounting(self) -> dict[str, Any]:
         return {"records_in": self.records_in, "tasks_out": self.tasks_out, "unused": dict(self.unused),
-                "subscribed_ops": self.subscribed.count, "joins_given_up": dict(self.gave_up), **self.part.accounting()}
+                "subscribed_ops": self.subscribed.count, "joins_given_up": dict(self.gave_up),
+                "slow_path_rows": sum(self.slow_path.values()), "slow_paths": dict(self.slow_path),
+                **self.part.accounting()}
 
 
 def _collect_young_rarely() -> None:
