@@ -98,7 +98,7 @@ class Stages:
     rss_mb: dict[str, float] = field(default_factory=dict)
     cpu_s: dict[str, float] = field(default_factory=dict)
     tree_cpu_s: float = 0.0  # an import's whole process tree: supervisor and stages
-    slow_rows: int = 0
+    slow_rows: dict[str, int] = field(default_factory=dict)  # stage → rows it handled one at a time
 
 
 def env() -> dict[str, str]:
@@ -226,12 +226,22 @@ def fixed_cost_row(work: Path, runs: list[Stages]) -> Row:
                f"{tree:.2f} CPU s: supervisor {supervisor:.2f}, stage processes {tree - supervisor:.2f}", share)
 
 
-def slow_path_rows(data: dict[str, Any]) -> int:
-    """Rows the stages handled one at a time (their accounting's ``slow_path_rows``)."""
-    total = 0
-    for final in data["stages"].values():
-        total += int((final.get("accounting") or {}).get("slow_path_rows") or 0)
-    return total
+def slow_path_rows(data: dict[str, Any]) -> dict[str, int]:
+    """Rows each stage handled one at a time (its accounting's ``slow_path_rows``), where it counts them."""
+    found = {}
+    for stage, final in data["stages"].items():
+        rows = (final.get("accounting") or {}).get("slow_path_rows")
+        if rows is not None:
+            found[stage] = int(rows)
+    return found
+
+
+def slow_path_row(slow: dict[str, int], records: int) -> Row:
+    """Rows on a slow path over all stages, and each stage's count."""
+    total = sum(slow.values())
+    each = ", ".join(f"{stage} {rows:,}" for stage, rows in sorted(slow.items(), key=lambda item: -item[1]))
+    return Row("rows on a slow path (one at a time), large import", f"{total:,} ({each})" if each else f"{total:,}",
+               f"of {records:,} records", f"{total / max(records, 1) * 100:.3f} %")
 
 
 def live_config(out: Path, board: Path, snapshot_s: float, probes: bool) -> Path:
@@ -421,8 +431,7 @@ def import_rows(args: argparse.Namespace, work: Path, runs: list[Stages], msprof
                 f"msprof {rate(msprof_rate)} (row above)" if msprof_rate else "",
                 f"{records / wall / msprof_rate:.0f}×" if msprof_rate else "", f"≥ {rate(E2E_TARGET)}",
                 miss(records / wall, E2E_TARGET)),
-            Row("rows on a slow path (one at a time), large import", f"{stages.slow_rows:,}",
-                f"of {records:,} records", f"{stages.slow_rows / max(records, 1) * 100:.3f} %")]
+            slow_path_row(stages.slow_rows, records)]
     if not with_perfetto:
         return rows
     print("perfetto …", flush=True)
