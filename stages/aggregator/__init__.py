@@ -507,6 +507,9 @@ class AggregatorStage(Transform):
         """The rest of a chunk of task_tracks: each run of complete ones described a column at a time
         (_describe_window); a task not complete waits (False) unless the wait is given up, then it is described
         alone (_resolve_one)."""
+        if not self._first_complete(chunk, tensor_low, context_low, node_low) and \
+                not self._give_up(self._host_held()):
+            return False  # (the usual wait: found without working out the window)
         rows = chunk.rows[chunk.at:]
         ts = rows["ts_ns"].astype(np.int64)
         threads = rows["thread_id"].astype(np.int64)
@@ -529,6 +532,16 @@ class AggregatorStage(Transform):
             self._resolve_one(record)
             begin = stop + 1
         return True
+
+    def _first_complete(self, chunk: TrackChunk, tensor_low: float, context_low: float, node_low: float) -> bool:
+        """Whether the first task_track of a chunk is complete (_host_context_complete, its device known)."""
+        record = _dicts(chunk.rows[chunk.at:chunk.at + 1])[0]
+        thread, ts = record["thread_id"], record["ts_ns"]
+        node_api = self.host.node_api(thread, ts)
+        type_name = self.types.get((raw.LEVEL_RUNTIME, record["task_type"]))
+        node = self.host.node_info(thread, ts, node_api.start if node_api else 0)
+        return record["device_id"] in self.devices and self._host_context_complete(
+            thread, ts, node_api, node, type_name, record["kernel_name"], tensor_low, context_low, node_low)
 
     def _resolve_one(self, record: dict[str, Any]) -> None:
         """A task_track described alone, as it stands (its context complete or not)."""
@@ -740,9 +753,12 @@ class AggregatorStage(Transform):
         v6 = np.array([self._chip_v6(d) for d in window["device_id"].tolist()], bool)
         out: list[Sequence[int]] = [()] * len(window)
         threads = window["thread_id"].tolist()
-        for i in np.flatnonzero(wanted & ~v6).tolist():
-            at = int(found.context_at[part][i])
-            out[i] = context_ids(self.host.contexts[threads[i]].items[at]) if at >= 0 else []
+        chosen = wanted & ~v6
+        for i in np.flatnonzero(chosen & ~found.context[part]).tolist():
+            out[i] = []
+        positions = found.context_at[part]
+        for i in np.flatnonzero(chosen & found.context[part]).tolist():
+            out[i] = context_ids(self.host.contexts[threads[i]].items[int(positions[i])])
         return [contexts for contexts, task in zip(out, tasks.tolist(), strict=True) if task]
 
     def _host_held(self) -> int:
