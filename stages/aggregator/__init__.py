@@ -49,6 +49,7 @@ from stages.aggregator.static import Binding, StaticModels
 from stages.aggregator.stats import StatsBook
 from stages.aggregator.steps import StepTraceBook
 from stages.aggregator.subscribed import SubscribedOps
+from stages.aggregator.tracks import HostQueue, TrackChunk, TrackLookups, look_up
 from stages.decoder import records
 from stages.formats import ge_enums, raw
 from stages.schema import pack_rows, unpack_rows
@@ -227,7 +228,9 @@ class AggregatorStage(Transform):
         self.gave_up: Counter[str] = Counter()  # waits given up before their partner's stream passed them, by reason
         # rows the join handled one at a time (the exact per-task code), by why: the rest go a window at a time
         self.slow_path: Counter[str] = Counter()
-        self.pending_host: deque[HostTask] = deque()
+        self.pending_host = HostQueue()
+        self.text_rows: dict[bytes, tuple[str, ...]] = {}  # a task description's inputs (_text_inputs) → its texts
+        self.text_rows_of = (-1, -1)  # (hash_dic, type_info) sizes text_rows holds for
         self.pending_device: deque[DeviceTask] = deque()
         self.starts: dict[tuple[int, int, int], deque[int]] = {}
         self.pmu: dict[tuple[int, int, int, int], deque[Any]] = {}  # (device, stream, task, context)
@@ -327,9 +330,9 @@ class AggregatorStage(Transform):
             for record in _dicts(arr, ("ctx_ids",)):
                 self.host.add_context(record["thread_id"], record["ts_ns"], record)
         elif kind == "task_track":
-            self.pending_host.extend(HostTask(record) for record in _dicts(self.part.own_devices(arr)))
+            self.pending_host.add(self.part.own_devices(arr))
         elif kind == "rt_track":
-            self.pending_host.extend(HostTask(record, legacy=True) for record in self.part.own_devices(arr))
+            self.pending_host.add(self.part.own_devices(arr), legacy=True)
         elif kind == "ge_task":
             self.legacy.add_tasks(arr)
         elif kind == "ge_tensor":
@@ -469,58 +472,297 @@ class AggregatorStage(Transform):
             self.stats.add_apis(level_name, name, spans)
 
     def _resolve_host(self) -> None:
+        """Host task_tracks in order, each once everything that describes it is in (_host_context_complete) or
+        the wait is given up; a window of a chunk at a time (_resolve_tracks), legacy tracks one at a time."""
         unseen = self._low_mark("compact.task_track") - UNSEEN_STREAM_LAG_NS
-        tensor_low = self._low_mark("tensor_info", unseen)
-        context_low = self._low_mark("context_id_info", unseen)
-        node_low = self._low_mark("node_basic_info", unseen)
-        while self.pending_host:
-            task = self.pending_host[0]
-            record = task.record
-            if task.legacy:  # legacy runtime track: GE describes it by its ids
-                context = self.legacy.context(record, self.hashes, self.finishing, LEGACY_DESC_LAG_NS)
-                if context is None:
-                    if not self._give_up(self._host_held()):
-                        return
-                    context = self.legacy.context(record, self.hashes, True, LEGACY_DESC_LAG_NS)
-                    assert context is not None
-                if context[2]:
-                    self._gave_up("legacy task track waiting for its GE description or tensors")
-                task.resolved = legacy.describe(record, context[0], self.hashes)
-                if task.resolved is not None:
-                    task.resolved.update(_tensor_texts(context[1]))
-            else:  # a task_track as a dict of Python ints (_dicts)
-                thread, ts = record["thread_id"], record["ts_ns"]
-                node_api = self.host.node_api(thread, ts)
-                type_name = self.types.get((raw.LEVEL_RUNTIME, record["task_type"]))
-                node = self.host.node_info(thread, ts, node_api.start if node_api else 0)
-                complete = record["device_id"] in self.devices and \
-                    self._host_context_complete(thread, ts, node_api, node, type_name, record["kernel_name"],
-                                                tensor_low, context_low, node_low)
-                if not complete:
-                    if not self._give_up(self._host_held()):
-                        return
-                    self._gave_up("host task waiting for its context")
-                task.resolved = self._describe(record, thread, ts, node_api, node, type_name)
-            self.pending_host.popleft()
-            if task.resolved is None:  # bookkeeping task (a task-id flip): no device work of its own
-                if not task.legacy and not self._chip_v6(int(record["device_id"])):
-                    self.host_batches.add_flip(int(record["device_id"]), int(record["stream_id"]),
-                                               int(record["ts_ns"]), int(record["batch_id"]))
+        lows = (self._low_mark("tensor_info", unseen), self._low_mark("context_id_info", unseen),
+                self._low_mark("node_basic_info", unseen))
+        queue = self.pending_host
+        while queue.chunks:
+            chunk = queue.chunks[0]
+            if not (self._resolve_legacy(chunk) if chunk.legacy else self._resolve_tracks(chunk, *lows)):
+                return
+
+    def _resolve_legacy(self, chunk: TrackChunk) -> bool:
+        """Legacy runtime tracks, one at a time (GE describes each by its ids); False: the first waits."""
+        while chunk.at < len(chunk.rows):
+            record = chunk.rows[chunk.at]
+            context = self.legacy.context(record, self.hashes, self.finishing, LEGACY_DESC_LAG_NS)
+            if context is None:
+                if not self._give_up(self._host_held()):
+                    return False
+                context = self.legacy.context(record, self.hashes, True, LEGACY_DESC_LAG_NS)
+                assert context is not None
+            if context[2]:
+                self._gave_up("legacy task track waiting for its GE description or tensors")
+            task = HostTask(record, legacy.describe(record, context[0], self.hashes), legacy=True)
+            if task.resolved is not None:
+                task.resolved.update(_tensor_texts(context[1]))
+            self.slow_path["legacy layout"] += 1
+            self.pending_host.advance(chunk, 1)
+            self._hand_off(task)
+        return True
+
+    def _resolve_tracks(self, chunk: TrackChunk, tensor_low: float, context_low: float, node_low: float) -> bool:
+        """The rest of a chunk of task_tracks: each run of complete ones described a column at a time
+        (_describe_window); a task not complete waits (False) unless the wait is given up, then it is described
+        alone (_resolve_one)."""
+        if not self._first_complete(chunk, tensor_low, context_low, node_low) and \
+                not self._give_up(self._host_held()):
+            return False  # (the usual wait: found without working out the window)
+        rows = chunk.rows[chunk.at:]
+        ts = rows["ts_ns"].astype(np.int64)
+        threads = rows["thread_id"].astype(np.int64)
+        found = look_up(self.host, threads, ts)
+        type_names = self._type_names(rows["task_type"])
+        complete = self._window_complete(rows, ts, threads, found, type_names, tensor_low, context_low, node_low)
+        begin = 0
+        while begin < len(rows):
+            stop = begin + int(np.argmin(complete[begin:])) if not complete[begin:].all() else len(rows)
+            if stop > begin:
+                self._describe_window(rows, begin, stop, ts, found, type_names)
+            if stop == len(rows):
+                return True
+            if not self._give_up(self._host_held()):
+                return False
+            self._gave_up("host task waiting for its context")
+            self.slow_path["host task given up waiting for its context"] += 1
+            record = _dicts(rows[stop:stop + 1])[0]
+            self.pending_host.advance(chunk, 1)
+            self._resolve_one(record)
+            begin = stop + 1
+        return True
+
+    def _first_complete(self, chunk: TrackChunk, tensor_low: float, context_low: float, node_low: float) -> bool:
+        """Whether the first task_track of a chunk is complete (_host_context_complete, its device known)."""
+        record = _dicts(chunk.rows[chunk.at:chunk.at + 1])[0]
+        thread, ts = record["thread_id"], record["ts_ns"]
+        node_api = self.host.node_api(thread, ts)
+        type_name = self.types.get((raw.LEVEL_RUNTIME, record["task_type"]))
+        node = self.host.node_info(thread, ts, node_api.start if node_api else 0)
+        return record["device_id"] in self.devices and self._host_context_complete(
+            thread, ts, node_api, node, type_name, record["kernel_name"], tensor_low, context_low, node_low)
+
+    def _resolve_one(self, record: dict[str, Any]) -> None:
+        """A task_track described alone, as it stands (its context complete or not)."""
+        thread, ts = record["thread_id"], record["ts_ns"]
+        node_api = self.host.node_api(thread, ts)
+        type_name = self.types.get((raw.LEVEL_RUNTIME, record["task_type"]))
+        node = self.host.node_info(thread, ts, node_api.start if node_api else 0)
+        self._hand_off(HostTask(record, self._describe(record, thread, ts, node_api, node, type_name)))
+
+    def _hand_off(self, task: HostTask) -> None:
+        """A described host task to the join: a FLIP task's flip to HostBatches, a static model's task to its
+        registrations, the others to the device tasks they meet."""
+        record = task.record
+        if task.resolved is None:  # bookkeeping task (a task-id flip): no device work of its own
+            if not task.legacy and not self._chip_v6(int(record["device_id"])):
+                self.host_batches.add_flip(int(record["device_id"]), int(record["stream_id"]),
+                                           int(record["ts_ns"]), int(record["batch_id"]))
+            return
+        key = self._host_key(record, flipped=not task.legacy)
+        self._hand_off_keyed(task, key, int(record["ts_ns"]))
+
+    def _hand_off_keyed(self, task: HostTask, key: tuple[int, int, int, int], ts: int) -> None:
+        assert task.resolved is not None
+        static = task.resolved["model_id"] != schema.MODEL_ID_NONE and task.resolved["iteration"] == 0
+        if self._chip_v6(key[0]):
+            (self.registered_streams if static else self.launched_streams)[(key[0], key[2])] = key[1]
+            if (key[0], key[2]) in self.parked:
+                self.parked_named.add((key[0], key[2]))
+        if static:
+            self.slow_path["static model registration"] += 1
+            self._register_static(key, task)  # reported in a static graph's load (request id 0: every iteration)
+        else:
+            self.static.launched(key[0], key[1], ts)
+            self._meet(key, host=task)
+
+    def _type_names(self, task_types: np.ndarray) -> np.ndarray:
+        """The runtime task type names (None: not in type_info yet) of a window's tasks, as an object column."""
+        distinct, inverse = np.unique(task_types, return_inverse=True)
+        names = np.array([None] + [self.types.get((raw.LEVEL_RUNTIME, t)) for t in distinct.tolist()], object)
+        return names[1:][inverse.reshape(-1)]
+
+    def _in_hashes(self, values: np.ndarray) -> np.ndarray:
+        distinct, inverse = np.unique(values, return_inverse=True)
+        hashes = self.hashes
+        return np.array([value in hashes for value in distinct.tolist()], bool)[inverse.reshape(-1)]
+
+    def _window_complete(self, rows: np.ndarray, ts: np.ndarray, threads: np.ndarray, found: TrackLookups,
+                         type_names: np.ndarray, tensor_low: float, context_low: float,
+                         node_low: float) -> np.ndarray:
+        """_host_context_complete of each task of a window (and its device known), as a mask."""
+        devices = np.array(list(self.devices), np.int64)
+        known_device = np.isin(rows["device_id"], devices)
+        flip = type_names == "FLIP_TASK"
+        kernels = rows["kernel_name"]
+        named = (type_names != None) & ((kernels == 0) | self._in_hashes(kernels))  # noqa: E711
+        distinct_threads, at = np.unique(threads, return_inverse=True)
+        marks = np.array([self.api_marks.get(t, -1) for t in distinct_threads.tolist()], np.int64)
+        without_api = marks[at.reshape(-1)] >= ts
+        node = found.node
+        node_ok = self._in_hashes(found.node_fields["op_name"]) & self._in_hashes(found.node_fields["op_type"])
+        tensor_mark = _as_mark(tensor_low)
+        node_ok &= tensor_mark >= ts
+        level = np.flatnonzero(node & node_ok & (tensor_mark == ts))
+        for i in level.tolist():  # the op's own tensor records at the tensor streams' mark: per task
+            node_ok[i] = self._tensors_complete(int(threads[i]), int(ts[i]), int(found.op_hash[i]),
+                                                int(found.api_start[i]), tensor_low)
+        launch = _named_in(type_names, FFTS_LAUNCH_TYPES)
+        node_ok &= ~launch | found.context | (_as_mark(context_low) >= ts)
+        described = np.where(found.api, np.where(node, node_ok, _as_mark(node_low) >= ts), without_api)
+        return known_device & (flip | named & described)
+
+    def _describe_window(self, rows: np.ndarray, begin: int, stop: int, ts: np.ndarray, found: TrackLookups,
+                         type_names: np.ndarray) -> None:
+        """_describe and _hand_off of the window's tasks [begin, stop), a column at a time."""
+        part = slice(begin, stop)
+        window = rows[part]
+        flip = type_names[part] == "FLIP_TASK"
+        keys = self._window_keys(window, ts[part], flip)
+        chunk = self.pending_host.chunks[0]
+        if keys is None:  # times out of order on a stream: the exact rule, one task at a time
+            self.slow_path["task_track times out of order"] += stop - begin
+            for record in _dicts(window):
+                self.pending_host.advance(chunk, 1)
+                self._resolve_one(record)
+            return
+        tasks = ~flip
+        texts = self._window_texts(window, part, found, type_names)
+        node = found.node[part]
+        blocks = np.where(node, found.node_fields["block_num"][part], window["num_blocks"]).astype(np.int64)
+        block_dims = blocks & 0xFFFF
+        model = found.model[part]
+        columns = [texts, self._window_contexts(window, part, found, type_names),
+                   block_dims[tasks].tolist(), (block_dims * (blocks >> 16))[tasks].tolist(),
+                   np.where(found.api[part], found.api_connection[part], 0)[tasks].tolist(),
+                   window["thread_id"][tasks].tolist(),
+                   np.where(model, found.model_id[part], np.uint64(schema.MODEL_ID_NONE))[tasks].tolist(),
+                   np.where(model, found.iteration[part], 0)[tasks].tolist()]
+        resolved = list(map(_resolved, *columns))
+        records = _dicts(window[tasks])
+        self.pending_host.advance(chunk, stop - begin)
+        times = ts[part][tasks].tolist()
+        for task, key, at in zip(map(HostTask, records, resolved), keys, times, strict=True):
+            self._hand_off_keyed(task, key, at)
+
+    def _window_keys(self, window: np.ndarray, ts: np.ndarray,
+                     flip: np.ndarray) -> list[tuple[int, int, int, int]] | None:
+        """_host_key (flipped) of each task that is not a FLIP task, in turn, the FLIP tasks' flips added to
+        HostBatches between them (HostBatches.stream_window), per (device, stream); None (nothing done) where a
+        stream's times go back."""
+        devices, streams = window["device_id"].astype(np.int64), window["stream_id"].astype(np.int64)
+        tasks, batches = window["task_id"].astype(np.int64), window["batch_id"].astype(np.int64)
+        out_tasks, out_batches = tasks.copy(), batches.copy()
+        pairs, inverse = np.unique(devices << 16 | streams, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        groups = [np.flatnonzero(inverse == i) for i in range(len(pairs))] if len(pairs) > 1 else [
+            np.arange(len(window))]
+        plans = []
+        for chosen in groups:
+            device, stream = int(devices[chosen[0]]), int(streams[chosen[0]])
+            v6 = self._chip_v6(device)
+            if v6:
+                out_tasks[chosen] = batches[chosen] << 16 | tasks[chosen]
+                out_batches[chosen] = 0
                 continue
-            key = self._host_key(record, flipped=not task.legacy)
-            static = task.resolved["model_id"] != schema.MODEL_ID_NONE and task.resolved["iteration"] == 0
-            if self._chip_v6(key[0]):
-                (self.registered_streams if static else self.launched_streams)[(key[0], key[2])] = key[1]
-                if (key[0], key[2]) in self.parked:
-                    self.parked_named.add((key[0], key[2]))
-            if static:
-                self._register_static(key, task)  # reported in a static graph's load (request id 0: every iteration)
-            else:
-                self.static.launched(key[0], key[1], int(record["ts_ns"]))
-                self._meet(key, host=task)
+            log = self.host_batches.flips.flips.get((device, stream))
+            group_ts = ts[chosen]
+            if len(chosen) > 1 and bool((group_ts[1:] < group_ts[:-1]).any()) or \
+                    log is not None and log.times and int(group_ts[0]) < log.times[-1]:
+                return None
+            plans.append((chosen, device, stream, self.devices.get(device, {}).get("platform", 1) != 0))
+        for chosen, device, stream, flipped in plans:
+            found = self.host_batches.stream_window(device, stream, ts[chosen], tasks[chosen], flip[chosen],
+                                                    batches[chosen])
+            assert found is not None
+            if flipped:
+                out_batches[chosen[~flip[chosen]]] = found
+        tasks_only = ~flip
+        return list(zip(devices[tasks_only].tolist(), streams[tasks_only].tolist(), out_tasks[tasks_only].tolist(),
+                        out_batches[tasks_only].tolist(), strict=True))
+
+    def _window_texts(self, window: np.ndarray, part: slice, found: TrackLookups,
+                      type_names: np.ndarray) -> list[tuple[str, ...]]:
+        """The ``texts`` of _describe for each task of a window that is not a FLIP task, worked out once per
+        distinct description (its inputs: _text_inputs) and remembered across windows."""
+        if self.text_rows_of != (len(self.hashes), len(self.types)) or self.host.forget_tensor_keys(TEXT_IDS_LIMIT):
+            self.text_rows.clear()
+            self.text_rows_of = (len(self.hashes), len(self.types))
+        tasks = type_names[part] != "FLIP_TASK"
+        names = type_names[part][tasks]
+        distinct_names, name_ids = np.unique(names.astype(str), return_inverse=True)
+        node = found.node[part][tasks]
+        fields = {name: column[part][tasks] for name, column in found.node_fields.items()}
+        inputs = np.stack([
+            found.op_hash[part][tasks].view(np.int64), node.astype(np.int64), fields["op_type"].view(np.int64),
+            fields["task_type"], fields["op_state"], fields["op_flag"], found.tensor_key[part][tasks],
+            window["kernel_name"][tasks].astype(np.uint64).view(np.int64), name_ids.reshape(-1).astype(np.int64)],
+            axis=1)
+        if len(self.text_rows) >= TEXT_IDS_LIMIT:
+            self.text_rows.clear()
+        keys = np.ascontiguousarray(inputs).view(np.dtype((np.void, inputs.shape[1] * 8))).reshape(-1)
+        distinct, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        texts = np.empty(len(distinct), object)
+        for i, (key, at) in enumerate(zip(distinct.tolist(), first.tolist(), strict=True)):
+            known = self.text_rows.get(key)
+            if known is None:
+                row = inputs[at].tolist()
+                name = type_names[part][tasks][at]
+                known = self.text_rows[key] = self._texts(row, name)
+            texts[i] = known
+        return texts[inverse.reshape(-1)].tolist()
+
+    def _texts(self, inputs: list[int], type_name: str | None) -> tuple[str, ...]:
+        """_describe's texts of a task from its _window_texts inputs."""
+        op_hash, node, op_type_hash, ge_type, state, flag, tensor_key, kernel, _ = inputs
+        hashes = self.hashes
+        op_hash &= (1 << 64) - 1
+        op_name = hashes.get(op_hash)
+        if op_name is None:
+            op_name = str(op_hash) if op_hash else (type_name or "N/A")
+        if node:
+            op_type_hash &= (1 << 64) - 1
+            op_type = hashes.get(op_type_hash)
+            if op_type is None:
+                op_type = str(op_type_hash)
+            core = raw.GE_TASK_TYPES[ge_type] if ge_type < len(raw.GE_TASK_TYPES) else "INVALID"
+            op_state = OP_STATES.get(state, "N/A")
+            hf32 = "YES" if flag else "NO"
+        else:
+            op_type, core, op_state, hf32 = type_name or "N/A", type_name or "N/A", "N/A", "N/A"
+        tensor = None
+        if tensor_key >= 0:
+            tensor = [{"texts_key": key, "tensor_num": key[0]} for key in self.host.tensor_key(tensor_key)]
+        tensors = _tensor_texts(tensor)
+        kernel &= (1 << 64) - 1
+        kernel_name = hashes.get(kernel, "N/A") if kernel else "N/A"
+        return (op_name, op_type, core, op_state, tensors["input_shapes"], tensors["input_dtypes"],
+                tensors["input_formats"], tensors["output_shapes"], tensors["output_dtypes"],
+                tensors["output_formats"], kernel_name, type_name or core, hf32)
+
+    def _window_contexts(self, window: np.ndarray, part: slice, found: TrackLookups,
+                         type_names: np.ndarray) -> list[Sequence[int]]:
+        """_describe's ``contexts`` of each task of a window that is not a FLIP task."""
+        names = type_names[part]
+        tasks = names != "FLIP_TASK"
+        count = int(tasks.sum())
+        wanted = found.node[part] & _named_in(names, CONTEXT_TASK_TYPES)
+        if not wanted.any():
+            return [()] * count
+        v6 = np.array([self._chip_v6(d) for d in window["device_id"].tolist()], bool)
+        out: list[Sequence[int]] = [()] * len(window)
+        threads = window["thread_id"].tolist()
+        chosen = wanted & ~v6
+        for i in np.flatnonzero(chosen & ~found.context[part]).tolist():
+            out[i] = []
+        positions = found.context_at[part]
+        for i in np.flatnonzero(chosen & found.context[part]).tolist():
+            out[i] = context_ids(self.host.contexts[threads[i]].items[int(positions[i])])
+        return [contexts for contexts, task in zip(out, tasks.tolist(), strict=True) if task]
 
     def _host_held(self) -> int:
-        """Records the oldest waiting host task holds back: the host tasks after it, and the device tasks
+        """Records the oldest waiting host task holds back: the host tasks from it on, and the device tasks
         waiting for a host task (a static model's executions wait for its load's registrations; counted when
         pruning, as they take a scan)."""
         return len(self.pending_host) + self.devices_held
@@ -726,10 +968,13 @@ class AggregatorStage(Transform):
     def _pending_v6_ids(self) -> dict[tuple[int, int], int]:
         """(device, 32-bit task id) of the host task_tracks still being described → the time of the first."""
         found: dict[tuple[int, int], int] = {}
-        for host in self.pending_host:
-            if not host.legacy:
-                device, _, task, _ = self._host_key(host.record)
-                found.setdefault((device, task), int(host.record["ts_ns"]))
+        for chunk in self.pending_host.chunks:
+            if chunk.legacy:
+                continue
+            rows = chunk.rows[chunk.at:]
+            for device, task, batch, ts in zip(rows["device_id"].tolist(), rows["task_id"].tolist(),
+                                               rows["batch_id"].tolist(), rows["ts_ns"].tolist(), strict=True):
+                found.setdefault((device, (batch << 16) | task if self._chip_v6(device) else task), ts)
         return found
 
     def _unique_stream(self, device: int, task: int) -> int | None:
@@ -999,8 +1244,9 @@ class AggregatorStage(Transform):
         track_marks = [mark for stream, mark in self.watermarks.items() if "task_track" in stream]
         if track_marks:
             low = min(track_marks)
-            if self.pending_host:
-                low = min(low, int(self.pending_host[0].record["ts_ns"]))
+            first = self.pending_host.first_ts()
+            if first is not None:
+                low = min(low, first)
             self.host.prune_before(low)
             self.host_batches.prune_before(low)
         log_marks = [self.watermarks[stream] for stream in self.log_streams]
@@ -1070,6 +1316,24 @@ class AggregatorStage(Transform):
                 "subscribed_ops": self.subscribed.count, "joins_given_up": dict(self.gave_up),
                 "slow_path_rows": sum(self.slow_path.values()), "slow_paths": dict(self.slow_path),
                 **self.part.accounting()}
+
+
+def _resolved(texts: tuple[str, ...], contexts: Sequence[int], block_dim: int, mix_block_dim: int,
+              connection_id: int, thread_id: int, model_id: int, iteration: int) -> dict[str, Any]:
+    """A host task's description (_describe's dict) from its parts."""
+    return {"op_name": texts[0], "op_type": texts[1], "task_type": texts[2], "texts": texts, "contexts": contexts,
+            "block_dim": block_dim, "mix_block_dim": mix_block_dim, "connection_id": connection_id,
+            "thread_id": thread_id, "model_id": model_id, "iteration": iteration}
+
+
+def _named_in(type_names: np.ndarray, chosen: frozenset[str]) -> np.ndarray:
+    """Which of a column of task type names (None: unknown) are among ``chosen``."""
+    return np.fromiter((name in chosen for name in type_names.tolist()), bool, len(type_names))
+
+
+def _as_mark(low: float) -> int:
+    """A watermark (an int, or infinity where no stream of its kind was seen) as an int, for numpy comparisons."""
+    return int(min(low, np.iinfo(np.int64).max))
 
 
 def _collect_young_rarely() -> None:

@@ -11,21 +11,36 @@ static models are named through their load-time registrations instead (static.py
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, NamedTuple
 
+import numpy as np
+
 HARD_LIMIT = 1_000_000  # entries per thread and kind, whatever the low-water mark says
+
+
+Columns = dict[str, np.ndarray]
+# A log's entries (their times, their items) → numpy columns of what the columnar join reads ("time" among them)
+Extract = Callable[[list[int], list[Any]], Columns]
 
 
 @dataclass
 class TimedLog:
     """Entries sorted by time (appended in order, as each host stream is). Bounded by
     :meth:`prune_before`, which the owner calls with the oldest time still needed, and by
-    ``HARD_LIMIT`` (past it by a sixteenth, the oldest entries go). Lists, not deques: lookups bisect."""
+    ``HARD_LIMIT`` (past it by a sixteenth, the oldest entries go). Lists, not deques: lookups bisect.
+
+    :meth:`columns` gives the entries as numpy columns for lookups a window at a time; they are kept in step
+    with the lists lazily: entries [0, ``_synced``) sit at ``_first`` on in ``_mirror``'s buffers, the newer ones
+    are converted when next asked for (an entry changed in place is marked with :meth:`touched`)."""
 
     times: list[int] = field(default_factory=list)
     items: list[Any] = field(default_factory=list)
+    _mirror: Columns | None = None
+    _first: int = 0
+    _synced: int = 0
 
     def prune_before(self, ts: int) -> None:
         """Forget entries older than ``ts`` except the newest of them (it may still contain ``ts``)."""
@@ -33,16 +48,31 @@ class TimedLog:
         if drop > 0:
             del self.times[:drop]
             del self.items[:drop]
+            self._dropped(drop)
+
+    def _dropped(self, count: int) -> None:
+        """The oldest ``count`` entries went."""
+        if count <= self._synced:
+            self._first += count
+            self._synced -= count
+        else:
+            self._first = self._synced = 0
+
+    def touched(self, position: int) -> None:
+        """The entry at ``position`` changed in place: its columns are converted again."""
+        self._synced = min(self._synced, position % len(self.times) if self.times else 0)
 
     def add(self, ts: int, item: Any) -> None:
         if self.times and ts < self.times[-1]:  # rare out-of-order record: keep sorted
             position = bisect.bisect_right(self.times, ts)
             self.times.insert(position, ts)
             self.items.insert(position, item)
+            self._synced = min(self._synced, position)
         else:
             self.times.append(ts)
             self.items.append(item)
         if len(self.times) > HARD_LIMIT + HARD_LIMIT // 16:
+            self._dropped(len(self.times) - HARD_LIMIT)
             del self.times[:-HARD_LIMIT]
             del self.items[:-HARD_LIMIT]
 
@@ -58,6 +88,23 @@ class TimedLog:
             for ts, item in zip(times, items, strict=True):
                 self.add(ts, item)
 
+    def columns(self, extract: Extract) -> Columns:
+        """The entries as numpy columns (``extract``: the same function for a log every time)."""
+        count = len(self.times)
+        mirror = self._mirror
+        if mirror is None or self._synced < count:
+            new = extract(self.times[self._synced:], self.items[self._synced:])
+            if mirror is None or self._first + count > len(mirror["time"]):
+                grown = {name: np.empty(max(2 * count, 64), column.dtype) for name, column in new.items()}
+                if mirror is not None:
+                    for name, column in grown.items():
+                        column[:self._synced] = mirror[name][self._first:self._first + self._synced]
+                mirror, self._mirror, self._first = grown, grown, 0
+            for name, column in new.items():
+                mirror[name][self._first + self._synced:self._first + count] = column
+            self._synced = count
+        return {name: column[self._first:self._first + count] for name, column in mirror.items()}
+
     def latest_at_or_before(self, ts: int) -> Any:
         position = bisect.bisect_right(self.times, ts)
         return self.items[position - 1] if position else None
@@ -66,6 +113,11 @@ class TimedLog:
         """(time, item) of the latest entry at or before ``ts``."""
         position = bisect.bisect_right(self.times, ts)
         return (self.times[position - 1], self.items[position - 1]) if position else None
+
+
+def latest_positions(times: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """Position of the latest entry at or before each of ``ts`` in sorted ``times`` (-1: none)."""
+    return np.searchsorted(times, ts, "right") - 1
 
 
 class Interval(NamedTuple):
@@ -93,6 +145,9 @@ class HostIndex:
     # (thread, model_id, iteration) → windows opened and not closed since (some may have been pruned): a begin
     # whose window has none open need not look through the log
     open_runs: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    # the texts keys of tensor entries → their id in tensor_columns (and back: tensor_key)
+    tensor_ids: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    tensor_keys: list[tuple[Any, ...]] = field(default_factory=list)
 
     @staticmethod
     def _log(table: dict[int, TimedLog], thread: int) -> TimedLog:
@@ -117,6 +172,7 @@ class HostIndex:
         log = self._log(self.tensors, thread)
         if log.times and log.times[-1] == ts and int(log.items[-1][0]["op_name"]) == int(record["op_name"]):
             log.items[-1].append(record)
+            log.touched(-1)
         else:
             log.add(ts, [record])
 
@@ -134,6 +190,8 @@ class HostIndex:
             last = log.items[-1] if log.items else None
             for record in group:
                 if last is not None and last[0]["ts_ns"] == record["ts_ns"] and last[0]["op_name"] == record["op_name"]:
+                    if not entries:
+                        log.touched(-1)
                     last.append(record)
                 else:
                     last = [record]
@@ -148,9 +206,11 @@ class HostIndex:
         key = (thread, model_id, iteration)
         if key in self.open_runs:
             # begin and end of one ModelExecute share (model, iteration): the second closes the window
-            for window in reversed(log.items):
+            for position in range(len(log.items) - 1, -1, -1):
+                window = log.items[position]
                 if window[0] == model_id and window[1] == iteration and window[2] is None:
                     window[2] = ts
+                    log.touched(position)
                     self._opened(key, -1)
                     return
             del self.open_runs[key]  # those windows were pruned
@@ -205,6 +265,46 @@ class HostIndex:
             return None
         record = log.items[at - 1]
         return record if record["op_name"] == op_name and record["ts_ns"] >= since else None
+
+    # Each kind's entries as numpy columns, for lookups a window of tasks at a time (empty: no entry on the thread).
+    def api_columns(self, thread: int) -> Columns:
+        return _columns(self.node_apis, thread, _api_columns)
+
+    def node_columns(self, thread: int) -> Columns:
+        return _columns(self.node_basic, thread, _node_columns)
+
+    def tensor_columns(self, thread: int) -> Columns:
+        return _columns(self.tensors, thread, self._tensor_columns)
+
+    def context_columns(self, thread: int) -> Columns:
+        return _columns(self.contexts, thread, _context_columns)
+
+    def model_columns(self, thread: int) -> Columns:
+        return _columns(self.model_runs, thread, _model_columns)
+
+    def _tensor_columns(self, times: list[int], entries: list[list[Any]]) -> Columns:
+        """Tensor entries' time, op name and texts key id (tensor_key: the id → key of their tensor_info records)."""
+        ids = self.tensor_ids
+        keys = [tuple(record["texts_key"] for record in entry) for entry in entries]
+        return {"time": np.array(times, np.int64), "op_name": np.array([entry[0]["op_name"] for entry in entries],
+                                                                       np.uint64),
+                "key": np.array([ids.setdefault(key, len(ids)) for key in keys], np.int64)}
+
+    def tensor_key(self, key_id: int) -> tuple[Any, ...]:
+        """The texts key (the tensor_info records' ``texts_key`` values) of a tensor entry's key id."""
+        if len(self.tensor_keys) != len(self.tensor_ids):
+            self.tensor_keys = list(self.tensor_ids)
+        return self.tensor_keys[key_id]
+
+    def forget_tensor_keys(self, limit: int) -> bool:
+        """Past ``limit`` key ids, start them again (every tensor log converted anew); whether it did."""
+        if len(self.tensor_ids) <= limit:
+            return False
+        self.tensor_ids.clear()
+        self.tensor_keys.clear()
+        for log in self.tensors.values():
+            log.touched(0)
+        return True
 
     def prune_before(self, ts: int) -> None:
         for table in (self.node_apis, self.node_basic, self.tensors, self.contexts, self.model_runs):
@@ -278,8 +378,93 @@ class HostBatches:
         self.last[(device, stream)] = (flip, batch, task)
         return batch
 
+    def stream_window(self, device: int, stream: int, ts: np.ndarray, tasks: np.ndarray, is_flip: np.ndarray,
+                      numbers: np.ndarray) -> np.ndarray | None:
+        """:meth:`add_flip` of the FLIP tasks and :meth:`batch_of` of the others, in turn, for a window of one
+        (device, stream)'s task_tracks (``numbers``: their batchId) at once; the batch ids of the others, or None
+        (nothing done) when the window's times go back or start before the stream's last flip."""
+        log = self.flips.flips.get((device, stream))
+        if len(ts) > 1 and bool((ts[1:] < ts[:-1]).any()) or log is not None and log.times and ts[0] < log.times[-1]:
+            return None
+        tasks = tasks[~is_flip]
+        flips_before = np.cumsum(is_flip)[~is_flip]  # the window's flips before each task
+        flip = np.zeros(len(tasks), np.int64)
+        if log is not None and log.times:
+            columns = log.columns(flip_columns)
+            at = latest_positions(columns["time"], ts[~is_flip])
+            flip = np.where(at >= 0, columns["flip"][np.maximum(at, 0)], 0)
+        window_flips = numbers[is_flip].astype(np.int64)
+        if len(window_flips):
+            flip = np.where(flips_before > 0, window_flips[np.maximum(flips_before - 1, 0)], flip)
+            self.flips.flips.setdefault((device, stream), TimedLog()).add_many(
+                ts[is_flip].tolist(), window_flips.tolist())
+        if not len(tasks):
+            return np.zeros(0, np.int64)
+        batches = _wrapped_batches(flip, tasks.astype(np.int64), self.last.get((device, stream)))
+        self.last[(device, stream)] = (int(flip[-1]), int(batches[-1]), int(tasks[-1]))
+        return batches
+
     def prune_before(self, ts: int) -> None:
         self.flips.prune_before(ts)
+
+
+def _wrapped_batches(flip: np.ndarray, tasks: np.ndarray, last: tuple[int, int, int] | None) -> np.ndarray:
+    """HostBatches.batch_of's rule over a stream's tasks in turn, given each one's flip number: within a run of
+    one flip number, a task id more than TASK_ID_HALF below the one before it starts the next batch."""
+    previous_flip = np.empty_like(flip)
+    previous_task = np.empty_like(tasks)
+    previous_flip[1:], previous_task[1:] = flip[:-1], tasks[:-1]
+    if last is None:
+        previous_flip[0], previous_task[0] = flip[0] - 1, 0  # the first task starts a run
+    else:
+        previous_flip[0], previous_task[0] = last[0], last[2]
+    continued = flip == previous_flip
+    wraps = np.cumsum(continued & (tasks + TASK_ID_HALF < previous_task))
+    run_start = np.maximum.accumulate(np.where(continued, -1, np.arange(len(flip))))
+    start = np.maximum(run_start, 0)
+    first_run = last[1] + wraps if last is not None else wraps  # (a first run continuing ``last``)
+    return np.where(run_start >= 0, flip[start] + wraps - wraps[start], first_run)
+
+
+OPEN_END = np.iinfo(np.int64).max  # model_columns' end of a window still open
+
+
+def _columns(table: dict[int, TimedLog], thread: int, extract: Extract) -> Columns:
+    log = table.get(thread)
+    if log is None:
+        log = TimedLog()
+    return log.columns(extract)
+
+
+def _api_columns(times: list[int], found: list[Interval]) -> Columns:
+    rows = np.array(found, np.dtype([("time", np.int64), ("end", np.int64), ("item", np.uint64),
+                                     ("connection", np.int64)])).reshape(-1)
+    return {name: np.ascontiguousarray(rows[name]) for name in rows.dtype.names or ()}
+
+
+NODE_FIELDS = ("op_name", "op_type", "task_type", "block_num", "op_state", "op_flag")
+
+
+def _node_columns(times: list[int], records: list[dict[str, Any]]) -> Columns:
+    columns = {"time": np.array(times, np.int64)}
+    for name in NODE_FIELDS:
+        columns[name] = np.array([record[name] for record in records],
+                                 np.uint64 if name in ("op_name", "op_type") else np.int64)
+    return columns
+
+
+def _context_columns(times: list[int], records: list[dict[str, Any]]) -> Columns:
+    return {"time": np.array(times, np.int64), "op_name": np.array([r["op_name"] for r in records], np.uint64)}
+
+
+def _model_columns(times: list[int], windows: list[list[Any]]) -> Columns:
+    return {"time": np.array(times, np.int64), "model": np.array([w[0] for w in windows], np.uint64),
+            "iteration": np.array([w[1] for w in windows], np.int64),
+            "end": np.array([OPEN_END if w[2] is None else w[2] for w in windows], np.int64)}
+
+
+def flip_columns(times: list[int], numbers: list[int]) -> Columns:
+    return {"time": np.array(times, np.int64), "flip": np.array(numbers, np.int64)}
 
 
 def _by_thread(threads: list[int], items: list[Any]) -> dict[int, list[Any]]:
