@@ -732,32 +732,43 @@ class AggregatorStage(Transform):
     def _meet_devices(self, keys: list[tuple[int, int, int, int]], tasks: list[DeviceTask],
                       bound: dict[int, Binding]) -> None:
         """_meet of each device task in turn (``bound``: rows on a static model's stream, _meet_static instead).
-        Tasks whose key no host task waits under and no other task holds go into device_ready at once: they
-        change nothing the others read."""
-        ready, waiting = self.device_ready, self.host_ready
-        if len(set(keys)) != len(keys) or not ready.keys().isdisjoint(keys):
-            self.slow_path["device task key repeated while waiting for its host task"] += len(keys)
-            for row, (key, task) in enumerate(zip(keys, tasks, strict=True)):
-                binding = bound.get(row)
-                if binding is not None:
-                    self._meet_static(task, binding)
-                else:
-                    self._meet(key, device=task)
-            return
+        The tasks no host task waits for go into device_ready first, in order: they change nothing the others
+        read. Tasks of a key with host tasks waiting that comes twice in the window: one at a time, in order."""
+        waiting = self.host_ready
         meeting = set(bound)
         if waiting and not waiting.keys().isdisjoint(keys):
-            meeting.update(row for row, key in enumerate(keys) if key in waiting)
-        if not meeting:
-            ready.update(zip(keys, map(deque, zip(tasks)), strict=True))
-            return
-        ready.update((key, deque((task,))) for row, (key, task) in enumerate(zip(keys, tasks, strict=True))
-                     if row not in meeting)
+            hits = [row for row, key in enumerate(keys) if key in waiting]
+            if len(set(keys)) < len(keys) and _repeated(keys, hits):
+                self.slow_path["device task key repeated while its host tasks wait"] += len(keys)
+                for row, (key, task) in enumerate(zip(keys, tasks, strict=True)):
+                    binding = bound.get(row)
+                    if binding is not None:
+                        self._meet_static(task, binding)
+                    else:
+                        self._meet(key, device=task)
+                return
+            meeting.update(hits)
+        self._wait_for_hosts(keys, tasks, meeting)
         for row in sorted(meeting):
             binding = bound.get(row)
             if binding is not None:
                 self._meet_static(tasks[row], binding)
             else:
                 self._matched(take(waiting, keys[row]), tasks[row])
+
+    def _wait_for_hosts(self, keys: list[tuple[int, int, int, int]], tasks: list[DeviceTask],
+                        leave: set[int]) -> None:
+        """Device tasks (but the rows in ``leave``) into device_ready, in order: at once where their keys are new
+        and distinct."""
+        ready = self.device_ready
+        if leave:
+            keys = [key for row, key in enumerate(keys) if row not in leave]
+            tasks = [task for row, task in enumerate(tasks) if row not in leave]
+        if len(set(keys)) == len(keys) and ready.keys().isdisjoint(keys):
+            ready.update(zip(keys, map(deque, zip(tasks)), strict=True))
+            return
+        for key, task in zip(keys, tasks, strict=True):
+            put(ready, key, task)
 
     def _resolve_v6(self, rows: DeviceRows) -> None:
         """Chip-v6 device tasks, one at a time: each takes its stream from the host task_track that named its 32-bit
@@ -1207,6 +1218,12 @@ def _stream_groups(devices: np.ndarray, streams: np.ndarray) -> list[tuple[tuple
         return [((int(devices[0]), int(streams[0])), slice(None))] if len(codes) else []
     found, inverse = np.unique(codes, return_inverse=True)
     return [((code >> 32, code & STREAM_BITS), inverse == at) for at, code in enumerate(found.tolist())]
+
+
+def _repeated(keys: list[Any], rows: list[int]) -> bool:
+    """Whether the key of one of ``rows`` comes more than once in ``keys``."""
+    counts = Counter(keys)
+    return any(counts[keys[row]] > 1 for row in rows)
 
 
 def _by_device(devices: np.ndarray, value: Callable[[int], int]) -> np.ndarray:
