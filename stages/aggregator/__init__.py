@@ -884,10 +884,14 @@ class AggregatorStage(Transform):
 
     def _meet(self, key: tuple[int, int, int, int], host: HostTask | None = None,
               device: DeviceTask | None = None) -> None:
+        """A host or a device task meets the oldest partner waiting under its key, or waits there itself."""
         if host is not None:
-            partner = take(self.device_ready, key)
-            if partner is not None:
-                self._matched(host, partner)
+            partner = self.device_ready.get(key)
+            if partner:
+                found = partner.popleft()
+                if not partner:
+                    del self.device_ready[key]
+                self._matched(host, found)
             else:
                 put(self.host_ready, key, host)
         elif device is not None:
@@ -899,16 +903,16 @@ class AggregatorStage(Transform):
 
     def _meet_hosts(self, keys: Iterable[tuple[int, int, int, int]], tasks: Iterable[HostTask]) -> None:
         """_meet of each host task in turn (``keys``: theirs, in the same order)."""
-        ready, waiting, matched = self.device_ready, self.host_ready, self._matched
+        ready = self.device_ready
         for key, host in zip(keys, tasks, strict=True):
             partner = ready.get(key)
             if partner:
                 device = partner.popleft()
                 if not partner:
                     del ready[key]
-                matched(host, device)
+                self._matched(host, device)
             else:
-                put(waiting, key, host)
+                put(self.host_ready, key, host)
 
     def _matched(self, host: HostTask, device: DeviceTask) -> None:
         """A joined task waits for its PMU; an FFTS+ task is split into its contexts first (contexts.py)."""
