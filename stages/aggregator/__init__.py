@@ -771,24 +771,36 @@ class AggregatorStage(Transform):
             put(ready, key, task)
 
     def _resolve_v6(self, rows: DeviceRows) -> None:
-        """Chip-v6 device tasks, one at a time: each takes its stream from the host task_track that named its 32-bit
-        id; one whose id no resolved host task_track has named yet is parked by it (_resolve_parked)."""
-        self.slow_path["chip v6 task id"] += len(rows)
+        """Chip-v6 device tasks in order: each takes its stream from the host task_track that named its 32-bit id,
+        then they meet their host tasks together (_meet_devices); one whose id no resolved host task_track has named
+        yet is parked by it (_resolve_parked: one at a time)."""
+        named: list[DeviceTask] = []
+        parked_tasks = self.parked
         for device, task_id, start, end in zip(rows.devices.tolist(), rows.tasks.tolist(), rows.starts.tolist(),
                                                rows.ends.tolist(), strict=True):
             task = DeviceTask(device, UNRESOLVED_STREAM, task_id, 0, start, end)
             key = (device, task_id)
-            parked = self.parked.get(key)
+            parked = parked_tasks.get(key)
             stream = None if parked else self._unique_stream(device, task_id)
-            if stream is None:
-                if parked is None:
-                    self.parked[key] = deque((task,))
-                    self._resolve_parked((key,))
-                else:
-                    parked.append(task)  # behind the earlier ones of its id
+            if stream is not None:
+                task.stream = stream
+                named.append(task)
                 continue
-            task.stream = stream
-            self._meet_device(task)
+            self.slow_path["chip v6 task id no host task has named yet"] += 1
+            if parked is None:
+                parked_tasks[key] = deque((task,))
+                self._resolve_parked((key,))
+            else:
+                parked.append(task)  # behind the earlier ones of its id
+        bound: dict[int, Binding] = {}
+        bindings = self.static.bindings
+        for row, task in enumerate(named):
+            if bindings.get((task.device, task.stream)):
+                self.slow_path["static model"] += 1
+                binding = self.static.binding_at(task.device, task.stream, task.start)
+                if binding is not None:
+                    bound[row] = binding
+        self._meet_devices([(task.device, task.stream, task.task, 0) for task in named], named, bound)
 
     def _meet_device(self, task: DeviceTask) -> None:
         """One device task meets its host task, or its static model's registration on a bound stream."""

@@ -129,3 +129,48 @@ def test_device_tasks_by_columns_equal_the_per_task_rule(
     assert len(columns.pending_device) == len(pending)
     assert {k: list(log.times) for k, log in columns.flips.flips.items()} == \
         {k: list(log.times) for k, log in rule.flips.flips.items()}
+
+
+def _v6_rule(agg: AggregatorStage, tasks: list[DeviceTask]) -> None:
+    """The per-task rule of chip-v6 tasks: each takes its stream from the host task_track that named its id, or is
+    parked by it."""
+    for task in tasks:
+        key = (task.device, task.task)
+        parked = agg.parked.get(key)
+        stream = None if parked else agg._unique_stream(task.device, task.task)
+        if stream is None:
+            if parked is None:
+                agg.parked[key] = deque((task,))
+                agg._resolve_parked((key,))
+            else:
+                parked.append(task)
+            continue
+        task.stream = stream
+        agg._meet_device(task)
+
+
+@settings(max_examples=150, deadline=None)
+@given(chunk=st.lists(st.tuples(DEVICE, TASK, TIME, st.integers(0, 5)), min_size=1, max_size=12),
+       launched=st.dictionaries(st.tuples(DEVICE, TASK), STREAM, max_size=6),
+       registered=st.dictionaries(st.tuples(DEVICE, TASK), STREAM, max_size=3),
+       hosts=st.lists(KEY.map(lambda key: (*key[:3], 0)), max_size=8), devices=st.lists(KEY, max_size=3),
+       bindings=st.lists(st.tuples(DEVICE, STREAM, TASK, TIME), max_size=2), finishing=st.booleans())
+def test_chip_v6_device_tasks_together_equal_the_per_task_rule(
+        chunk: list[tuple[int, int, int, int]], launched: dict[tuple[int, int], int],
+        registered: dict[tuple[int, int], int], hosts: list[tuple[int, int, int, int]],
+        devices: list[tuple[int, int, int, int]], bindings: list[tuple[int, int, int, int]], finishing: bool) -> None:
+    columns, rule = _stage((1, 1), (None, None), finishing), _stage((1, 1), (None, None), finishing)
+    for agg in (columns, rule):
+        _setup(agg, hosts, devices, bindings)
+        agg.launched_streams.update(launched)
+        agg.registered_streams.update(registered)
+    unresolved = [(device, aggregator.UNRESOLVED_STREAM, task, start, length) for device, task, start, length in chunk]
+    columns.pending_device.add(_rows(unresolved))
+    columns._resolve_device()
+    _v6_rule(rule, [DeviceTask(device, stream, task, 0, start, start + length)
+                    for device, stream, task, start, length in unresolved])
+    assert _state(columns) == _state(rule)
+    assert not columns.pending_device
+    assert {key: [(t.start, t.end) for t in queue] for key, queue in columns.parked.items()} == \
+        {key: [(t.start, t.end) for t in queue] for key, queue in rule.parked.items()}
+    assert columns.launched_streams == rule.launched_streams
