@@ -776,6 +776,7 @@ class AggregatorStage(Transform):
         yet is parked by it (_resolve_parked: one at a time)."""
         named: list[DeviceTask] = []
         parked_tasks = self.parked
+        track_low = self._track_low()
         for device, task_id, start, end in zip(rows.devices.tolist(), rows.tasks.tolist(), rows.starts.tolist(),
                                                rows.ends.tolist(), strict=True):
             task = DeviceTask(device, UNRESOLVED_STREAM, task_id, 0, start, end)
@@ -789,7 +790,7 @@ class AggregatorStage(Transform):
             self.slow_path["chip v6 task id no host task has named yet"] += 1
             if parked is None:
                 parked_tasks[key] = deque((task,))
-                self._resolve_parked((key,))
+                self._resolve_parked((key,), track_low)
             else:
                 parked.append(task)  # behind the earlier ones of its id
         bound: dict[int, Binding] = {}
@@ -810,17 +811,17 @@ class AggregatorStage(Transform):
         else:
             self._meet((task.device, task.stream, task.task, task.batch), device=task)
 
-    def _resolve_parked(self, keys: Iterable[tuple[int, int]] | None = None) -> None:
+    def _resolve_parked(self, keys: Iterable[tuple[int, int]] | None = None, track_low: int | None = None) -> None:
         """Parked chip-v6 tasks, oldest first per task id: each takes its stream once a resolved host task_track
         names it; with none, it is rejected once no host task_track up to its start can still name it (the host
         launches a task before the device starts it), or when the aggregator gives up. ``keys``: those to look
         at (default: the ids a host task has named since, and the oldest parked ids the task_track streams have
-        passed)."""
+        passed); ``track_low``: _track_low, when the caller has it."""
         if not self.parked:
             self.parked_named.clear()
             return
-        marks = [mark for stream, mark in self.watermarks.items() if "task_track" in stream]
-        track_low = min(marks, default=-1)
+        if track_low is None:
+            track_low = self._track_low()
         if keys is None:
             named, self.parked_named = self.parked_named, set()
             every = self._give_up(self._host_held())
@@ -851,6 +852,10 @@ class AggregatorStage(Transform):
                 self._meet_device(task)
             if not queue:
                 del self.parked[key]
+
+    def _track_low(self) -> int:
+        """The oldest watermark of the host's task_track streams (-1 while none has arrived)."""
+        return min((mark for stream, mark in self.watermarks.items() if "task_track" in stream), default=-1)
 
     def _pending_v6_ids(self) -> dict[tuple[int, int], int]:
         """(device, 32-bit task id) of the host task_tracks still being described → the time of the first."""
