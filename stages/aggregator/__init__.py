@@ -101,6 +101,7 @@ FFTS_TASK_SPAN = "FFTS+ task spans (their contexts make the rows, as in msprof)"
 PMU_AT = schema.TASK_COLUMNS.index("pmu")
 OP_STATES = {0: "static", 1: "dynamic"}  # node_basic_info op_state
 NO_FLIPS_MARK = np.iinfo(np.int64).max  # the flip watermark of a device that writes no flips (the 310)
+STREAM_BITS = 0xFFFFFFFF  # a (device, stream) code's stream part (_stream_codes)
 
 
 @dataclass(slots=True)
@@ -687,9 +688,12 @@ class AggregatorStage(Transform):
     def _flip_mark(self, device: int) -> int:
         """How far a device's flips are in: its ts_track stream's watermark (the 310's TS stream has no flips:
         msprof's 310 reader has no tag 14)."""
-        if self.devices.get(device, {}).get("platform", 1) == 0:
+        if not self._writes_flips(device):
             return NO_FLIPS_MARK
         return self.watermarks.get(f"ts_track.data.{device}", -1)
+
+    def _writes_flips(self, device: int) -> bool:
+        return bool(self.devices.get(device, {}).get("platform", 1) != 0)
 
     def _resolve_rows(self, rows: DeviceRows) -> None:
         """Device tasks whose flips are in, in order: batch ids from the flips, a (device, stream) at a time; then
@@ -710,7 +714,7 @@ class AggregatorStage(Transform):
         """Batch ids of the ``chosen`` rows of (device, stream): the number of the last flip at or before each
         start (FlipLog.batch_of), 0 before the first."""
         log = self.flips.flips.get((device, stream))
-        if log is None or not log.times or self._flip_mark(device) == NO_FLIPS_MARK:
+        if log is None or not log.times or not self._writes_flips(device):
             return
         at = np.searchsorted(np.array(log.times, np.int64), starts[chosen], side="right")
         numbers = np.array(log.items, np.int64)
@@ -758,8 +762,8 @@ class AggregatorStage(Transform):
 
     def _wait_for_hosts(self, keys: list[tuple[int, int, int, int]], tasks: list[DeviceTask],
                         leave: set[int]) -> None:
-        """Device tasks (but the rows in ``leave``) into device_ready, in order: at once where their keys are new
-        and distinct."""
+        """Device tasks, except the rows in ``leave``, into device_ready in order: all at once where their keys are
+        new and distinct."""
         ready = self.device_ready
         if leave:
             keys = [key for row, key in enumerate(keys) if row not in leave]
@@ -1222,9 +1226,6 @@ class AggregatorStage(Transform):
                 "subscribed_ops": self.subscribed.count, "joins_given_up": dict(self.gave_up),
                 "slow_path_rows": sum(self.slow_path.values()), "slow_paths": dict(self.slow_path),
                 **self.part.accounting()}
-
-
-STREAM_BITS = 0xFFFFFFFF
 
 
 def _stream_codes(devices: np.ndarray, streams: np.ndarray) -> np.ndarray:

@@ -22,7 +22,7 @@ UNRESOLVED_STREAM = -1  # a chip-v6 task log names its task by a 32-bit id only:
 MANY_WAITING = 4096  # starts waiting under more keys than this: the whole chunk is paired one log at a time
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DeviceRows:
     """Device tasks as int64 columns, in the order of their end logs. A chunk's streams are all real or all
     UNRESOLVED_STREAM (chip-v6 logs: the host task_track names the stream)."""
