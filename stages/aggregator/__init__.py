@@ -394,6 +394,9 @@ class AggregatorStage(Transform):
             streams, tasks = arr["stream_id"], arr["task_id"]
         paired = pair_logs(arr["device_id"], streams, tasks, arr["state"], arr["ts_ns"], self.starts)
         self.pending_device.add(paired.rows)
+        if paired.one_by_one:
+            self.slow_path["task logs paired one at a time (a start from an earlier chunk, or out of turn)"] += \
+                paired.one_by_one
         if paired.unpaired_ends:
             self.ctx.reject("task end log without a start", paired.unpaired_ends)
         if paired.other_states:

@@ -4,6 +4,7 @@ arrival order. A start waits in ``starts`` until its end comes; an end with no s
 A chunk's logs are paired in numpy, key by key: a key whose logs in the chunk go start, end, start, end … and
 that has no start waiting from before pairs each end with the start just before it. Other keys (a start waiting
 from an earlier chunk, two starts in a row, an end first) are paired one log at a time, as the rule says.
+The tasks wait as chunks of columns (PendingDevice) until their batch ids can be known.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ class Paired:
     rows: DeviceRows
     unpaired_ends: int  # end logs with no start waiting
     other_states: int  # logs neither start nor end
+    one_by_one: int = 0  # logs paired one at a time
 
 
 def pair_logs(devices: np.ndarray, streams: np.ndarray, tasks: np.ndarray, states: np.ndarray,
@@ -122,8 +124,9 @@ def pair_logs(devices: np.ndarray, streams: np.ndarray, tasks: np.ndarray, state
     for at in np.flatnonzero(~odd & is_start[last]).tolist():
         position = int(where[last[at]])
         put(starts, _key(devices, streams, tasks, position), int(times[position]))
-    unpaired = 0
+    unpaired = one_by_one = 0
     for at in np.flatnonzero(odd).tolist():
+        one_by_one += int(last[at] - heads[at]) + 1
         found_ends, found_starts, missing = _pair_one_by_one(
             where[heads[at]:last[at] + 1], states, times, starts, _key(devices, streams, tasks, int(where[heads[at]])))
         end_positions.append(found_ends)
@@ -134,7 +137,7 @@ def pair_logs(devices: np.ndarray, streams: np.ndarray, tasks: np.ndarray, state
     ends, paired_starts = ends[in_order], np.concatenate(start_times)[in_order]
     rows = DeviceRows(devices[ends].astype(np.int64), streams[ends].astype(np.int64), tasks[ends].astype(np.int64),
                       paired_starts.astype(np.int64), times[ends].astype(np.int64))
-    return Paired(rows, unpaired, other_states)
+    return Paired(rows, unpaired, other_states, one_by_one)
 
 
 def _codes(devices: np.ndarray, streams: np.ndarray, tasks: np.ndarray) -> np.ndarray:
