@@ -11,7 +11,6 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -38,8 +37,8 @@ from stages.aggregator.extras import (
     extra_columns,
     l2_configured,
 )
-from stages.aggregator.join import FlipLog, HostBatches, HostIndex, Interval, intervals
-from stages.aggregator.logs import pair_logs
+from stages.aggregator.join import FlipLog, HostBatches, HostIndex, Interval, TimedLog, intervals
+from stages.aggregator.logs import UNRESOLVED_STREAM, DeviceRows, PendingDevice, pair_logs
 from stages.aggregator.metrics import pmu_columns
 from stages.aggregator.partition import PartitionRole
 from stages.aggregator.pmu_batch import pmu_batch
@@ -102,7 +101,8 @@ LIST_ROW_KINDS = ROW_KINDS[1:]  # held as row lists (API rows: as columns)
 FFTS_TASK_SPAN = "FFTS+ task spans (their contexts make the rows, as in msprof)"
 PMU_AT = schema.TASK_COLUMNS.index("pmu")
 OP_STATES = {0: "static", 1: "dynamic"}  # node_basic_info op_state
-UNRESOLVED_STREAM = -1  # a chip-v6 task log names its task by a 32-bit id only: the host task_track has the stream
+NO_FLIPS_MARK = np.iinfo(np.int64).max  # the flip watermark of a device that writes no flips (the 310)
+STREAM_BITS = 0xFFFFFFFF  # a (device, stream) code's stream part (_stream_codes)
 
 
 @dataclass(slots=True)
@@ -231,7 +231,7 @@ class AggregatorStage(Transform):
         self.pending_host = HostQueue()
         self.text_rows: dict[bytes, tuple[str, ...]] = {}  # a task description's inputs (_text_inputs) → its texts
         self.text_rows_of = (-1, -1)  # (hash_dic, type_info) sizes text_rows holds for
-        self.pending_device: deque[DeviceTask] = deque()
+        self.pending_device = PendingDevice()  # device tasks waiting for their flips, as columns
         self.starts: dict[tuple[int, int, int], deque[int]] = {}
         self.pmu: dict[tuple[int, int, int, int], deque[Any]] = {}  # (device, stream, task, context)
         self.host_ready: dict[tuple[int, int, int, int], deque[HostTask]] = {}
@@ -359,9 +359,20 @@ class AggregatorStage(Transform):
             self.extras.add_freq(arr, {d: int(f.get("platform", 1)) for d, f in self.devices.items()})
             self._freq_rows(arr)
         elif kind == "flip":
-            for record in arr:
-                self.flips.add(int(record["device_id"]), int(record["stream_id"]), int(record["ts_ns"]),
-                               int(record["flip_num"]))
+            self._add_flips(arr)
+
+    def _add_flips(self, arr: np.ndarray) -> None:
+        """Tag-14 flips into the FlipLog, a (device, stream) at a time, each in arrival order."""
+        if not len(arr):
+            return
+        codes = _stream_codes(arr["device_id"], arr["stream_id"])
+        order = np.argsort(codes, kind="stable")
+        found, firsts, counts = np.unique(codes[order], return_index=True, return_counts=True)
+        times, numbers = arr["ts_ns"][order].tolist(), arr["flip_num"][order].tolist()
+        for code, first, count in sorted(zip(found.tolist(), firsts.tolist(), counts.tolist(), strict=True),
+                                         key=lambda group: int(order[group[1]])):  # in order of their first flip
+            log = self.flips.flips.setdefault((code >> 32, code & STREAM_BITS), TimedLog())
+            log.add_many(times[first:first + count], numbers[first:first + count])
 
     def _queue_pmu(self, arr: np.ndarray) -> None:
         """PMU records queued by (device, stream, task, context) as references into their chunk: the values stay in
@@ -385,8 +396,10 @@ class AggregatorStage(Transform):
         else:
             streams, tasks = arr["stream_id"], arr["task_id"]
         paired = pair_logs(arr["device_id"], streams, tasks, arr["state"], arr["ts_ns"], self.starts)
-        self.pending_device.extend(map(DeviceTask, paired.devices, paired.streams, paired.tasks,
-                                       repeat(0, len(paired.ends)), paired.starts, paired.ends))
+        self.pending_device.add(paired.rows)
+        if paired.one_by_one:
+            self.slow_path["task logs paired one at a time (a start from an earlier chunk, or out of turn)"] += \
+                paired.one_by_one
         if paired.unpaired_ends:
             self.ctx.reject("task end log without a start", paired.unpaired_ends)
         if paired.other_states:
@@ -884,52 +897,180 @@ class AggregatorStage(Transform):
                 "model_id": model[0] if model else schema.MODEL_ID_NONE, "iteration": model[1] if model else 0}
 
     def _resolve_device(self) -> None:
-        """Device tasks in order; each waits for its flips (its batch id) until its device's ts_track stream has
-        passed its start (the 310 writes no flips). A chip-v6 task whose stream no resolved host task_track has
-        named yet is parked by its task id (_resolve_parked), the others go on."""
+        """Device tasks in order, a chunk of columns at a time; each waits for its flips (its batch id) until its
+        device's ts_track stream has passed its start (the 310 writes no flips). Chip-v6 tasks go one at a time
+        (_resolve_v6)."""
         self._resolve_parked()
-        while self.pending_device:
-            task = self.pending_device[0]
-            facts = self.devices.get(task.device, {})
-            give_up = self._give_up(len(self.pending_device))
-            if task.stream == UNRESOLVED_STREAM:  # chip v6: 32-bit task ids, no flips
-                key = (task.device, task.task)
-                parked = self.parked.get(key)
-                stream = None if parked else self._unique_stream(task.device, task.task)
-                if stream is None:
-                    self.pending_device.popleft()
-                    if parked is None:
-                        self.parked[key] = deque((task,))
-                        self._resolve_parked((key,))
-                    else:
-                        parked.append(task)  # behind the earlier ones of its id
-                    continue
-                task.stream = stream
-            elif facts.get("platform", 1) != 0:  # the 310's TS stream has no flips (msprof's 310 reader has no tag 14)
-                flip_stream = f"ts_track.data.{task.device}"
-                if self.watermarks.get(flip_stream, -1) < task.start:
-                    if not give_up:
-                        return
-                    self._gave_up("device task waiting for the flips before it (ts_track)")
-                task.batch = self.flips.batch_of(task.device, task.stream, task.start)
-            self.pending_device.popleft()
-            binding = self.static.binding_at(task.device, task.stream, task.start)
-            if binding is not None:
-                self._meet_static(task, binding)
-            else:
-                self._meet((task.device, task.stream, task.task, task.batch), device=task)
+        pending = self.pending_device
+        while pending:
+            rows = pending.head()
+            if rows.unresolved:
+                pending.pop(len(rows))
+                self._resolve_v6(rows)
+                continue
+            ready = self._flips_in(rows, len(pending))
+            if ready:
+                pending.pop(ready)
+                self._resolve_rows(rows.part(0, ready))
+            if ready < len(rows):
+                return
 
-    def _resolve_parked(self, keys: Iterable[tuple[int, int]] | None = None) -> None:
+    def _flips_in(self, rows: DeviceRows, waiting: int) -> int:
+        """How many of ``rows`` (the oldest of ``waiting`` device tasks) go on, up to the first that waits for its
+        flips: a task waits until its device's ts_track stream has passed its start, unless it gives up (counted;
+        see _give_up, the queue shrinking by one per task that goes on)."""
+        marks = _by_device(rows.devices, self._flip_mark)
+        late = marks < rows.starts
+        if not late.any() or self.finishing:
+            return len(rows)
+        gives_up = waiting - np.arange(len(rows)) > MAX_PENDING
+        waits = np.flatnonzero(late & ~gives_up)
+        ready = int(waits[0]) if len(waits) else len(rows)
+        for _ in range(int(np.count_nonzero(late[:ready]))):
+            self._gave_up("device task waiting for the flips before it (ts_track)")
+        return ready
+
+    def _flip_mark(self, device: int) -> int:
+        """How far a device's flips are in: its ts_track stream's watermark (the 310's TS stream has no flips:
+        msprof's 310 reader has no tag 14)."""
+        if not self._writes_flips(device):
+            return NO_FLIPS_MARK
+        return self.watermarks.get(f"ts_track.data.{device}", -1)
+
+    def _writes_flips(self, device: int) -> bool:
+        return bool(self.devices.get(device, {}).get("platform", 1) != 0)
+
+    def _resolve_rows(self, rows: DeviceRows) -> None:
+        """Device tasks whose flips are in, in order: batch ids from the flips, a (device, stream) at a time; then
+        each meets its host task, or its static model's registration on a bound stream."""
+        batches = np.zeros(len(rows), np.int64)
+        bound: dict[int, Binding] = {}
+        if self.flips.flips or self.static.bindings:
+            for (device, stream), chosen in _stream_groups(rows.devices, rows.streams):
+                self._flip_batches(device, stream, rows.starts, chosen, batches)
+                self._bind_rows(device, stream, rows.starts, chosen, bound)
+        devices, streams, tasks = rows.devices.tolist(), rows.streams.tolist(), rows.tasks.tolist()
+        batch_ids = batches.tolist()
+        found = list(map(DeviceTask, devices, streams, tasks, batch_ids, rows.starts.tolist(), rows.ends.tolist()))
+        self._meet_devices(list(zip(devices, streams, tasks, batch_ids, strict=True)), found, bound)
+
+    def _flip_batches(self, device: int, stream: int, starts: np.ndarray, chosen: slice | np.ndarray,
+                      batches: np.ndarray) -> None:
+        """Batch ids of the ``chosen`` rows of (device, stream): the number of the last flip at or before each
+        start (FlipLog.batch_of), 0 before the first."""
+        log = self.flips.flips.get((device, stream))
+        if log is None or not log.times or not self._writes_flips(device):
+            return
+        at = np.searchsorted(np.array(log.times, np.int64), starts[chosen], side="right")
+        numbers = np.array(log.items, np.int64)
+        batches[chosen] = np.where(at > 0, numbers[at - 1], 0)
+
+    def _bind_rows(self, device: int, stream: int, starts: np.ndarray, chosen: slice | np.ndarray,
+                   bound: dict[int, Binding]) -> None:
+        """The static model that owned (device, stream) at each ``chosen`` row's start, into ``bound`` (row → its
+        binding); one task at a time, on a stream that a static model has owned."""
+        if not self.static.bindings.get((device, stream)):
+            return
+        rows = np.arange(len(starts))[chosen]
+        self.slow_path["static model"] += len(rows)
+        for row, start in zip(rows.tolist(), starts[rows].tolist(), strict=True):
+            binding = self.static.binding_at(device, stream, start)
+            if binding is not None:
+                bound[row] = binding
+
+    def _meet_devices(self, keys: list[tuple[int, int, int, int]], tasks: list[DeviceTask],
+                      bound: dict[int, Binding]) -> None:
+        """_meet of each device task in turn (``bound``: rows on a static model's stream, _meet_static instead).
+        The tasks no host task waits for go into device_ready first, in order: they change nothing the others
+        read. Tasks of a key with host tasks waiting that comes twice in the window: one at a time, in order."""
+        waiting = self.host_ready
+        meeting = set(bound)
+        if waiting and not waiting.keys().isdisjoint(keys):
+            hits = [row for row, key in enumerate(keys) if key in waiting]
+            if len(set(keys)) < len(keys) and _repeated(keys, hits):
+                self.slow_path["device task key repeated while its host tasks wait"] += len(keys)
+                for row, (key, task) in enumerate(zip(keys, tasks, strict=True)):
+                    binding = bound.get(row)
+                    if binding is not None:
+                        self._meet_static(task, binding)
+                    else:
+                        self._meet(key, device=task)
+                return
+            meeting.update(hits)
+        self._wait_for_hosts(keys, tasks, meeting)
+        for row in sorted(meeting):
+            binding = bound.get(row)
+            if binding is not None:
+                self._meet_static(tasks[row], binding)
+            else:
+                self._matched(take(waiting, keys[row]), tasks[row])
+
+    def _wait_for_hosts(self, keys: list[tuple[int, int, int, int]], tasks: list[DeviceTask],
+                        leave: set[int]) -> None:
+        """Device tasks, except the rows in ``leave``, into device_ready in order: all at once where their keys are
+        new and distinct."""
+        ready = self.device_ready
+        if leave:
+            keys = [key for row, key in enumerate(keys) if row not in leave]
+            tasks = [task for row, task in enumerate(tasks) if row not in leave]
+        if len(set(keys)) == len(keys) and ready.keys().isdisjoint(keys):
+            ready.update(zip(keys, map(deque, zip(tasks)), strict=True))
+            return
+        for key, task in zip(keys, tasks, strict=True):
+            put(ready, key, task)
+
+    def _resolve_v6(self, rows: DeviceRows) -> None:
+        """Chip-v6 device tasks in order: each takes its stream from the host task_track that named its 32-bit id,
+        then they meet their host tasks together (_meet_devices); one whose id no resolved host task_track has named
+        yet is parked by it (_resolve_parked: one at a time)."""
+        named: list[DeviceTask] = []
+        parked_tasks = self.parked
+        track_low = self._track_low()
+        for device, task_id, start, end in zip(rows.devices.tolist(), rows.tasks.tolist(), rows.starts.tolist(),
+                                               rows.ends.tolist(), strict=True):
+            task = DeviceTask(device, UNRESOLVED_STREAM, task_id, 0, start, end)
+            key = (device, task_id)
+            parked = parked_tasks.get(key)
+            stream = None if parked else self._unique_stream(device, task_id)
+            if stream is not None:
+                task.stream = stream
+                named.append(task)
+                continue
+            self.slow_path["chip v6 task id no host task has named yet"] += 1
+            if parked is None:
+                parked_tasks[key] = deque((task,))
+                self._resolve_parked((key,), track_low)
+            else:
+                parked.append(task)  # behind the earlier ones of its id
+        bound: dict[int, Binding] = {}
+        bindings = self.static.bindings
+        for row, task in enumerate(named):
+            if bindings.get((task.device, task.stream)):
+                self.slow_path["static model"] += 1
+                binding = self.static.binding_at(task.device, task.stream, task.start)
+                if binding is not None:
+                    bound[row] = binding
+        self._meet_devices([(task.device, task.stream, task.task, 0) for task in named], named, bound)
+
+    def _meet_device(self, task: DeviceTask) -> None:
+        """One device task meets its host task, or its static model's registration on a bound stream."""
+        binding = self.static.binding_at(task.device, task.stream, task.start)
+        if binding is not None:
+            self._meet_static(task, binding)
+        else:
+            self._meet((task.device, task.stream, task.task, task.batch), device=task)
+
+    def _resolve_parked(self, keys: Iterable[tuple[int, int]] | None = None, track_low: int | None = None) -> None:
         """Parked chip-v6 tasks, oldest first per task id: each takes its stream once a resolved host task_track
         names it; with none, it is rejected once no host task_track up to its start can still name it (the host
         launches a task before the device starts it), or when the aggregator gives up. ``keys``: those to look
         at (default: the ids a host task has named since, and the oldest parked ids the task_track streams have
-        passed)."""
+        passed); ``track_low``: _track_low, when the caller has it."""
         if not self.parked:
             self.parked_named.clear()
             return
-        marks = [mark for stream, mark in self.watermarks.items() if "task_track" in stream]
-        track_low = min(marks, default=-1)
+        if track_low is None:
+            track_low = self._track_low()
         if keys is None:
             named, self.parked_named = self.parked_named, set()
             every = self._give_up(self._host_held())
@@ -957,13 +1098,13 @@ class AggregatorStage(Transform):
                     continue
                 queue.popleft()
                 task.stream = stream
-                binding = self.static.binding_at(task.device, task.stream, task.start)
-                if binding is not None:
-                    self._meet_static(task, binding)
-                else:
-                    self._meet((task.device, task.stream, task.task, task.batch), device=task)
+                self._meet_device(task)
             if not queue:
                 del self.parked[key]
+
+    def _track_low(self) -> int:
+        """The oldest watermark of the host's task_track streams (-1 while none has arrived)."""
+        return min((mark for stream, mark in self.watermarks.items() if "task_track" in stream), default=-1)
 
     def _pending_v6_ids(self) -> dict[tuple[int, int], int]:
         """(device, 32-bit task id) of the host task_tracks still being described → the time of the first."""
@@ -1012,10 +1153,14 @@ class AggregatorStage(Transform):
 
     def _meet(self, key: tuple[int, int, int, int], host: HostTask | None = None,
               device: DeviceTask | None = None) -> None:
+        """A host or a device task meets the oldest partner waiting under its key, or waits there itself."""
         if host is not None:
-            partner = take(self.device_ready, key)
-            if partner is not None:
-                self._matched(host, partner)
+            partner = self.device_ready.get(key)
+            if partner:
+                found = partner.popleft()
+                if not partner:
+                    del self.device_ready[key]
+                self._matched(host, found)
             else:
                 put(self.host_ready, key, host)
         elif device is not None:
@@ -1025,6 +1170,19 @@ class AggregatorStage(Transform):
             else:
                 put(self.device_ready, key, device)
 
+    def _meet_hosts(self, keys: Iterable[tuple[int, int, int, int]], tasks: Iterable[HostTask]) -> None:
+        """_meet of each host task in turn (``keys``: theirs, in the same order)."""
+        ready = self.device_ready
+        for key, host in zip(keys, tasks, strict=True):
+            partner = ready.get(key)
+            if partner:
+                device = partner.popleft()
+                if not partner:
+                    del ready[key]
+                self._matched(host, device)
+            else:
+                put(self.host_ready, key, host)
+
     def _matched(self, host: HostTask, device: DeviceTask) -> None:
         """A joined task waits for its PMU; an FFTS+ task is split into its contexts first (contexts.py)."""
         assert host.resolved is not None
@@ -1032,6 +1190,7 @@ class AggregatorStage(Transform):
         if not contexts:
             self.awaiting_pmu.append((host, device, INVALID_CONTEXT))
             return
+        self.slow_path["FFTS+ contexts"] += 1
         found = 0
         for context in contexts:
             span = self.contexts.take((device.device, device.stream, device.task, context), device.start, device.end)
@@ -1252,7 +1411,7 @@ class AggregatorStage(Transform):
         log_marks = [self.watermarks[stream] for stream in self.log_streams]
         if log_marks:  # a device task not yet seen starts after its stream's mark, or is open in self.starts
             device_low = min(log_marks + [q[0] for q in self.starts.values()]
-                             + [t.start for t in self.pending_device]
+                             + list(self.pending_device.oldest_starts())
                              + [t.start for q in self.parked.values() for t in q]
                              + [t.start for q in self.device_ready.values() for t in q]
                              + [t.start for q in self.static.waiting.values() for t, _ in q])
@@ -1334,6 +1493,35 @@ def _named_in(type_names: np.ndarray, chosen: frozenset[str]) -> np.ndarray:
 def _as_mark(low: float) -> int:
     """A watermark (an int, or infinity where no stream of its kind was seen) as an int, for numpy comparisons."""
     return int(min(low, np.iinfo(np.int64).max))
+
+
+def _stream_codes(devices: np.ndarray, streams: np.ndarray) -> np.ndarray:
+    """One int64 per (device, stream) (streams not negative)."""
+    return (devices.astype(np.int64) << 32) | streams.astype(np.int64)
+
+
+def _stream_groups(devices: np.ndarray, streams: np.ndarray) -> list[tuple[tuple[int, int], slice | np.ndarray]]:
+    """Each (device, stream) of the rows and which rows are its (a slice when all are)."""
+    codes = _stream_codes(devices, streams)
+    if not len(codes) or (codes == codes[0]).all():
+        return [((int(devices[0]), int(streams[0])), slice(None))] if len(codes) else []
+    found, inverse = np.unique(codes, return_inverse=True)
+    return [((code >> 32, code & STREAM_BITS), inverse == at) for at, code in enumerate(found.tolist())]
+
+
+def _repeated(keys: list[Any], rows: list[int]) -> bool:
+    """Whether the key of one of ``rows`` comes more than once in ``keys``."""
+    counts = Counter(keys)
+    return any(counts[keys[row]] > 1 for row in rows)
+
+
+def _by_device(devices: np.ndarray, value: Callable[[int], int]) -> np.ndarray:
+    """``value`` of each row's device, as an int64 column (worked out once per device)."""
+    first = int(devices[0])
+    if (devices == first).all():
+        return np.full(len(devices), value(first), np.int64)
+    found, inverse = np.unique(devices, return_inverse=True)
+    return np.array([value(device) for device in found.tolist()], np.int64)[inverse]
 
 
 def _collect_young_rarely() -> None:

@@ -4,11 +4,13 @@ arrival order. A start waits in ``starts`` until its end comes; an end with no s
 A chunk's logs are paired in numpy, key by key: a key whose logs in the chunk go start, end, start, end … and
 that has no start waiting from before pairs each end with the start just before it. Other keys (a start waiting
 from an earlier chunk, two starts in a row, an end first) are paired one log at a time, as the rule says.
+The tasks wait as chunks of columns (PendingDevice) until their batch ids can be known.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,20 +19,77 @@ from stages.aggregator.queues import put
 from stages.decoder import records
 
 Key = tuple[int, int, int]  # device, stream, task
+UNRESOLVED_STREAM = -1  # a chip-v6 task log names its task by a 32-bit id only: the host task_track has the stream
 MANY_WAITING = 4096  # starts waiting under more keys than this: the whole chunk is paired one log at a time
+
+
+@dataclass(frozen=True, eq=False)
+class DeviceRows:
+    """Device tasks as int64 columns, in the order of their end logs. A chunk's streams are all real or all
+    UNRESOLVED_STREAM (chip-v6 logs: the host task_track names the stream)."""
+
+    devices: np.ndarray
+    streams: np.ndarray
+    tasks: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def part(self, begin: int, end: int | None = None) -> DeviceRows:
+        """Rows ``begin:end`` (views)."""
+        return DeviceRows(self.devices[begin:end], self.streams[begin:end], self.tasks[begin:end],
+                          self.starts[begin:end], self.ends[begin:end])
+
+    @property
+    def unresolved(self) -> bool:
+        return bool(len(self) and self.streams[0] == UNRESOLVED_STREAM)
+
+
+class PendingDevice:
+    """Device tasks waiting for their batch ids, oldest first: chunks of columns, the first read from a cursor."""
+
+    def __init__(self) -> None:
+        self._chunks: deque[DeviceRows] = deque()
+        self._cursor = 0  # rows of the first chunk already taken
+        self._rows = 0
+
+    def __len__(self) -> int:
+        return self._rows
+
+    def add(self, rows: DeviceRows) -> None:
+        if len(rows):
+            self._chunks.append(rows)
+            self._rows += len(rows)
+
+    def head(self) -> DeviceRows:
+        """The rows of the oldest chunk not taken yet."""
+        return self._chunks[0].part(self._cursor)
+
+    def pop(self, count: int) -> None:
+        """Take the first ``count`` rows of the oldest chunk."""
+        self._cursor += count
+        self._rows -= count
+        if self._cursor == len(self._chunks[0]):
+            self._chunks.popleft()
+            self._cursor = 0
+
+    def oldest_starts(self) -> Iterator[int]:
+        """The earliest start of each chunk's waiting rows."""
+        for at, rows in enumerate(self._chunks):
+            starts = rows.starts[self._cursor:] if at == 0 else rows.starts
+            yield int(starts.min())
 
 
 @dataclass
 class Paired:
     """Device tasks of a chunk, in the order of their end logs."""
 
-    devices: list[int]
-    streams: list[int]
-    tasks: list[int]
-    starts: list[int]
-    ends: list[int]
+    rows: DeviceRows
     unpaired_ends: int  # end logs with no start waiting
     other_states: int  # logs neither start nor end
+    one_by_one: int = 0  # logs paired one at a time
 
 
 def pair_logs(devices: np.ndarray, streams: np.ndarray, tasks: np.ndarray, states: np.ndarray,
@@ -39,7 +98,8 @@ def pair_logs(devices: np.ndarray, streams: np.ndarray, tasks: np.ndarray, state
     logs = np.flatnonzero((states == records.STATE_START) | (states == records.STATE_END))
     other_states = len(states) - len(logs)
     if not len(logs):
-        return Paired([], [], [], [], [], 0, other_states)
+        empty = np.empty(0, np.int64)
+        return Paired(DeviceRows(empty, empty, empty, empty, empty), 0, other_states)
     codes = _codes(devices[logs], streams[logs], tasks[logs])
     order = np.argsort(codes, kind="stable")  # by key, each key's logs in arrival order
     where, code = logs[order], codes[order]
@@ -64,8 +124,9 @@ def pair_logs(devices: np.ndarray, streams: np.ndarray, tasks: np.ndarray, state
     for at in np.flatnonzero(~odd & is_start[last]).tolist():
         position = int(where[last[at]])
         put(starts, _key(devices, streams, tasks, position), int(times[position]))
-    unpaired = 0
+    unpaired = one_by_one = 0
     for at in np.flatnonzero(odd).tolist():
+        one_by_one += int(last[at] - heads[at]) + 1
         found_ends, found_starts, missing = _pair_one_by_one(
             where[heads[at]:last[at] + 1], states, times, starts, _key(devices, streams, tasks, int(where[heads[at]])))
         end_positions.append(found_ends)
@@ -74,8 +135,9 @@ def pair_logs(devices: np.ndarray, streams: np.ndarray, tasks: np.ndarray, state
     ends = np.concatenate(end_positions)
     in_order = np.argsort(ends, kind="stable")
     ends, paired_starts = ends[in_order], np.concatenate(start_times)[in_order]
-    return Paired(devices[ends].tolist(), streams[ends].tolist(), tasks[ends].tolist(), paired_starts.tolist(),
-                  times[ends].tolist(), unpaired, other_states)
+    rows = DeviceRows(devices[ends].astype(np.int64), streams[ends].astype(np.int64), tasks[ends].astype(np.int64),
+                      paired_starts.astype(np.int64), times[ends].astype(np.int64))
+    return Paired(rows, unpaired, other_states, one_by_one)
 
 
 def _codes(devices: np.ndarray, streams: np.ndarray, tasks: np.ndarray) -> np.ndarray:

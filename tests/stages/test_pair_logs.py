@@ -50,6 +50,8 @@ def test_numpy_pairing_equals_the_rule_chunk_after_chunk(chunks: list[list[tuple
         want = one_by_one(logs, expected_starts)
         devices, streams, tasks, states, times = (np.array([log[i] for log in logs], np.int64) for i in range(5))
         got = pair_logs(devices, streams, tasks, states, times, starts)
-        assert (list(zip(got.devices, got.streams, got.tasks, got.starts, got.ends, strict=True)),
+        rows = got.rows
+        assert (list(zip(rows.devices.tolist(), rows.streams.tolist(), rows.tasks.tolist(), rows.starts.tolist(),
+                         rows.ends.tolist(), strict=True)),
                 got.unpaired_ends, got.other_states) == want
         assert {key: list(q) for key, q in starts.items()} == {key: list(q) for key, q in expected_starts.items()}
