@@ -12,6 +12,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,7 @@ from stages.aggregator.static import Binding, StaticModels
 from stages.aggregator.stats import StatsBook
 from stages.aggregator.steps import StepTraceBook
 from stages.aggregator.subscribed import SubscribedOps
+from stages.aggregator.task_rows import PmuRef, PmuWork, TaskBlock, TaskRowStore, fill_blocks, record_counts
 from stages.decoder import records
 from stages.formats import ge_enums, raw
 from stages.schema import pack_rows, unpack_rows
@@ -100,6 +102,16 @@ ROW_KINDS = ("api", "tx", "task", "step_trace", "aicpu", "l2_cache", "aicore_fre
 LIST_ROW_KINDS = ROW_KINDS[1:]  # held as row lists (API rows: as columns)
 FFTS_TASK_SPAN = "FFTS+ task spans (their contexts make the rows, as in msprof)"
 PMU_AT = schema.TASK_COLUMNS.index("pmu")
+CONTEXT_AT = schema.TASK_COLUMNS.index("context_id")
+TEXT_AT = tuple(schema.TASK_COLUMNS.index(name) for name in (  # a row's texts (_row_texts), where they go
+    "op_name", "op_type", "task_type", "op_state", "input_shapes", "input_dtypes", "input_formats", "output_shapes",
+    "output_dtypes", "output_formats", "kernel_name", "runtime_task_type", "hf32_eligible"))
+DEVICE_FIELDS = attrgetter("device", "stream", "task", "batch", "start", "end")  # a row's device task …
+TIMED_AT = tuple(schema.TASK_COLUMNS.index(name) for name in (
+    "device_id", "stream_id", "task_id", "batch_id", "start_ns", "end_ns"))
+INFO_FIELDS = itemgetter("model_id", "iteration", "block_dim", "mix_block_dim", "connection_id", "thread_id")
+DESCRIBED_AT = tuple(schema.TASK_COLUMNS.index(name) for name in (  # … and its description's numbers
+    "model_id", "iteration", "block_dim", "mix_block_dim", "connection_id", "thread_id"))
 OP_STATES = {0: "static", 1: "dynamic"}  # node_basic_info op_state
 UNRESOLVED_STREAM = -1  # a chip-v6 task log names its task by a 32-bit id only: the host task_track has the stream
 
@@ -162,20 +174,6 @@ class PmuJobs:
             for name, values in vars(self).items():
                 setattr(part, name, [values[at] for at in chosen])
             yield device, part
-
-    def counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Cycles, counters and blocks (the task's block dim where the record's is 0) of the jobs' PMU records,
-        taken a chunk at a time."""
-        runs: list[tuple[np.ndarray, list[int]]] = []
-        for chunk, index in self.records:
-            if runs and runs[-1][0] is chunk:
-                runs[-1][1].append(index)
-            else:
-                runs.append((chunk, [index]))
-        parts = [chunk[indices] for chunk, indices in runs]
-        found = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        blocks = found["block"].astype(np.int64)
-        return found["total_cycle"], found["pmu"], np.where(blocks != 0, blocks, np.array(self.block_dims, np.int64))
 
 
 @dataclass(frozen=True)
@@ -244,7 +242,8 @@ class AggregatorStage(Transform):
         self.parked_named: set[tuple[int, int]] = set()  # parked ids a host task has named since
         self.not_passed: tuple[int, int, bool, int, int] | None = None  # the last _passed that found nothing
         self.registered_streams: dict[tuple[int, int], int] = {}
-        self.rows: dict[str, list[list[Any]]] = {kind: [] for kind in LIST_ROW_KINDS}
+        self.rows: dict[str, list[list[Any]]] = {kind: [] for kind in LIST_ROW_KINDS if kind != "task"}
+        self.task_rows = TaskRowStore()
         self.api_rows = ColumnRows(len(schema.API_COLUMNS))
         self.pmu_jobs = PmuJobs()  # task rows whose PMU values are still to be computed
         self.stats = StatsBook()
@@ -261,7 +260,10 @@ class AggregatorStage(Transform):
         self.steps = StepTraceBook()
         self.subscribed = SubscribedOps()  # operator records of a subscription source
         self.pmu_layouts: dict[int, PmuLayout] = {}
-        self.text_ids: dict[tuple[str, ...], tuple[int, ...]] = {}  # a task row's texts → their symbol ids
+        # a task row's texts → their place in text_symbols (their symbol ids) and in text_array (the same, as rows)
+        self.text_ids: dict[tuple[str, ...], int] = {}
+        self.text_symbols: list[tuple[int, ...]] = []
+        self.text_array = np.zeros((0, len(TEXT_AT)), np.int64)
         self.api_names = ApiResolver(self.symbols.intern)
 
     # -- intake ---------------------------------------------------------------------------
@@ -826,37 +828,172 @@ class AggregatorStage(Transform):
 
     def _resolve_pmu(self) -> None:
         """Joined tasks in order, each once its PMU, L2 cache and AI CPU records are in or their streams have passed
-        it: AI CPU records by their run end (aicpu_ready), PMU and L2 records by their order (_passed)."""
-        awaiting, pmu_records = self.awaiting_pmu, self.pmu
+        it: AI CPU records by their run end (aicpu_ready), PMU and L2 records by their order (_passed). The tasks
+        whose records are in go a window at a time (_take_ready); the one that stops a window, the per-task code."""
+        while self.awaiting_pmu:
+            self._take_ready()
+            if self.awaiting_pmu and not self._resolve_head():
+                return
+
+    def _take_ready(self) -> None:
+        """The joined tasks at the head of awaiting_pmu whose PMU and L2 cache records are in (each takes the oldest
+        of its key, as the FIFO gives them), made into one block of rows; up to the first that must wait, or that
+        the per-task code makes (an AI CPU task, a STARS task with PMU values)."""
+        awaiting, pmu, extras = self.awaiting_pmu, self.pmu, self.extras
+        taken: list[tuple[HostTask, DeviceTask, int | None]] = []
+        records: list[PmuRef | None] = []
+        l2_values: list[list[float | None] | None] = []
+        layouts: dict[int, tuple[DeviceFlags, PmuLayout]] = {}
         while awaiting:
-            host, device, context = awaiting[0]
-            assert host.resolved is not None
-            task_key = (device.device, device.stream, device.task)
-            pmu_key = (*task_key, INVALID_CONTEXT if context is None else context)
-            flags = self._flags(device.device)
-            wants_pmu, wants_l2, wants_aicpu = _wants(host.resolved["task_type"], context, flags)
-            missing = (wants_pmu and flags.pmu and not pmu_records.get(pmu_key)
-                       and not self._passed(device.device, device.end, False)
-                       or wants_l2 and not self.extras.l2_ready(task_key)
-                       and not self._passed(device.device, device.end, True)
-                       or wants_aicpu and not self.extras.aicpu_ready(device.device, device.end))
-            if missing:
-                if not self._give_up(len(awaiting)):
-                    return
-                self._gave_up("joined task waiting for its PMU, L2 cache or AI CPU record")
-                if not self.finishing:
-                    self.extras.waited_in_vain(device.device, wants_aicpu, wants_l2)
-            awaiting.popleft()
-            pmu_record = take(pmu_records, pmu_key) if wants_pmu else None
-            extra: list[float | None] = []
-            op_name = host.resolved["op_name"]
-            if flags.aicpu:
-                extra += self.extras.take_aicpu(task_key, device.start, device.end, op_name) if wants_aicpu \
-                    else [None] * len(AICPU_COLUMNS)
-            if flags.l2:
-                extra += self.extras.take_l2(task_key, self.devices.get(device.device, {}), op_name) if wants_l2 \
-                    else [None] * len(L2_COLUMNS)
-            self._emit_task(host.resolved, device, pmu_record, extra, pmu_key[3])
+            task = awaiting[0]
+            host, device, context = task
+            info = host.resolved
+            assert info is not None
+            known = layouts.get(device.device)
+            if known is None:
+                known = layouts[device.device] = (self._flags(device.device), self._pmu_layout(device.device))
+            flags, layout = known
+            task_type = info["task_type"]
+            record = l2 = None
+            if task_type in PMU_TASK_TYPES and context is not None and not flags.v6:  # _wants: PMU, and L2 if on
+                if layout.stars is not None:
+                    break
+                key = (device.device, device.stream, device.task, context)
+                waiting = pmu.get(key)
+                if not waiting and flags.pmu or flags.l2 and not extras.l2_ready(key[:3]):
+                    break
+                awaiting.popleft()
+                if waiting:
+                    record = waiting.popleft()
+                    if not waiting:
+                        del pmu[key]
+                if flags.l2:
+                    l2 = extras.take_l2(key[:3], self.devices.get(device.device, {}), info["op_name"])
+            elif task_type == "AI_CPU" and flags.aicpu:
+                break
+            else:
+                awaiting.popleft()
+            taken.append(task)
+            records.append(record)
+            l2_values.append(l2)
+        if taken:
+            self._emit_block(taken, records, l2_values, layouts)
+
+    def _resolve_head(self) -> bool:
+        """The oldest joined task by the per-task code, once its records are in or their streams have passed it
+        (or its wait is given up); False: it waits."""
+        awaiting, pmu_records = self.awaiting_pmu, self.pmu
+        host, device, context = awaiting[0]
+        assert host.resolved is not None
+        task_key = (device.device, device.stream, device.task)
+        pmu_key = (*task_key, INVALID_CONTEXT if context is None else context)
+        flags = self._flags(device.device)
+        wants_pmu, wants_l2, wants_aicpu = _wants(host.resolved["task_type"], context, flags)
+        missing = (wants_pmu and flags.pmu and not pmu_records.get(pmu_key)
+                   and not self._passed(device.device, device.end, False)
+                   or wants_l2 and not self.extras.l2_ready(task_key)
+                   and not self._passed(device.device, device.end, True)
+                   or wants_aicpu and not self.extras.aicpu_ready(device.device, device.end))
+        if missing:
+            if not self._give_up(len(awaiting)):
+                return False
+            self._gave_up("joined task waiting for its PMU, L2 cache or AI CPU record")
+            if not self.finishing:
+                self.extras.waited_in_vain(device.device, wants_aicpu, wants_l2)
+        awaiting.popleft()
+        pmu_record = take(pmu_records, pmu_key) if wants_pmu else None
+        extra: list[float | None] = []
+        op_name = host.resolved["op_name"]
+        if flags.aicpu:
+            extra += self.extras.take_aicpu(task_key, device.start, device.end, op_name) if wants_aicpu \
+                else [None] * len(AICPU_COLUMNS)
+        if flags.l2:
+            extra += self.extras.take_l2(task_key, self.devices.get(device.device, {}), op_name) if wants_l2 \
+                else [None] * len(L2_COLUMNS)
+        self.slow_path["AI CPU task" if wants_aicpu else "STARS PMU values" if wants_pmu and self._stars_pmu(
+            device.device) else "task whose PMU or L2 cache record its stream passed (or the wait ended)"] += 1
+        self._emit_task(host.resolved, device, pmu_record, extra, pmu_key[3])
+        return True
+
+    def _emit_block(self, tasks: list[tuple[HostTask, DeviceTask, int | None]], records: list[PmuRef | None],
+                    l2_values: list[list[float | None] | None],
+                    layouts: dict[int, tuple[DeviceFlags, PmuLayout]]) -> None:
+        """The rows of joined tasks as one block of columns, and their statistics."""
+        n = len(tasks)
+        hosts, devices, contexts = zip(*tasks, strict=True)
+        infos: list[dict[str, Any]] = [host.resolved for host in hosts]
+        timed = np.array(list(map(DEVICE_FIELDS, devices)), np.int64).reshape(n, -1).T
+        described = np.array(list(map(INFO_FIELDS, infos)), np.int64).reshape(n, -1).T
+        texts = [info.get("texts") or _row_texts(info) for info in infos]
+        places = self._text_places(texts)
+        symbols = self.text_array[places].T
+        context_column = np.array([INVALID_CONTEXT if c is None else c for c in contexts], np.int64)
+        placed: dict[int, np.ndarray] = dict(zip(TIMED_AT + DESCRIBED_AT + TEXT_AT, [*timed, *described, *symbols],
+                                                 strict=True))
+        placed[CONTEXT_AT] = context_column
+        columns = [placed[at] for at in range(len(schema.TASK_COLUMNS)) if at != PMU_AT]
+        durations = timed[5] - timed[4]
+        offsets, values, work = self._block_pmu(timed[0], described[2], durations, records, l2_values, layouts)
+        self.task_rows.add_block(TaskBlock(columns, offsets, values, work))
+        found, device_places = np.unique(timed[0], return_inverse=True)
+        self.stats.add_ops(timed[0], places * len(found) + device_places, lambda at: (texts[at][1], texts[at][2]), durations)
+        self.tasks_out += n
+
+    def _block_pmu(self, devices: np.ndarray, block_dims: np.ndarray, durations: np.ndarray,
+                   records: list[PmuRef | None], l2_values: list[list[float | None] | None],
+                   layouts: dict[int, tuple[DeviceFlags, PmuLayout]]) -> tuple[np.ndarray, np.ndarray, PmuWork | None]:
+        """A block's ``pmu`` offsets and values (NaN: none yet, or none), and the rows whose AI Core PMU values are
+        still to be worked out (a record and the device's PMU events): [PMU values, AI CPU, L2 cache, hidden]."""
+        n = len(devices)
+        found, inverse = np.unique(devices, return_inverse=True)
+        shapes = [self._row_shape(*layouts[device]) for device in found.tolist()]
+        widths = np.array([sum(shape) for shape in shapes], np.int64)[inverse]
+        l2_at = np.array([shape[0] + shape[1] for shape in shapes], np.int64)[inverse]
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(widths, out=offsets[1:])
+        values = np.full(int(offsets[-1]), np.nan)
+        with_l2 = [at for at, rates in enumerate(l2_values) if rates is not None]
+        if with_l2:
+            rates = np.array([l2_values[at] for at in with_l2], np.float64)  # None → NaN
+            starts = offsets[with_l2] + l2_at[with_l2]
+            values[starts] = rates[:, 0]
+            values[starts + 1] = rates[:, 1]
+        events = np.array([bool(layouts[device][1].events) for device in found.tolist()])[inverse]
+        jobs = [at for at, record in enumerate(records) if record is not None and events[at]]
+        if not jobs:
+            return offsets, values, None
+        chosen: list[PmuRef] = [records[at] for at in jobs]  # type: ignore[misc]
+        return offsets, values, PmuWork(offsets[jobs], devices[jobs], chosen, block_dims[jobs], durations[jobs])
+
+    @staticmethod
+    def _row_shape(flags: DeviceFlags, layout: PmuLayout) -> tuple[int, int, int, int]:
+        """How many PMU, AI CPU, L2 cache and hidden PMU values a device's rows have (rows without a STARS PMU
+        record)."""
+        aicpu, l2 = len(AICPU_COLUMNS) * flags.aicpu, len(L2_COLUMNS) * flags.l2
+        if layout.stars is not None:
+            return len(layout.stars.columns), aicpu, l2, len(layout.stars.hidden_columns)
+        return layout.width, aicpu, l2, 0
+
+    def _text_places(self, texts: list[tuple[str, ...]]) -> np.ndarray:
+        """Places of row texts in text_array, interned (in the rows' order, each in column order) where new."""
+        places = list(map(self.text_ids.get, texts))
+        if None in places:
+            new = [t for t, place in zip(texts, places, strict=True) if place is None]
+            if len(self.text_ids) + len(new) > TEXT_IDS_LIMIT:
+                self.text_ids.clear()
+                self.text_symbols.clear()
+            for text in new:
+                self._text_place(text)
+            self.text_array = np.array(self.text_symbols, np.int64).reshape(-1, len(TEXT_AT))
+            places = list(map(self.text_ids.get, texts))
+        return np.array(places, np.int64)
+
+    def _text_place(self, texts: tuple[str, ...]) -> int:
+        place = self.text_ids.get(texts)
+        if place is None:
+            place = self.text_ids[texts] = len(self.text_symbols)
+            self.text_symbols.append(tuple(map(self.symbols.intern, texts)))
+        return place
 
     def _emit_task(self, info: dict[str, Any], device: DeviceTask, pmu_record: Any,
                    extra: list[float | None], context: int = INVALID_CONTEXT) -> None:
@@ -884,11 +1021,10 @@ class AggregatorStage(Transform):
         if job is None:
             pmu += extra + hidden
         texts = info.get("texts") or _row_texts(info)
-        ids = self.text_ids.get(texts)
-        if ids is None:  # interned in the row's column order, as one by one
-            if len(self.text_ids) >= TEXT_IDS_LIMIT:
-                self.text_ids.clear()
-            ids = self.text_ids[texts] = tuple(map(self.symbols.intern, texts))
+        if len(self.text_ids) >= TEXT_IDS_LIMIT and texts not in self.text_ids:
+            self.text_ids.clear()
+            self.text_symbols.clear()
+        ids = self.text_symbols[self._text_place(texts)]
         row = [
             device.device, info["model_id"], info["iteration"], device.stream, device.task, device.batch,
             device.start, device.end, ids[0], ids[1], ids[2], ids[3], info["block_dim"], info["mix_block_dim"],
@@ -896,7 +1032,7 @@ class AggregatorStage(Transform):
             ids[10], ids[11], ids[12]]
         if job is not None:
             self.pmu_jobs.add(device.device, job[0], info["block_dim"], device.end - device.start, job[1], extra, row)
-        self.rows["task"].append(row)
+        self.task_rows.add_row(row)
         self.stats.add_op(device.device, info["op_type"], info["task_type"], device.end - device.start)
         self.tasks_out += 1
 
@@ -928,36 +1064,56 @@ class AggregatorStage(Transform):
 
     def _flush_rows(self, force: bool) -> Iterator[Batch]:
         limit = self.config.max_batch_rows or self.ctx.batch_records
-        if self.pmu_jobs and (force or len(self.rows["task"]) >= limit):
+        if force or len(self.task_rows) >= limit:
             self._fill_pmu()
         while self.api_rows and (force or len(self.api_rows) >= limit):
             yield pack_table("api", self.api_rows.table(limit, SCHEMAS["api"]), "tasks",
                              {"symbols": self.symbols.take_unsent()})
-        for kind, rows in self.rows.items():
+        for kind in LIST_ROW_KINDS:
+            if kind == "task":
+                while self.task_rows and (force or len(self.task_rows) >= limit):
+                    meta: dict[str, Any] = {"symbols": self.symbols.take_unsent(),
+                                            "pmu_columns": self._pmu_columns(),
+                                            "hidden_pmu_columns": self._hidden_pmu_columns()}
+                    yield pack_table(kind, self.task_rows.table(limit, _task_table), "tasks", meta)
+                continue
+            rows = self.rows[kind]
             while rows and (force or len(rows) >= limit):
                 chunk, self.rows[kind] = rows[:limit], rows[limit:]
                 rows = self.rows[kind]
-                meta: dict[str, Any] = {"symbols": self.symbols.take_unsent()}
-                if kind == "task":
-                    meta["pmu_columns"] = self._pmu_columns()
-                    meta["hidden_pmu_columns"] = self._hidden_pmu_columns()
-                table = _task_table(chunk) if kind == "task" else table_of_rows(kind, chunk)
-                yield pack_table(kind, table, "tasks", meta)
+                yield pack_table(kind, table_of_rows(kind, chunk), "tasks", {"symbols": self.symbols.take_unsent()})
 
     def _fill_pmu(self) -> None:
-        """The PMU values of the task rows waiting for them, device by device in one batch each."""
+        """The PMU values of the task rows waiting for them, device by device in one batch each (the rows of
+        blocks, the rows made one at a time)."""
+        fill_blocks(self.task_rows.pending_blocks(), self._block_pmu_values)
+        if not self.pmu_jobs:
+            return
         every, self.pmu_jobs = self.pmu_jobs, PmuJobs()
         for device, jobs in every.by_device():
-            facts = self.devices.get(device, {})
-            cycles, counters, blocks = jobs.counts()
-            values = pmu_batch(
-                list(facts.get("pmu_events", [])), cycles, counters, blocks,
-                int(facts.get("ai_core_num", 1)), float(facts.get("aic_frequency_mhz", 0)),
-                metric=str(facts.get("metric", "")), platform=int(facts.get("platform", 1)),
-                duration_ns=np.array(jobs.durations, np.int64), time_mhz=np.array(jobs.clocks, np.float64))
+            cycles, counters, blocks = record_counts(jobs.records)
+            blocks = np.where(blocks != 0, blocks, np.array(jobs.block_dims, np.int64))
+            values = self._pmu_values(device, cycles, counters, blocks, np.array(jobs.durations, np.int64),
+                                      np.array(jobs.clocks, np.float64))
             extras = np.array(jobs.extras, np.float64).reshape(len(jobs), -1)  # None → NaN
             for row, pmu in zip(jobs.rows, np.hstack((values, extras)), strict=True):
                 row[PMU_AT] = pmu
+
+    def _block_pmu_values(self, device: int, records: list[PmuRef], block_dims: np.ndarray,
+                          durations: np.ndarray) -> np.ndarray:
+        """The AI Core PMU values of block rows of a device without frequency changes (info.json's clock)."""
+        cycles, counters, blocks = record_counts(records)
+        blocks = np.where(blocks != 0, blocks, block_dims)
+        return self._pmu_values(device, cycles, counters, blocks, durations, np.full(len(records), np.nan))
+
+    def _pmu_values(self, device: int, cycles: np.ndarray, counters: np.ndarray, blocks: np.ndarray,
+                    durations: np.ndarray, clocks: np.ndarray) -> np.ndarray:
+        facts = self.devices.get(device, {})
+        return pmu_batch(
+            list(facts.get("pmu_events", [])), cycles, counters, blocks,
+            int(facts.get("ai_core_num", 1)), float(facts.get("aic_frequency_mhz", 0)),
+            metric=str(facts.get("metric", "")), platform=int(facts.get("platform", 1)),
+            duration_ns=durations, time_mhz=clocks)
 
     def _pmu_columns(self) -> list[str]:
         """Names of a task row's ``pmu`` values (the first device's layout): the PMU columns (aic_/aiv_ sides

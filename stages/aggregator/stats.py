@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 
 class RunningStats:
@@ -23,6 +26,16 @@ class RunningStats:
         self.count += 1
         self.total += duration_ns
         self.sum_sq_us2 += (duration_ns / 1000) ** 2
+
+    def add_group(self, count: int, total: int, low: int, high: int, sum_sq_us2: float) -> None:
+        """:meth:`add` of ``count`` durations of these sums, lowest and highest."""
+        if self.count == 0 or low < self.low:
+            self.low = low
+        if high > self.high:
+            self.high = high
+        self.count += count
+        self.total += total
+        self.sum_sq_us2 += sum_sq_us2
 
     def add_many(self, durations_ns: list[int]) -> None:
         """:meth:`add` for each duration in turn (the same sums, in the same order)."""
@@ -51,6 +64,29 @@ class StatsBook:
         if found is None:
             found = self.ops[(device, op_type, core_type)] = RunningStats()
         found.add(duration_ns)
+        self.changed = True
+
+    def add_ops(self, devices: np.ndarray, groups: np.ndarray, names: Callable[[int], tuple[str, str]],
+                durations_ns: np.ndarray) -> None:
+        """:meth:`add_op` of many tasks: ``groups`` tells apart the (device, op type, core type) of each (codes of
+        it, as the caller makes them), ``names`` gives the op type and core type of a task by its place."""
+        if not len(durations_ns):
+            return
+        found, first, inverse = np.unique(groups, return_index=True, return_inverse=True)
+        durations = durations_ns.astype(np.int64)
+        counts = np.bincount(inverse, minlength=len(found))
+        totals = np.zeros(len(found), np.int64)
+        np.add.at(totals, inverse, durations)
+        lows = np.full(len(found), np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(lows, inverse, durations)
+        highs = np.full(len(found), np.iinfo(np.int64).min, np.int64)
+        np.maximum.at(highs, inverse, durations)
+        squares = np.zeros(len(found), np.float64)
+        np.add.at(squares, inverse, (durations / 1000) ** 2)
+        for group in np.argsort(first, kind="stable").tolist():  # new keys in the order their first task came
+            at = int(first[group])
+            _entry(self.ops, (int(devices[at]), *names(at))).add_group(
+                int(counts[group]), int(totals[group]), int(lows[group]), int(highs[group]), float(squares[group]))
         self.changed = True
 
     def add_api(self, level: str, name: str, duration_ns: int) -> None:

@@ -1,0 +1,152 @@
+"""Task rows the aggregator holds until it sends them: column blocks (a window of joined tasks built at once) and
+row lists (the tasks the join handles one at a time), in the order the join made them.
+
+A block's ``pmu`` values are one flat float array (NaN: no value) with each row's offsets; the AI Core PMU values
+of its rows that have a PMU record are worked out later, with every other pending block's, one batch per device
+(:func:`fill_blocks`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from stages.tables import SCHEMAS
+
+PMU_AT = 22  # schema.TASK_COLUMNS.index("pmu")
+PmuRef = tuple[np.ndarray, int]  # a PMU record: its chunk and its row there
+
+
+@dataclass
+class PmuWork:
+    """A block's rows whose AI Core PMU values are still to be computed: where each row's values start in the
+    block's flat ``pmu`` array, its device, PMU record, block dim and duration."""
+
+    starts: np.ndarray
+    devices: np.ndarray
+    records: list[PmuRef]
+    block_dims: np.ndarray
+    durations: np.ndarray
+
+
+@dataclass
+class TaskBlock:
+    """Task rows as columns: every column but ``pmu`` (schema order), and ``pmu`` as offsets into flat values."""
+
+    columns: list[np.ndarray]
+    pmu_offsets: np.ndarray
+    pmu_values: np.ndarray
+    work: PmuWork | None = None
+    taken: int = 0  # rows already sent
+
+    def __len__(self) -> int:
+        return len(self.columns[0]) - self.taken
+
+    def table(self, count: int) -> pa.Table:
+        """The next ``count`` rows as a table (they count as sent)."""
+        first, last = self.taken, self.taken + count
+        self.taken = last
+        arrow_schema = SCHEMAS["task"]
+        offsets = self.pmu_offsets[first:last + 1]
+        values = self.pmu_values[offsets[0]:offsets[-1]]
+        pmu = pa.ListArray.from_arrays(pa.array((offsets - offsets[0]).astype(np.int32)),
+                                       pa.array(values, mask=np.isnan(values)))
+        fields = [f for f in arrow_schema if f.name != "pmu"]
+        arrays = [pa.array(column[first:last], type=f.type) for column, f in zip(self.columns, fields, strict=True)]
+        arrays.insert(PMU_AT, pmu)
+        return pa.Table.from_arrays(arrays, schema=arrow_schema)
+
+
+class TaskRowStore:
+    """Blocks and row lists of task rows in order, taken out ``limit`` rows at a time as tables."""
+
+    def __init__(self) -> None:
+        self.segments: deque[TaskBlock | list[list[Any]]] = deque()
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def add_row(self, row: list[Any]) -> None:
+        last = self.segments[-1] if self.segments else None
+        if isinstance(last, list):
+            last.append(row)
+        else:
+            self.segments.append([row])
+        self.count += 1
+
+    def add_block(self, block: TaskBlock) -> None:
+        if len(block):
+            self.segments.append(block)
+            self.count += len(block)
+
+    def pending_blocks(self) -> list[TaskBlock]:
+        return [s for s in self.segments if isinstance(s, TaskBlock) and s.work is not None]
+
+    def table(self, limit: int, rows_table: Callable[[list[list[Any]]], pa.Table]) -> pa.Table:
+        """The first ``limit`` rows (or all there are) as one table; ``rows_table`` makes that of row lists."""
+        pieces: list[pa.Table] = []
+        wanted = min(limit, self.count)
+        self.count -= wanted
+        while wanted:
+            segment = self.segments[0]
+            if isinstance(segment, TaskBlock):
+                count = min(wanted, len(segment))
+                pieces.append(segment.table(count))
+                if not len(segment):
+                    self.segments.popleft()
+            else:
+                count = min(wanted, len(segment))
+                pieces.append(rows_table(segment[:count]))
+                if count == len(segment):
+                    self.segments.popleft()
+                else:
+                    self.segments[0] = segment[count:]
+            wanted -= count
+        if len(pieces) == 1:
+            return pieces[0]
+        return pa.concat_tables(pieces).combine_chunks()
+
+
+def record_counts(records: list[PmuRef]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Total cycles, counters and blocks of PMU records, taken a chunk at a time."""
+    runs: list[tuple[np.ndarray, list[int]]] = []
+    for chunk, index in records:
+        if runs and runs[-1][0] is chunk:
+            runs[-1][1].append(index)
+        else:
+            runs.append((chunk, [index]))
+    parts = [chunk[indices] for chunk, indices in runs]
+    found = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return found["total_cycle"], found["pmu"], found["block"].astype(np.int64)
+
+
+def fill_blocks(blocks: list[TaskBlock], values_of: Callable[[int, list[PmuRef], np.ndarray, np.ndarray],
+                                                                np.ndarray]) -> None:
+    """The PMU values of the pending blocks' rows, one ``values_of(device, records, block dims, durations)``
+    call per device (n × width, NaN: no value)."""
+    works = [block.work for block in blocks if block.work is not None]
+    if not works:
+        return
+    devices = np.concatenate([work.devices for work in works])
+    owner = np.repeat(np.arange(len(works)), [len(work.devices) for work in works])
+    starts = np.concatenate([work.starts for work in works])
+    block_dims = np.concatenate([work.block_dims for work in works])
+    durations = np.concatenate([work.durations for work in works])
+    records = [record for work in works for record in work.records]
+    flats = [block.pmu_values for block in blocks if block.work is not None]
+    for device in np.unique(devices).tolist():
+        chosen = np.flatnonzero(devices == device)
+        values = values_of(device, [records[i] for i in chosen.tolist()], block_dims[chosen], durations[chosen])
+        where = starts[chosen][:, None] + np.arange(values.shape[1])
+        owners = owner[chosen]
+        for at in np.unique(owners).tolist():
+            mine = owners == at
+            flats[at][where[mine]] = values[mine]
+    for block in blocks:
+        block.work = None
