@@ -16,7 +16,6 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 from pydantic import Field
 
 from pipeline.stage import Batch, StageConfig, Transform
@@ -264,6 +263,8 @@ class AggregatorStage(Transform):
         self.text_ids: dict[tuple[str, ...], int] = {}
         self.text_symbols: list[tuple[int, ...]] = []
         self.text_array = np.zeros((0, len(TEXT_AT)), np.int64)
+        self.text_name_codes: list[int] = []  # the statistics' code of their op type and core type (name_code)
+        self.text_names = np.zeros(0, np.int64)
         self.api_names = ApiResolver(self.symbols.intern)
 
     # -- intake ---------------------------------------------------------------------------
@@ -935,8 +936,7 @@ class AggregatorStage(Transform):
         durations = timed[5] - timed[4]
         offsets, values, work = self._block_pmu(timed[0], described[2], durations, records, l2_values, layouts)
         self.task_rows.add_block(TaskBlock(columns, offsets, values, work))
-        found, device_places = np.unique(timed[0], return_inverse=True)
-        self.stats.add_ops(timed[0], places * len(found) + device_places, lambda at: (texts[at][1], texts[at][2]), durations)
+        self.stats.queue_ops(timed[0].tolist(), self.text_names[places].tolist(), durations.tolist())
         self.tasks_out += n
 
     def _block_pmu(self, devices: np.ndarray, block_dims: np.ndarray, durations: np.ndarray,
@@ -980,19 +980,27 @@ class AggregatorStage(Transform):
         if None in places:
             new = [t for t, place in zip(texts, places, strict=True) if place is None]
             if len(self.text_ids) + len(new) > TEXT_IDS_LIMIT:
-                self.text_ids.clear()
-                self.text_symbols.clear()
+                self._forget_texts()
+                new = texts
             for text in new:
                 self._text_place(text)
             self.text_array = np.array(self.text_symbols, np.int64).reshape(-1, len(TEXT_AT))
+            self.text_names = np.array(self.text_name_codes, np.int64)
             places = list(map(self.text_ids.get, texts))
         return np.array(places, np.int64)
+
+    def _forget_texts(self) -> None:
+        """The remembered row texts dropped (TEXT_IDS_LIMIT): their symbols stay in the symbol table."""
+        self.text_ids.clear()
+        self.text_symbols.clear()
+        self.text_name_codes.clear()
 
     def _text_place(self, texts: tuple[str, ...]) -> int:
         place = self.text_ids.get(texts)
         if place is None:
             place = self.text_ids[texts] = len(self.text_symbols)
             self.text_symbols.append(tuple(map(self.symbols.intern, texts)))
+            self.text_name_codes.append(self.stats.name_code(texts[1], texts[2]))
         return place
 
     def _emit_task(self, info: dict[str, Any], device: DeviceTask, pmu_record: Any,
@@ -1022,9 +1030,9 @@ class AggregatorStage(Transform):
             pmu += extra + hidden
         texts = info.get("texts") or _row_texts(info)
         if len(self.text_ids) >= TEXT_IDS_LIMIT and texts not in self.text_ids:
-            self.text_ids.clear()
-            self.text_symbols.clear()
-        ids = self.text_symbols[self._text_place(texts)]
+            self._forget_texts()
+        place = self._text_place(texts)
+        ids = self.text_symbols[place]
         row = [
             device.device, info["model_id"], info["iteration"], device.stream, device.task, device.batch,
             device.start, device.end, ids[0], ids[1], ids[2], ids[3], info["block_dim"], info["mix_block_dim"],
@@ -1033,7 +1041,7 @@ class AggregatorStage(Transform):
         if job is not None:
             self.pmu_jobs.add(device.device, job[0], info["block_dim"], device.end - device.start, job[1], extra, row)
         self.task_rows.add_row(row)
-        self.stats.add_op(device.device, info["op_type"], info["task_type"], device.end - device.start)
+        self.stats.queue_ops([device.device], [self.text_name_codes[place]], [device.end - device.start])
         self.tasks_out += 1
 
     def _pmu_layout(self, device: int) -> PmuLayout:
@@ -1075,7 +1083,7 @@ class AggregatorStage(Transform):
                     meta: dict[str, Any] = {"symbols": self.symbols.take_unsent(),
                                             "pmu_columns": self._pmu_columns(),
                                             "hidden_pmu_columns": self._hidden_pmu_columns()}
-                    yield pack_table(kind, self.task_rows.table(limit, _task_table), "tasks", meta)
+                    yield pack_table(kind, self.task_rows.table(limit), "tasks", meta)
                 continue
             rows = self.rows[kind]
             while rows and (force or len(rows) >= limit):
@@ -1256,42 +1264,6 @@ def _row_texts(info: dict[str, Any]) -> tuple[str, ...]:
             info["input_dtypes"], info["input_formats"], info["output_shapes"], info["output_dtypes"],
             info["output_formats"], info.get("kernel_name", ""), info.get("runtime_task_type") or info["task_type"],
             info.get("hf32_eligible", "N/A"))
-
-
-def _task_table(rows: list[list[Any]]) -> pa.Table:
-    """The table of task rows; their ``pmu`` values are lists (None: no value) or, where a PMU batch computed
-    them (_fill_pmu), float arrays (NaN: no value)."""
-    columns = list(zip(*rows, strict=True))
-    pmu = columns[PMU_AT]
-    if not any(type(values) is np.ndarray for values in pmu):
-        return table_of_rows("task", rows)
-    arrow_schema = SCHEMAS["task"]
-    arrays = [pa.array(values, type=field.type) for values, field in zip(columns, arrow_schema, strict=True)
-              if field.name != "pmu"]
-    arrays.insert(PMU_AT, _pmu_array(pmu))
-    return pa.Table.from_arrays(arrays, schema=arrow_schema)
-
-
-def _pmu_array(cells: tuple[Any, ...]) -> pa.Array:
-    """The ``pmu`` list column of task rows whose values are lists (None: no value) or float arrays (NaN)."""
-    values: list[np.ndarray] = []
-    exact: list[tuple[int, list[Any]]] = []  # list cells holding a NaN value: their own nulls, by None
-    offsets = np.zeros(len(cells) + 1, np.int64)
-    at = 0
-    for i, cell in enumerate(cells):
-        if type(cell) is np.ndarray:
-            values.append(cell)
-        else:
-            values.append(np.array(cell, np.float64))  # None → NaN
-            if any(v != v for v in cell):
-                exact.append((at, cell))
-        at += len(cell)
-        offsets[i + 1] = at
-    flat = np.concatenate(values)
-    missing = np.isnan(flat)
-    for start, cell in exact:
-        missing[start:start + len(cell)] = [v is None for v in cell]
-    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat, mask=missing))
 
 
 def _raise_marks(marks: dict[int, int], threads: np.ndarray, ends: np.ndarray) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -57,23 +56,47 @@ class StatsBook:
     def __init__(self) -> None:
         self.ops: dict[tuple[int, str, str], RunningStats] = {}
         self.apis: dict[tuple[str, str], RunningStats] = {}
+        self.names: dict[tuple[str, str], int] = {}  # (op type, core type) → its code (name_code)
+        self.name_list: list[tuple[str, str]] = []
+        self.queued_devices: list[int] = []  # tasks queued by queue_ops
+        self.queued_names: list[int] = []
+        self.queued_durations: list[int] = []
         self.changed = False
 
     def add_op(self, device: int, op_type: str, core_type: str, duration_ns: int) -> None:
+        if self.queued_durations:
+            self.settle()
         found = self.ops.get((device, op_type, core_type))  # (_entry, inline: once per task)
         if found is None:
             found = self.ops[(device, op_type, core_type)] = RunningStats()
         found.add(duration_ns)
         self.changed = True
 
-    def add_ops(self, devices: np.ndarray, groups: np.ndarray, names: Callable[[int], tuple[str, str]],
-                durations_ns: np.ndarray) -> None:
-        """:meth:`add_op` of many tasks: ``groups`` tells apart the (device, op type, core type) of each (codes of
-        it, as the caller makes them), ``names`` gives the op type and core type of a task by its place."""
-        if not len(durations_ns):
+    def name_code(self, op_type: str, core_type: str) -> int:
+        """A number for an (op type, core type) pair, for :meth:`queue_ops`."""
+        code = self.names.get((op_type, core_type))
+        if code is None:
+            code = self.names[(op_type, core_type)] = len(self.name_list)
+            self.name_list.append((op_type, core_type))
+        return code
+
+    def queue_ops(self, devices: list[int], names: list[int], durations_ns: list[int]) -> None:
+        """:meth:`add_op` of tasks (``names``: codes of their op and core types, :meth:`name_code`), added
+        together when the statistics are next read or added to otherwise (:meth:`settle`)."""
+        self.queued_devices += devices
+        self.queued_names += names
+        self.queued_durations += durations_ns
+        self.changed = True
+
+    def settle(self) -> None:
+        """The queued tasks added, a group of equal keys at a time, new keys in the order of their first task."""
+        if not self.queued_durations:
             return
-        found, first, inverse = np.unique(groups, return_index=True, return_inverse=True)
-        durations = durations_ns.astype(np.int64)
+        devices = np.array(self.queued_devices, np.int64)
+        keys = np.array(self.queued_names, np.int64) << 32 | devices
+        durations = np.array(self.queued_durations, np.int64)
+        self.queued_devices, self.queued_names, self.queued_durations = [], [], []
+        found, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
         counts = np.bincount(inverse, minlength=len(found))
         totals = np.zeros(len(found), np.int64)
         np.add.at(totals, inverse, durations)
@@ -83,11 +106,11 @@ class StatsBook:
         np.maximum.at(highs, inverse, durations)
         squares = np.zeros(len(found), np.float64)
         np.add.at(squares, inverse, (durations / 1000) ** 2)
-        for group in np.argsort(first, kind="stable").tolist():  # new keys in the order their first task came
+        for group in np.argsort(first, kind="stable").tolist():
             at = int(first[group])
-            _entry(self.ops, (int(devices[at]), *names(at))).add_group(
-                int(counts[group]), int(totals[group]), int(lows[group]), int(highs[group]), float(squares[group]))
-        self.changed = True
+            key = (int(devices[at]), *self.name_list[int(found[group]) >> 32])
+            _entry(self.ops, key).add_group(int(counts[group]), int(totals[group]), int(lows[group]),
+                                            int(highs[group]), float(squares[group]))
 
     def add_api(self, level: str, name: str, duration_ns: int) -> None:
         _entry(self.apis, (level, name)).add(duration_ns)
@@ -98,6 +121,7 @@ class StatsBook:
         self.changed = True
 
     def op_rows(self) -> list[list[Any]]:
+        self.settle()
         return [[dev, op_type, core, s.count, s.total, s.low, s.high] for (dev, op_type, core), s in self.ops.items()]
 
     def api_rows(self) -> list[list[Any]]:

@@ -20,6 +20,8 @@ from stages.tables import SCHEMAS
 
 PMU_AT = 22  # schema.TASK_COLUMNS.index("pmu")
 PmuRef = tuple[np.ndarray, int]  # a PMU record: its chunk and its row there
+# rows as their columns but ``pmu`` (schema order), then ``pmu`` as offsets, values and which values are none
+Piece = tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]
 
 
 @dataclass
@@ -47,19 +49,56 @@ class TaskBlock:
     def __len__(self) -> int:
         return len(self.columns[0]) - self.taken
 
-    def table(self, count: int) -> pa.Table:
-        """The next ``count`` rows as a table (they count as sent)."""
+    def take(self, count: int) -> Piece:
+        """The next ``count`` rows (they count as sent)."""
         first, last = self.taken, self.taken + count
         self.taken = last
-        arrow_schema = SCHEMAS["task"]
         offsets = self.pmu_offsets[first:last + 1]
         values = self.pmu_values[offsets[0]:offsets[-1]]
-        pmu = pa.ListArray.from_arrays(pa.array((offsets - offsets[0]).astype(np.int32)),
-                                       pa.array(values, mask=np.isnan(values)))
-        fields = [f for f in arrow_schema if f.name != "pmu"]
-        arrays = [pa.array(column[first:last], type=f.type) for column, f in zip(self.columns, fields, strict=True)]
-        arrays.insert(PMU_AT, pmu)
-        return pa.Table.from_arrays(arrays, schema=arrow_schema)
+        return [column[first:last] for column in self.columns], offsets - offsets[0], values, np.isnan(values)
+
+
+def rows_piece(rows: list[list[Any]]) -> Piece:
+    """Row lists as a piece; their ``pmu`` values are lists (None: no value) or float arrays (NaN: no value)."""
+    columns = list(zip(*rows, strict=True))
+    cells = columns.pop(PMU_AT)
+    values: list[np.ndarray] = []
+    exact: list[tuple[int, list[Any]]] = []  # list cells holding a NaN value: their own nulls, by None
+    offsets = np.zeros(len(cells) + 1, np.int64)
+    at = 0
+    for i, cell in enumerate(cells):
+        if type(cell) is np.ndarray:
+            values.append(cell)
+        else:
+            values.append(np.array(cell, np.float64))  # None → NaN
+            if any(v != v for v in cell):
+                exact.append((at, cell))
+        at += len(cell)
+        offsets[i + 1] = at
+    flat = np.concatenate(values) if values else np.zeros(0)
+    missing = np.isnan(flat)
+    for start, cell in exact:
+        missing[start:start + len(cell)] = [v is None for v in cell]
+    return [np.array(column, np.int64) for column in columns], offsets, flat, missing
+
+
+def piece_table(pieces: list[Piece]) -> pa.Table:
+    """One table of pieces of task rows, in order."""
+    arrow_schema = SCHEMAS["task"]
+    fields = [f for f in arrow_schema if f.name != "pmu"]
+    if len(pieces) == 1:
+        columns, offsets, values, missing = pieces[0]
+    else:
+        columns = [np.concatenate(parts) for parts in zip(*(piece[0] for piece in pieces), strict=True)]
+        ends = np.cumsum([len(piece[2]) for piece in pieces])
+        offsets = np.concatenate([pieces[0][1]] + [piece[1][1:] + end for piece, end in
+                                                   zip(pieces[1:], ends[:-1].tolist(), strict=True)])
+        values = np.concatenate([piece[2] for piece in pieces])
+        missing = np.concatenate([piece[3] for piece in pieces])
+    pmu = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(values, mask=missing))
+    arrays = [pa.array(column, type=f.type) for column, f in zip(columns, fields, strict=True)]
+    arrays.insert(PMU_AT, pmu)
+    return pa.Table.from_arrays(arrays, schema=arrow_schema)
 
 
 class TaskRowStore:
@@ -88,29 +127,26 @@ class TaskRowStore:
     def pending_blocks(self) -> list[TaskBlock]:
         return [s for s in self.segments if isinstance(s, TaskBlock) and s.work is not None]
 
-    def table(self, limit: int, rows_table: Callable[[list[list[Any]]], pa.Table]) -> pa.Table:
-        """The first ``limit`` rows (or all there are) as one table; ``rows_table`` makes that of row lists."""
-        pieces: list[pa.Table] = []
+    def table(self, limit: int) -> pa.Table:
+        """The first ``limit`` rows (or all there are) as one table."""
+        pieces: list[Piece] = []
         wanted = min(limit, self.count)
         self.count -= wanted
         while wanted:
             segment = self.segments[0]
+            count = min(wanted, len(segment))
             if isinstance(segment, TaskBlock):
-                count = min(wanted, len(segment))
-                pieces.append(segment.table(count))
+                pieces.append(segment.take(count))
                 if not len(segment):
                     self.segments.popleft()
             else:
-                count = min(wanted, len(segment))
-                pieces.append(rows_table(segment[:count]))
+                pieces.append(rows_piece(segment[:count]))
                 if count == len(segment):
                     self.segments.popleft()
                 else:
                     self.segments[0] = segment[count:]
             wanted -= count
-        if len(pieces) == 1:
-            return pieces[0]
-        return pa.concat_tables(pieces).combine_chunks()
+        return piece_table(pieces)
 
 
 def record_counts(records: list[PmuRef]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
