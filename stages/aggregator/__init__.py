@@ -10,7 +10,7 @@ import gc
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -72,6 +72,7 @@ UNSEEN_STREAM_LAG_NS = 1_000_000_000
 PMU_LOOKAHEAD = 4096  # joined tasks looked at for a later one whose PMU / L2 record is in (see _pmu_passed)
 API_MARK_LEVELS = (raw.LEVEL_NODE, raw.LEVEL_MODEL, raw.LEVEL_ACL)  # levels that end after a Node API they hold
 PRUNE_EVERY_S = 0.5
+TAKEN_PER_BLOCK = 16_384  # joined tasks taken before their rows become a block (else: at the next flush)
 TEXT_IDS_LIMIT = 65_536  # distinct text combinations of task rows remembered with their symbol ids
 # Decoded kinds this release keeps out of its outputs: counted (AggregatorStage.accounting) with the reason the
 # report gives, never rejected.
@@ -175,6 +176,23 @@ class PmuJobs:
             yield device, part
 
 
+@dataclass
+class TakenTasks:
+    """Joined tasks taken off awaiting_pmu with their records, whose rows go into the next block
+    (AggregatorStage._build_block): each task's PMU record, L2 cache and AI CPU values (None: none taken), its
+    texts' symbol ids (a window's at a time), and the devices' facts they were taken under."""
+
+    tasks: list[tuple[HostTask, DeviceTask, int | None]] = field(default_factory=list)
+    records: list[PmuRef | None] = field(default_factory=list)
+    l2_values: list[list[float | None] | None] = field(default_factory=list)
+    aicpu_values: list[list[float | None] | None] = field(default_factory=list)
+    symbols: list[np.ndarray] = field(default_factory=list)
+    layouts: dict[int, tuple[DeviceFlags, PmuLayout]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+
 @dataclass(frozen=True)
 class PmuLayout:
     """A device's PMU facts as task rows use them (AggregatorStage._pmu_layout)."""
@@ -243,6 +261,7 @@ class AggregatorStage(Transform):
         self.registered_streams: dict[tuple[int, int], int] = {}
         self.rows: dict[str, list[list[Any]]] = {kind: [] for kind in LIST_ROW_KINDS if kind != "task"}
         self.task_rows = TaskRowStore()
+        self.taken = TakenTasks()  # joined tasks whose rows go into the next block
         self.api_rows = ColumnRows(len(schema.API_COLUMNS))
         self.pmu_jobs = PmuJobs()  # task rows whose PMU values are still to be computed
         self.stats = StatsBook()
@@ -836,50 +855,6 @@ class AggregatorStage(Transform):
             if self.awaiting_pmu and not self._resolve_head():
                 return
 
-    def _take_ready(self) -> None:
-        """The joined tasks at the head of awaiting_pmu whose PMU and L2 cache records are in (each takes the oldest
-        of its key, as the FIFO gives them), made into one block of rows; up to the first that must wait, or that
-        the per-task code makes (an AI CPU task, a STARS task with PMU values)."""
-        awaiting, pmu, extras = self.awaiting_pmu, self.pmu, self.extras
-        taken: list[tuple[HostTask, DeviceTask, int | None]] = []
-        records: list[PmuRef | None] = []
-        l2_values: list[list[float | None] | None] = []
-        layouts: dict[int, tuple[DeviceFlags, PmuLayout]] = {}
-        while awaiting:
-            task = awaiting[0]
-            host, device, context = task
-            info = host.resolved
-            assert info is not None
-            known = layouts.get(device.device)
-            if known is None:
-                known = layouts[device.device] = (self._flags(device.device), self._pmu_layout(device.device))
-            flags, layout = known
-            task_type = info["task_type"]
-            record = l2 = None
-            if task_type in PMU_TASK_TYPES and context is not None and not flags.v6:  # _wants: PMU, and L2 if on
-                if layout.stars is not None:
-                    break
-                key = (device.device, device.stream, device.task, context)
-                waiting = pmu.get(key)
-                if not waiting and flags.pmu or flags.l2 and not extras.l2_ready(key[:3]):
-                    break
-                awaiting.popleft()
-                if waiting:
-                    record = waiting.popleft()
-                    if not waiting:
-                        del pmu[key]
-                if flags.l2:
-                    l2 = extras.take_l2(key[:3], self.devices.get(device.device, {}), info["op_name"])
-            elif task_type == "AI_CPU" and flags.aicpu:
-                break
-            else:
-                awaiting.popleft()
-            taken.append(task)
-            records.append(record)
-            l2_values.append(l2)
-        if taken:
-            self._emit_block(taken, records, l2_values, layouts)
-
     def _resolve_head(self) -> bool:
         """The oldest joined task by the per-task code, once its records are in or their streams have passed it
         (or its wait is given up); False: it waits."""
@@ -911,58 +886,115 @@ class AggregatorStage(Transform):
         if flags.l2:
             extra += self.extras.take_l2(task_key, self.devices.get(device.device, {}), op_name) if wants_l2 \
                 else [None] * len(L2_COLUMNS)
-        self.slow_path["AI CPU task" if wants_aicpu else "STARS PMU values" if wants_pmu and self._stars_pmu(
-            device.device) else "task whose PMU or L2 cache record its stream passed (or the wait ended)"] += 1
+        self.slow_path["STARS PMU values" if wants_pmu and self._stars_pmu(device.device) else
+                       "task whose PMU, L2 cache or AI CPU record did not come in time"] += 1
         self._emit_task(host.resolved, device, pmu_record, extra, pmu_key[3])
         return True
 
-    def _emit_block(self, tasks: list[tuple[HostTask, DeviceTask, int | None]], records: list[PmuRef | None],
-                    l2_values: list[list[float | None] | None],
-                    layouts: dict[int, tuple[DeviceFlags, PmuLayout]]) -> None:
-        """The rows of joined tasks as one block of columns, and their statistics."""
-        n = len(tasks)
-        hosts, devices, contexts = zip(*tasks, strict=True)
-        infos: list[dict[str, Any]] = [host.resolved for host in hosts]
+    def _take_ready(self) -> None:
+        """The joined tasks at the head of awaiting_pmu whose PMU, L2 cache and AI CPU records are in (each takes the
+        oldest of its key, as the FIFO gives them), taken into self.taken; up to the first that must wait, or that
+        the per-task code makes (a STARS task with PMU values)."""
+        awaiting, pmu, extras, taken = self.awaiting_pmu, self.pmu, self.extras, self.taken
+        if not self._taken_layouts_hold():
+            self._build_block()
+        layouts, first = taken.layouts, len(taken.tasks)
+        while awaiting:
+            task = awaiting[0]
+            host, device, context = task
+            info = host.resolved
+            assert info is not None
+            known = layouts.get(device.device)
+            if known is None:
+                known = layouts[device.device] = (self._flags(device.device), self._pmu_layout(device.device))
+            flags, layout = known
+            task_type = info["task_type"]
+            record = l2 = aicpu = None
+            if task_type in PMU_TASK_TYPES and context is not None and not flags.v6:  # _wants: PMU, and L2 if on
+                if layout.stars is not None:
+                    break
+                key = (device.device, device.stream, device.task, context)
+                waiting = pmu.get(key)
+                if not waiting and flags.pmu or flags.l2 and not extras.l2_ready(key[:3]):
+                    break
+                awaiting.popleft()
+                if waiting:
+                    record = waiting.popleft()
+                    if not waiting:
+                        del pmu[key]
+                if flags.l2:
+                    l2 = extras.take_l2(key[:3], self.devices.get(device.device, {}), info["op_name"])
+            elif task_type == "AI_CPU" and flags.aicpu:
+                if not extras.aicpu_ready(device.device, device.end):
+                    break
+                awaiting.popleft()
+                aicpu = extras.take_aicpu((device.device, device.stream, device.task), device.start, device.end,
+                                          info["op_name"])
+            else:
+                awaiting.popleft()
+            taken.tasks.append(task)
+            taken.records.append(record)
+            taken.l2_values.append(l2)
+            taken.aicpu_values.append(aicpu)
+        if len(taken.tasks) > first:
+            self._take_texts(taken.tasks[first:])
+            if len(taken.tasks) >= TAKEN_PER_BLOCK:
+                self._build_block()
+
+    def _taken_layouts_hold(self) -> bool:
+        """Whether the devices of the tasks taken still have the facts they were taken under."""
+        return all(self._flags(device) is flags and self._pmu_layout(device) is layout
+                   for device, (flags, layout) in self.taken.layouts.items())
+
+    def _take_texts(self, tasks: list[tuple[HostTask, DeviceTask, int | None]]) -> None:
+        """Symbol ids of taken tasks' texts (interned in their order), and their statistics."""
+        infos: list[Any] = [host.resolved for host, _, _ in tasks]
+        places = self._text_places([info.get("texts") or _row_texts(info) for info in infos])
+        self.taken.symbols.append(self.text_array[places])
+        self.stats.queue_ops([device.device for _, device, _ in tasks], self.text_names[places].tolist(),
+                             [device.end - device.start for _, device, _ in tasks])
+        self.tasks_out += len(tasks)
+
+    def _build_block(self) -> None:
+        """The rows of the taken tasks as one block of columns."""
+        taken, self.taken = self.taken, TakenTasks()
+        n = len(taken.tasks)
+        if not n:
+            return
+        hosts, devices, contexts = zip(*taken.tasks, strict=True)
         timed = np.array(list(map(DEVICE_FIELDS, devices)), np.int64).reshape(n, -1).T
-        described = np.array(list(map(INFO_FIELDS, infos)), np.int64).reshape(n, -1).T
-        texts = [info.get("texts") or _row_texts(info) for info in infos]
-        places = self._text_places(texts)
-        symbols = self.text_array[places].T
+        described = np.array(list(map(INFO_FIELDS, [host.resolved for host in hosts])), np.int64).reshape(n, -1).T
+        symbols = np.concatenate(taken.symbols).T
         context_column = np.array([INVALID_CONTEXT if c is None else c for c in contexts], np.int64)
         placed: dict[int, np.ndarray] = dict(zip(TIMED_AT + DESCRIBED_AT + TEXT_AT, [*timed, *described, *symbols],
                                                  strict=True))
         placed[CONTEXT_AT] = context_column
         columns = [placed[at] for at in range(len(schema.TASK_COLUMNS)) if at != PMU_AT]
-        durations = timed[5] - timed[4]
-        offsets, values, work = self._block_pmu(timed[0], described[2], durations, records, l2_values, layouts)
+        offsets, values, work = self._block_pmu(timed[0], described[2], timed[5] - timed[4], taken)
         self.task_rows.add_block(TaskBlock(columns, offsets, values, work))
-        self.stats.queue_ops(timed[0].tolist(), self.text_names[places].tolist(), durations.tolist())
-        self.tasks_out += n
 
     def _block_pmu(self, devices: np.ndarray, block_dims: np.ndarray, durations: np.ndarray,
-                   records: list[PmuRef | None], l2_values: list[list[float | None] | None],
-                   layouts: dict[int, tuple[DeviceFlags, PmuLayout]]) -> tuple[np.ndarray, np.ndarray, PmuWork | None]:
+                   taken: TakenTasks) -> tuple[np.ndarray, np.ndarray, PmuWork | None]:
         """A block's ``pmu`` offsets and values (NaN: none yet, or none), and the rows whose AI Core PMU values are
         still to be worked out (a record and the device's PMU events): [PMU values, AI CPU, L2 cache, hidden]."""
         n = len(devices)
         found, inverse = np.unique(devices, return_inverse=True)
-        shapes = [self._row_shape(*layouts[device]) for device in found.tolist()]
+        shapes = [self._row_shape(*taken.layouts[device]) for device in found.tolist()]
         widths = np.array([sum(shape) for shape in shapes], np.int64)[inverse]
-        l2_at = np.array([shape[0] + shape[1] for shape in shapes], np.int64)[inverse]
         offsets = np.zeros(n + 1, np.int64)
         np.cumsum(widths, out=offsets[1:])
         values = np.full(int(offsets[-1]), np.nan)
-        with_l2 = [at for at, rates in enumerate(l2_values) if rates is not None]
-        if with_l2:
-            rates = np.array([l2_values[at] for at in with_l2], np.float64)  # None → NaN
-            starts = offsets[with_l2] + l2_at[with_l2]
-            values[starts] = rates[:, 0]
-            values[starts + 1] = rates[:, 1]
-        events = np.array([bool(layouts[device][1].events) for device in found.tolist()])[inverse]
-        jobs = [at for at, record in enumerate(records) if record is not None and events[at]]
+        for found_values, skip in ((taken.aicpu_values, 0), (taken.l2_values, 1)):
+            rows = [at for at, row_values in enumerate(found_values) if row_values is not None]
+            if rows:
+                table = np.array([found_values[at] for at in rows], np.float64)  # None → NaN
+                at_row = offsets[rows] + np.array([sum(shape[:skip + 1]) for shape in shapes], np.int64)[inverse[rows]]
+                values[at_row[:, None] + np.arange(table.shape[1])] = table
+        events = np.array([bool(taken.layouts[device][1].events) for device in found.tolist()])[inverse]
+        jobs = [at for at, record in enumerate(taken.records) if record is not None and events[at]]
         if not jobs:
             return offsets, values, None
-        chosen: list[PmuRef] = [records[at] for at in jobs]  # type: ignore[misc]
+        chosen: list[PmuRef] = [taken.records[at] for at in jobs]  # type: ignore[misc]
         return offsets, values, PmuWork(offsets[jobs], devices[jobs], chosen, block_dims[jobs], durations[jobs])
 
     @staticmethod
@@ -1005,6 +1037,7 @@ class AggregatorStage(Transform):
 
     def _emit_task(self, info: dict[str, Any], device: DeviceTask, pmu_record: Any,
                    extra: list[float | None], context: int = INVALID_CONTEXT) -> None:
+        self._build_block()  # the rows before it
         layout = self._pmu_layout(device.device)
         pmu: list[float | None] = []
         job: tuple[tuple[np.ndarray, int], float | None] | None = None  # (PMU record, clock): values worked out later
@@ -1072,7 +1105,8 @@ class AggregatorStage(Transform):
 
     def _flush_rows(self, force: bool) -> Iterator[Batch]:
         limit = self.config.max_batch_rows or self.ctx.batch_records
-        if force or len(self.task_rows) >= limit:
+        if force or len(self.task_rows) + len(self.taken) >= limit:
+            self._build_block()
             self._fill_pmu()
         while self.api_rows and (force or len(self.api_rows) >= limit):
             yield pack_table("api", self.api_rows.table(limit, SCHEMAS["api"]), "tasks",
