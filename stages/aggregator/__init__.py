@@ -11,7 +11,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -106,10 +106,10 @@ CONTEXT_AT = schema.TASK_COLUMNS.index("context_id")
 TEXT_AT = tuple(schema.TASK_COLUMNS.index(name) for name in (  # a row's texts (_row_texts), where they go
     "op_name", "op_type", "task_type", "op_state", "input_shapes", "input_dtypes", "input_formats", "output_shapes",
     "output_dtypes", "output_formats", "kernel_name", "runtime_task_type", "hf32_eligible"))
-DEVICE_FIELDS = attrgetter("device", "stream", "task", "batch", "start", "end")  # a row's device task …
+DEVICE_FIELDS = ("device", "stream", "task", "batch", "start", "end")  # a row's device task …
 TIMED_AT = tuple(schema.TASK_COLUMNS.index(name) for name in (
     "device_id", "stream_id", "task_id", "batch_id", "start_ns", "end_ns"))
-INFO_FIELDS = itemgetter("model_id", "iteration", "block_dim", "mix_block_dim", "connection_id", "thread_id")
+INFO_FIELDS = ("model_id", "iteration", "block_dim", "mix_block_dim", "connection_id", "thread_id")
 DESCRIBED_AT = tuple(schema.TASK_COLUMNS.index(name) for name in (  # … and its description's numbers
     "model_id", "iteration", "block_dim", "mix_block_dim", "connection_id", "thread_id"))
 OP_STATES = {0: "static", 1: "dynamic"}  # node_basic_info op_state
@@ -962,8 +962,9 @@ class AggregatorStage(Transform):
         if not n:
             return
         hosts, devices, contexts = zip(*taken.tasks, strict=True)
-        timed = np.array(list(map(DEVICE_FIELDS, devices)), np.int64).reshape(n, -1).T
-        described = np.array(list(map(INFO_FIELDS, [host.resolved for host in hosts])), np.int64).reshape(n, -1).T
+        infos = [host.resolved for host in hosts]
+        timed = [np.fromiter(map(attrgetter(name), devices), np.int64, n) for name in DEVICE_FIELDS]
+        described = [np.fromiter(map(itemgetter(name), infos), np.int64, n) for name in INFO_FIELDS]
         symbols = np.concatenate(taken.symbols).T
         context_column = np.array([INVALID_CONTEXT if c is None else c for c in contexts], np.int64)
         placed: dict[int, np.ndarray] = dict(zip(TIMED_AT + DESCRIBED_AT + TEXT_AT, [*timed, *described, *symbols],
@@ -987,7 +988,9 @@ class AggregatorStage(Transform):
         for found_values, skip in ((taken.aicpu_values, 0), (taken.l2_values, 1)):
             rows = [at for at, row_values in enumerate(found_values) if row_values is not None]
             if rows:
-                table = np.array([found_values[at] for at in rows], np.float64)  # None → NaN
+                width = len(found_values[rows[0]])  # type: ignore[arg-type]
+                flat = list(chain.from_iterable(found_values[at] for at in rows))  # type: ignore[misc]
+                table = np.array(flat, np.float64).reshape(-1, width)  # None → NaN
                 at_row = offsets[rows] + np.array([sum(shape[:skip + 1]) for shape in shapes], np.int64)[inverse[rows]]
                 values[at_row[:, None] + np.arange(table.shape[1])] = table
         events = np.array([bool(taken.layouts[device][1].events) for device in found.tolist()])[inverse]
