@@ -899,6 +899,9 @@ class AggregatorStage(Transform):
         if not self._taken_layouts_hold():
             self._build_block()
         layouts, first = taken.layouts, len(taken.tasks)
+        tasks, records, l2_values, aicpu_values = taken.tasks, taken.records, taken.l2_values, taken.aicpu_values
+        l2_queues, popleft = extras.l2, awaiting.popleft
+        l2_taken: list[tuple[int, tuple[int, int, int], Any, str]] = []  # (place in taken, key, L2 entry, op name)
         while awaiting:
             task = awaiting[0]
             host, device, context = task
@@ -909,33 +912,42 @@ class AggregatorStage(Transform):
                 known = layouts[device.device] = (self._flags(device.device), self._pmu_layout(device.device))
             flags, layout = known
             task_type = info["task_type"]
-            record = l2 = aicpu = None
+            record = aicpu = None
             if task_type in PMU_TASK_TYPES and context is not None and not flags.v6:  # _wants: PMU, and L2 if on
                 if layout.stars is not None:
                     break
                 key = (device.device, device.stream, device.task, context)
                 waiting = pmu.get(key)
-                if not waiting and flags.pmu or flags.l2 and not extras.l2_ready(key[:3]):
+                if not waiting and flags.pmu:
                     break
-                awaiting.popleft()
+                if flags.l2:
+                    task_key = (device.device, device.stream, device.task)
+                    l2_waiting = l2_queues.get(task_key)
+                    if not l2_waiting and not extras.l2_ready(task_key):
+                        break
+                    if l2_waiting:
+                        l2_taken.append((len(tasks), task_key, l2_waiting.popleft(), info["op_name"]))
+                        if not l2_waiting:
+                            del l2_queues[task_key]
+                popleft()
                 if waiting:
                     record = waiting.popleft()
                     if not waiting:
                         del pmu[key]
-                if flags.l2:
-                    l2 = extras.take_l2(key[:3], self.devices.get(device.device, {}), info["op_name"])
             elif task_type == "AI_CPU" and flags.aicpu:
                 if not extras.aicpu_ready(device.device, device.end):
                     break
-                awaiting.popleft()
+                popleft()
                 aicpu = extras.take_aicpu((device.device, device.stream, device.task), device.start, device.end,
                                           info["op_name"])
             else:
-                awaiting.popleft()
-            taken.tasks.append(task)
-            taken.records.append(record)
-            taken.l2_values.append(l2)
-            taken.aicpu_values.append(aicpu)
+                popleft()
+            tasks.append(task)
+            records.append(record)
+            l2_values.append(None)
+            aicpu_values.append(aicpu)
+        for (at, _, _, _), rates in zip(l2_taken, extras.l2_taken(l2_taken, self.devices), strict=True):
+            l2_values[at] = rates
         if len(taken.tasks) > first:
             self._take_texts(taken.tasks[first:])
             if len(taken.tasks) >= TAKEN_PER_BLOCK:
