@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -150,14 +151,13 @@ class TaskRowStore:
 
 
 def record_counts(records: list[PmuRef]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Total cycles, counters and blocks of PMU records, taken a chunk at a time."""
-    runs: list[tuple[np.ndarray, list[int]]] = []
-    for chunk, index in records:
-        if runs and runs[-1][0] is chunk:
-            runs[-1][1].append(index)
-        else:
-            runs.append((chunk, [index]))
-    parts = [chunk[indices] for chunk, indices in runs]
+    """Total cycles, counters and blocks of PMU records, taken a run of records of one chunk at a time."""
+    n = len(records)
+    chunks = list(map(itemgetter(0), records))
+    indices = np.fromiter(map(itemgetter(1), records), np.int64, n)
+    owners = np.fromiter(map(id, chunks), np.int64, n)
+    starts = np.flatnonzero(np.concatenate(([True], owners[1:] != owners[:-1]))).tolist()
+    parts = [chunks[start][indices[start:end]] for start, end in zip(starts, starts[1:] + [n], strict=True)]
     found = parts[0] if len(parts) == 1 else np.concatenate(parts)
     return found["total_cycle"], found["pmu"], found["block"].astype(np.int64)
 
