@@ -49,7 +49,15 @@ from stages.aggregator.static import Binding, StaticModels
 from stages.aggregator.stats import StatsBook
 from stages.aggregator.steps import StepTraceBook
 from stages.aggregator.subscribed import SubscribedOps
-from stages.aggregator.task_rows import PmuRef, PmuWork, TaskBlock, TaskRowStore, fill_blocks, record_counts
+from stages.aggregator.task_rows import (
+    PmuRef,
+    PmuWork,
+    TaskBlock,
+    TaskRowStore,
+    fill_blocks,
+    record_counts,
+    record_rows,
+)
 from stages.decoder import records
 from stages.formats import ge_enums, raw
 from stages.schema import pack_rows, unpack_rows
@@ -187,6 +195,7 @@ class TakenTasks:
     l2_values: list[list[float | None] | None] = field(default_factory=list)
     aicpu_values: list[list[float | None] | None] = field(default_factory=list)
     symbols: list[np.ndarray] = field(default_factory=list)
+    clocks: dict[int, float | None] = field(default_factory=dict)  # place → clock of a task with STARS PMU values
     layouts: dict[int, tuple[DeviceFlags, PmuLayout]] = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -886,8 +895,7 @@ class AggregatorStage(Transform):
         if flags.l2:
             extra += self.extras.take_l2(task_key, self.devices.get(device.device, {}), op_name) if wants_l2 \
                 else [None] * len(L2_COLUMNS)
-        self.slow_path["STARS PMU values" if wants_pmu and self._stars_pmu(device.device) else
-                       "task whose PMU, L2 cache or AI CPU record did not come in time"] += 1
+        self.slow_path["task whose PMU, L2 cache or AI CPU record did not come in time"] += 1
         self._emit_task(host.resolved, device, pmu_record, extra, pmu_key[3])
         return True
 
@@ -914,8 +922,6 @@ class AggregatorStage(Transform):
             task_type = info["task_type"]
             record = aicpu = None
             if task_type in PMU_TASK_TYPES and context is not None and not flags.v6:  # _wants: PMU, and L2 if on
-                if layout.stars is not None:
-                    break
                 key = (device.device, device.stream, device.task, context)
                 waiting = pmu.get(key)
                 if not waiting and flags.pmu:
@@ -942,6 +948,10 @@ class AggregatorStage(Transform):
                                           info["op_name"])
             else:
                 popleft()
+            if layout.stars is not None:  # the clock of its values (and its end counts as a time clocks were used)
+                clock = extras.clock_mhz(device.device, layout.platform, device.end)
+                if record is not None:
+                    taken.clocks[len(tasks)] = clock
             tasks.append(task)
             records.append(record)
             l2_values.append(None)
@@ -1005,12 +1015,49 @@ class AggregatorStage(Transform):
                 table = np.array(flat, np.float64).reshape(-1, width)  # None → NaN
                 at_row = offsets[rows] + np.array([sum(shape[:skip + 1]) for shape in shapes], np.int64)[inverse[rows]]
                 values[at_row[:, None] + np.arange(table.shape[1])] = table
-        events = np.array([bool(taken.layouts[device][1].events) for device in found.tolist()])[inverse]
+        if taken.clocks:
+            self._stars_values(values, offsets, devices, block_dims, durations, taken)
+        events = np.array([bool(taken.layouts[device][1].events and taken.layouts[device][1].stars is None)
+                           for device in found.tolist()])[inverse]
         jobs = [at for at, record in enumerate(taken.records) if record is not None and events[at]]
         if not jobs:
             return offsets, values, None
         chosen: list[PmuRef] = [taken.records[at] for at in jobs]  # type: ignore[misc]
         return offsets, values, PmuWork(offsets[jobs], devices[jobs], chosen, block_dims[jobs], durations[jobs])
+
+    def _stars_values(self, values: np.ndarray, offsets: np.ndarray, devices: np.ndarray, block_dims: np.ndarray,
+                      durations: np.ndarray, taken: TakenTasks) -> None:
+        """The PMU values of the taken tasks with a STARS PMU record, into their rows' ``pmu`` values: a batch per
+        device (StarsPmu.batch_values); a record whose counts are too big for it, by the per-record code. A record
+        with overflow, or an HWTS-class one, has none."""
+        places = np.fromiter(taken.clocks, np.int64, len(taken.clocks))
+        clocks = np.array(list(taken.clocks.values()), np.float64)  # None → NaN
+        for device in np.unique(devices[places]).tolist():
+            flags, layout = taken.layouts[device]
+            stars = layout.stars
+            assert stars is not None
+            mine = devices[places] == device
+            chosen, chosen_clocks = places[mine], clocks[mine]
+            kept = [at for at, place in enumerate(chosen.tolist())
+                    if "overflow" in (taken.records[place][0].dtype.names or ())]  # type: ignore[index]
+            chosen, chosen_clocks = chosen[kept], chosen_clocks[kept]
+            if not len(chosen):
+                continue
+            found = record_rows([taken.records[place] for place in chosen.tolist()])  # type: ignore[misc]
+            fine = found["overflow"] == 0
+            chosen, chosen_clocks, found = chosen[fine], chosen_clocks[fine], found[fine]
+            shown, hidden, inexact = stars.batch_values(
+                found["total_cycle"], found["pmu"].reshape(len(found), -1), found["core"],
+                block_dims[chosen], durations[chosen], chosen_clocks)
+            for at in np.flatnonzero(inexact).tolist():
+                clock = float(chosen_clocks[at])
+                exact = stars.split_values(found[at], int(block_dims[chosen[at]]), int(durations[chosen[at]]),
+                                           None if clock != clock else clock)
+                shown[at], hidden[at] = (np.array(part, np.float64) for part in exact)
+            main, aicpu, l2, _ = self._row_shape(flags, layout)
+            starts = offsets[chosen]
+            values[starts[:, None] + np.arange(shown.shape[1])] = shown
+            values[(starts + main + aicpu + l2)[:, None] + np.arange(hidden.shape[1])] = hidden
 
     @staticmethod
     def _row_shape(flags: DeviceFlags, layout: PmuLayout) -> tuple[int, int, int, int]:

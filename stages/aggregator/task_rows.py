@@ -150,15 +150,20 @@ class TaskRowStore:
         return piece_table(pieces)
 
 
-def record_counts(records: list[PmuRef]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Total cycles, counters and blocks of PMU records, taken a run of records of one chunk at a time."""
+def record_rows(records: list[PmuRef]) -> np.ndarray:
+    """PMU records (of one dtype) as one array, taken a run of records of one chunk at a time."""
     n = len(records)
     chunks = list(map(itemgetter(0), records))
     indices = np.fromiter(map(itemgetter(1), records), np.int64, n)
     owners = np.fromiter(map(id, chunks), np.int64, n)
     starts = np.flatnonzero(np.concatenate(([True], owners[1:] != owners[:-1]))).tolist()
     parts = [chunks[start][indices[start:end]] for start, end in zip(starts, starts[1:] + [n], strict=True)]
-    found = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def record_counts(records: list[PmuRef]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Total cycles, counters and blocks of PMU records."""
+    found = record_rows(records)
     return found["total_cycle"], found["pmu"], found["block"].astype(np.int64)
 
 

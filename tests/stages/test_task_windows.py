@@ -88,3 +88,40 @@ def test_record_counts_take_each_record_from_its_chunk() -> None:
     assert cycles.tolist() == [12, 10, 21, 11, 20]
     assert blocks.tolist() == [3, 1, 5, 0, 4]
     assert counters.shape == (5, 2)
+
+
+PIPE = [0x8, 0xA, 0x9, 0xB, 0xC, 0xD, 0x54, 0x55]
+STARS_FACTS = [
+    {"platform": 5, "aic_frequency_mhz": 1800.0, "ai_core_num": 24, "aiv_num": 48, "pmu_events": PIPE,
+     "aiv_pmu_events": PIPE},
+    {"platform": 5, "aic_frequency_mhz": 1650.0, "ai_core_num": 20, "pmu_events": [0x8, 0xA, 0x303, 0xA]},
+    {"platform": 7, "aic_frequency_mhz": 0, "ai_core_num": 0, "aiv_pmu_events": [0x54, 0x55, 0xC]},
+]
+counts = st.one_of(st.integers(0, 3), st.integers(0, 2 ** 40), st.integers(2 ** 53 - 2, 2 ** 64 - 1))
+pmu_records = st.lists(st.tuples(counts, st.lists(counts, min_size=8, max_size=8), st.sampled_from([0, 1, 2, 3]),
+                                 st.integers(0, 80), st.integers(-3, 10 ** 10),
+                                 st.one_of(st.none(), st.sampled_from([0.0, 1300.0, 1850.5]))),
+                       min_size=1, max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(range(len(STARS_FACTS))), pmu_records)
+def test_stars_batch_values_equal_those_of_one_record(facts_at: int, found: list[Any]) -> None:
+    from stages.aggregator.stars import StarsPmu
+    from stages.decoder import records
+
+    stars = StarsPmu(STARS_FACTS[facts_at])
+    arr = np.zeros(len(found), records.CONTEXT_PMU)
+    for i, (cycles, counters, core, _, _, _) in enumerate(found):
+        arr[i]["total_cycle"], arr[i]["pmu"], arr[i]["core"] = cycles, counters, core
+    blocks = np.array([block for *_, block, _, _ in found], np.int64)
+    durations = np.array([duration for *_, duration, _ in found], np.int64)
+    clocks = np.array([clock for *_, clock in found], np.float64)  # None → NaN
+    shown, hidden, inexact = stars.batch_values(arr["total_cycle"], arr["pmu"], arr["core"], blocks, durations,
+                                                clocks)
+    for i, (*_, block, duration, clock) in enumerate(found):
+        if inexact[i]:
+            continue
+        expected = stars.split_values(arr[i], block, duration, clock)
+        assert [None if v != v else v for v in shown[i].tolist()] == expected[0]
+        assert [None if v != v else v for v in hidden[i].tolist()] == expected[1]
