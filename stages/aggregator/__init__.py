@@ -293,6 +293,7 @@ class AggregatorStage(Transform):
         self.text_array = np.zeros((0, len(TEXT_AT)), np.int64)
         self.text_name_codes: list[int] = []  # the statistics' code of their op type and core type (name_code)
         self.text_names = np.zeros(0, np.int64)
+        self.texts_forgotten = False
         self.api_names = ApiResolver(self.symbols.intern)
 
     # -- intake ---------------------------------------------------------------------------
@@ -901,8 +902,8 @@ class AggregatorStage(Transform):
 
     def _take_ready(self) -> None:
         """The joined tasks at the head of awaiting_pmu whose PMU, L2 cache and AI CPU records are in (each takes the
-        oldest of its key, as the FIFO gives them), taken into self.taken; up to the first that must wait, or that
-        the per-task code makes (a STARS task with PMU values)."""
+        oldest of its key, as the FIFO gives them), taken into self.taken; up to the first whose records are not all
+        in (_resolve_head decides whether it waits)."""
         awaiting, pmu, extras, taken = self.awaiting_pmu, self.pmu, self.extras, self.taken
         if not self._taken_layouts_hold():
             self._build_block()
@@ -1078,9 +1079,11 @@ class AggregatorStage(Transform):
                 new = texts
             for text in new:
                 self._text_place(text)
+            places = list(map(self.text_ids.get, texts))
+        if len(self.text_array) != len(self.text_symbols) or self.texts_forgotten:
             self.text_array = np.array(self.text_symbols, np.int64).reshape(-1, len(TEXT_AT))
             self.text_names = np.array(self.text_name_codes, np.int64)
-            places = list(map(self.text_ids.get, texts))
+            self.texts_forgotten = False
         return np.array(places, np.int64)
 
     def _forget_texts(self) -> None:
@@ -1088,6 +1091,7 @@ class AggregatorStage(Transform):
         self.text_ids.clear()
         self.text_symbols.clear()
         self.text_name_codes.clear()
+        self.texts_forgotten = True  # text_array no longer holds them
 
     def _text_place(self, texts: tuple[str, ...]) -> int:
         place = self.text_ids.get(texts)
