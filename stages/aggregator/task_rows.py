@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from stages.schema import TASK_COLUMNS
 from stages.tables import SCHEMAS
 
-PMU_AT = 22  # schema.TASK_COLUMNS.index("pmu")
+PMU_AT = TASK_COLUMNS.index("pmu")
 PmuRef = tuple[np.ndarray, int]  # a PMU record: its chunk and its row there
 # rows as their columns but ``pmu`` (schema order), then ``pmu`` as offsets, values and which values are none
 Piece = tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]
