@@ -10,11 +10,12 @@ import gc
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import chain
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 from pydantic import Field
 
 from pipeline.stage import Batch, StageConfig, Transform
@@ -48,6 +49,15 @@ from stages.aggregator.static import Binding, StaticModels
 from stages.aggregator.stats import StatsBook
 from stages.aggregator.steps import StepTraceBook
 from stages.aggregator.subscribed import SubscribedOps
+from stages.aggregator.task_rows import (
+    PmuRef,
+    PmuWork,
+    TaskBlock,
+    TaskRowStore,
+    fill_blocks,
+    record_counts,
+    record_rows,
+)
 from stages.aggregator.tracks import HostQueue, TrackChunk, TrackLookups, look_up
 from stages.decoder import records
 from stages.formats import ge_enums, raw
@@ -71,6 +81,7 @@ UNSEEN_STREAM_LAG_NS = 1_000_000_000
 PMU_LOOKAHEAD = 4096  # joined tasks looked at for a later one whose PMU / L2 record is in (see _pmu_passed)
 API_MARK_LEVELS = (raw.LEVEL_NODE, raw.LEVEL_MODEL, raw.LEVEL_ACL)  # levels that end after a Node API they hold
 PRUNE_EVERY_S = 0.5
+TAKEN_PER_BLOCK = 16_384  # joined tasks taken before their rows become a block (else: at the next flush)
 TEXT_IDS_LIMIT = 65_536  # distinct text combinations of task rows remembered with their symbol ids
 # Decoded kinds this release keeps out of its outputs: counted (AggregatorStage.accounting) with the reason the
 # report gives, never rejected.
@@ -100,6 +111,16 @@ ROW_KINDS = ("api", "tx", "task", "step_trace", "aicpu", "l2_cache", "aicore_fre
 LIST_ROW_KINDS = ROW_KINDS[1:]  # held as row lists (API rows: as columns)
 FFTS_TASK_SPAN = "FFTS+ task spans (their contexts make the rows, as in msprof)"
 PMU_AT = schema.TASK_COLUMNS.index("pmu")
+CONTEXT_AT = schema.TASK_COLUMNS.index("context_id")
+TEXT_AT = tuple(schema.TASK_COLUMNS.index(name) for name in (  # a row's texts (_row_texts), where they go
+    "op_name", "op_type", "task_type", "op_state", "input_shapes", "input_dtypes", "input_formats", "output_shapes",
+    "output_dtypes", "output_formats", "kernel_name", "runtime_task_type", "hf32_eligible"))
+DEVICE_FIELDS = ("device", "stream", "task", "batch", "start", "end")  # a row's device task …
+TIMED_AT = tuple(schema.TASK_COLUMNS.index(name) for name in (
+    "device_id", "stream_id", "task_id", "batch_id", "start_ns", "end_ns"))
+INFO_FIELDS = ("model_id", "iteration", "block_dim", "mix_block_dim", "connection_id", "thread_id")
+DESCRIBED_AT = tuple(schema.TASK_COLUMNS.index(name) for name in (  # … and its description's numbers
+    "model_id", "iteration", "block_dim", "mix_block_dim", "connection_id", "thread_id"))
 OP_STATES = {0: "static", 1: "dynamic"}  # node_basic_info op_state
 NO_FLIPS_MARK = np.iinfo(np.int64).max  # the flip watermark of a device that writes no flips (the 310)
 STREAM_BITS = 0xFFFFFFFF  # a (device, stream) code's stream part (_stream_codes)
@@ -164,19 +185,23 @@ class PmuJobs:
                 setattr(part, name, [values[at] for at in chosen])
             yield device, part
 
-    def counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Cycles, counters and blocks (the task's block dim where the record's is 0) of the jobs' PMU records,
-        taken a chunk at a time."""
-        runs: list[tuple[np.ndarray, list[int]]] = []
-        for chunk, index in self.records:
-            if runs and runs[-1][0] is chunk:
-                runs[-1][1].append(index)
-            else:
-                runs.append((chunk, [index]))
-        parts = [chunk[indices] for chunk, indices in runs]
-        found = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        blocks = found["block"].astype(np.int64)
-        return found["total_cycle"], found["pmu"], np.where(blocks != 0, blocks, np.array(self.block_dims, np.int64))
+
+@dataclass
+class TakenTasks:
+    """Joined tasks taken off awaiting_pmu with their records, whose rows go into the next block
+    (AggregatorStage._build_block): each task's PMU record, L2 cache and AI CPU values (None: none taken), its
+    texts' symbol ids (a window's at a time), and the devices' facts they were taken under."""
+
+    tasks: list[tuple[HostTask, DeviceTask, int | None]] = field(default_factory=list)
+    records: list[PmuRef | None] = field(default_factory=list)
+    l2_values: list[list[float | None] | None] = field(default_factory=list)
+    aicpu_values: list[list[float | None] | None] = field(default_factory=list)
+    symbols: list[np.ndarray] = field(default_factory=list)
+    clocks: dict[int, float | None] = field(default_factory=dict)  # place → clock of a task with STARS PMU values
+    layouts: dict[int, tuple[DeviceFlags, PmuLayout]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
 
 
 @dataclass(frozen=True)
@@ -247,7 +272,9 @@ class AggregatorStage(Transform):
         self.parked_named: set[tuple[int, int]] = set()  # parked ids a host task has named since
         self.not_passed: tuple[int, int, bool, int, int] | None = None  # the last _passed that found nothing
         self.registered_streams: dict[tuple[int, int], int] = {}
-        self.rows: dict[str, list[list[Any]]] = {kind: [] for kind in LIST_ROW_KINDS}
+        self.rows: dict[str, list[list[Any]]] = {kind: [] for kind in LIST_ROW_KINDS if kind != "task"}
+        self.task_rows = TaskRowStore()
+        self.taken = TakenTasks()  # joined tasks whose rows go into the next block
         self.api_rows = ColumnRows(len(schema.API_COLUMNS))
         self.pmu_jobs = PmuJobs()  # task rows whose PMU values are still to be computed
         self.stats = StatsBook()
@@ -264,7 +291,13 @@ class AggregatorStage(Transform):
         self.steps = StepTraceBook()
         self.subscribed = SubscribedOps()  # operator records of a subscription source
         self.pmu_layouts: dict[int, PmuLayout] = {}
-        self.text_ids: dict[tuple[str, ...], tuple[int, ...]] = {}  # a task row's texts → their symbol ids
+        # a task row's texts → their place in text_symbols (their symbol ids) and in text_array (the same, as rows)
+        self.text_ids: dict[tuple[str, ...], int] = {}
+        self.text_symbols: list[tuple[int, ...]] = []
+        self.text_array = np.zeros((0, len(TEXT_AT)), np.int64)
+        self.text_name_codes: list[int] = []  # the statistics' code of their op type and core type (name_code)
+        self.text_names = np.zeros(0, np.int64)
+        self.texts_forgotten = False
         self.api_names = ApiResolver(self.symbols.intern)
 
     # -- intake ---------------------------------------------------------------------------
@@ -1230,40 +1263,252 @@ class AggregatorStage(Transform):
 
     def _resolve_pmu(self) -> None:
         """Joined tasks in order, each once its PMU, L2 cache and AI CPU records are in or their streams have passed
-        it: AI CPU records by their run end (aicpu_ready), PMU and L2 records by their order (_passed)."""
+        it: AI CPU records by their run end (aicpu_ready), PMU and L2 records by their order (_passed). The tasks
+        whose records are in go a window at a time (_take_ready); the one that stops a window, the per-task code."""
+        while self.awaiting_pmu:
+            self._take_ready()
+            if self.awaiting_pmu and not self._resolve_head():
+                return
+
+    def _resolve_head(self) -> bool:
+        """The oldest joined task by the per-task code, once its records are in or their streams have passed it
+        (or its wait is given up); False: it waits."""
         awaiting, pmu_records = self.awaiting_pmu, self.pmu
+        host, device, context = awaiting[0]
+        assert host.resolved is not None
+        task_key = (device.device, device.stream, device.task)
+        pmu_key = (*task_key, INVALID_CONTEXT if context is None else context)
+        flags = self._flags(device.device)
+        wants_pmu, wants_l2, wants_aicpu = _wants(host.resolved["task_type"], context, flags)
+        missing = (wants_pmu and flags.pmu and not pmu_records.get(pmu_key)
+                   and not self._passed(device.device, device.end, False)
+                   or wants_l2 and not self.extras.l2_ready(task_key)
+                   and not self._passed(device.device, device.end, True)
+                   or wants_aicpu and not self.extras.aicpu_ready(device.device, device.end))
+        if missing:
+            if not self._give_up(len(awaiting)):
+                return False
+            self._gave_up("joined task waiting for its PMU, L2 cache or AI CPU record")
+            if not self.finishing:
+                self.extras.waited_in_vain(device.device, wants_aicpu, wants_l2)
+        awaiting.popleft()
+        pmu_record = take(pmu_records, pmu_key) if wants_pmu else None
+        extra: list[float | None] = []
+        op_name = host.resolved["op_name"]
+        if flags.aicpu:
+            extra += self.extras.take_aicpu(task_key, device.start, device.end, op_name) if wants_aicpu \
+                else [None] * len(AICPU_COLUMNS)
+        if flags.l2:
+            extra += self.extras.take_l2(task_key, self.devices.get(device.device, {}), op_name) if wants_l2 \
+                else [None] * len(L2_COLUMNS)
+        self.slow_path["task whose PMU, L2 cache or AI CPU record did not come in time"] += 1
+        self._emit_task(host.resolved, device, pmu_record, extra, pmu_key[3])
+        return True
+
+    def _take_ready(self) -> None:
+        """The joined tasks at the head of awaiting_pmu whose PMU, L2 cache and AI CPU records are in (each takes the
+        oldest of its key, as the FIFO gives them), taken into self.taken; up to the first whose records are not all
+        in (_resolve_head decides whether it waits)."""
+        awaiting, pmu, extras, taken = self.awaiting_pmu, self.pmu, self.extras, self.taken
+        if not self._taken_layouts_hold():
+            self._build_block()
+        layouts, first = taken.layouts, len(taken.tasks)
+        tasks, records, l2_values, aicpu_values = taken.tasks, taken.records, taken.l2_values, taken.aicpu_values
+        l2_queues, popleft = extras.l2, awaiting.popleft
+        l2_taken: list[tuple[int, tuple[int, int, int], Any, str]] = []  # (place in taken, key, L2 entry, op name)
         while awaiting:
-            host, device, context = awaiting[0]
-            assert host.resolved is not None
-            task_key = (device.device, device.stream, device.task)
-            pmu_key = (*task_key, INVALID_CONTEXT if context is None else context)
-            flags = self._flags(device.device)
-            wants_pmu, wants_l2, wants_aicpu = _wants(host.resolved["task_type"], context, flags)
-            missing = (wants_pmu and flags.pmu and not pmu_records.get(pmu_key)
-                       and not self._passed(device.device, device.end, False)
-                       or wants_l2 and not self.extras.l2_ready(task_key)
-                       and not self._passed(device.device, device.end, True)
-                       or wants_aicpu and not self.extras.aicpu_ready(device.device, device.end))
-            if missing:
-                if not self._give_up(len(awaiting)):
-                    return
-                self._gave_up("joined task waiting for its PMU, L2 cache or AI CPU record")
-                if not self.finishing:
-                    self.extras.waited_in_vain(device.device, wants_aicpu, wants_l2)
-            awaiting.popleft()
-            pmu_record = take(pmu_records, pmu_key) if wants_pmu else None
-            extra: list[float | None] = []
-            op_name = host.resolved["op_name"]
-            if flags.aicpu:
-                extra += self.extras.take_aicpu(task_key, device.start, device.end, op_name) if wants_aicpu \
-                    else [None] * len(AICPU_COLUMNS)
-            if flags.l2:
-                extra += self.extras.take_l2(task_key, self.devices.get(device.device, {}), op_name) if wants_l2 \
-                    else [None] * len(L2_COLUMNS)
-            self._emit_task(host.resolved, device, pmu_record, extra, pmu_key[3])
+            task = awaiting[0]
+            host, device, context = task
+            info = host.resolved
+            assert info is not None
+            known = layouts.get(device.device)
+            if known is None:
+                known = layouts[device.device] = (self._flags(device.device), self._pmu_layout(device.device))
+            flags, layout = known
+            task_type = info["task_type"]
+            record = aicpu = None
+            if task_type in PMU_TASK_TYPES and context is not None and not flags.v6:  # _wants: PMU, and L2 if on
+                key = (device.device, device.stream, device.task, context)
+                waiting = pmu.get(key)
+                if not waiting and flags.pmu:
+                    break
+                if flags.l2:
+                    task_key = (device.device, device.stream, device.task)
+                    l2_waiting = l2_queues.get(task_key)
+                    if not l2_waiting and not extras.l2_ready(task_key):
+                        break
+                    if l2_waiting:
+                        l2_taken.append((len(tasks), task_key, l2_waiting.popleft(), info["op_name"]))
+                        if not l2_waiting:
+                            del l2_queues[task_key]
+                popleft()
+                if waiting:
+                    record = waiting.popleft()
+                    if not waiting:
+                        del pmu[key]
+            elif task_type == "AI_CPU" and flags.aicpu:
+                if not extras.aicpu_ready(device.device, device.end):
+                    break
+                popleft()
+                aicpu = extras.take_aicpu((device.device, device.stream, device.task), device.start, device.end,
+                                          info["op_name"])
+            else:
+                popleft()
+            if layout.stars is not None:  # the clock of its values (and its end counts as a time clocks were used)
+                clock = extras.clock_mhz(device.device, layout.platform, device.end)
+                if record is not None:
+                    taken.clocks[len(tasks)] = clock
+            tasks.append(task)
+            records.append(record)
+            l2_values.append(None)
+            aicpu_values.append(aicpu)
+        for (at, _, _, _), rates in zip(l2_taken, extras.l2_taken(l2_taken, self.devices), strict=True):
+            l2_values[at] = rates
+        if len(taken.tasks) > first:
+            self._take_texts(taken.tasks[first:])
+            if len(taken.tasks) >= TAKEN_PER_BLOCK:
+                self._build_block()
+
+    def _taken_layouts_hold(self) -> bool:
+        """Whether the devices of the tasks taken still have the facts they were taken under."""
+        return all(self._flags(device) is flags and self._pmu_layout(device) is layout
+                   for device, (flags, layout) in self.taken.layouts.items())
+
+    def _take_texts(self, tasks: list[tuple[HostTask, DeviceTask, int | None]]) -> None:
+        """Symbol ids of taken tasks' texts (interned in their order), and their statistics."""
+        infos: list[Any] = [host.resolved for host, _, _ in tasks]
+        places = self._text_places([info.get("texts") or _row_texts(info) for info in infos])
+        self.taken.symbols.append(self.text_array[places])
+        self.stats.queue_ops([device.device for _, device, _ in tasks], self.text_names[places].tolist(),
+                             [device.end - device.start for _, device, _ in tasks])
+        self.tasks_out += len(tasks)
+
+    def _build_block(self) -> None:
+        """The rows of the taken tasks as one block of columns."""
+        taken, self.taken = self.taken, TakenTasks()
+        n = len(taken.tasks)
+        if not n:
+            return
+        hosts, devices, contexts = zip(*taken.tasks, strict=True)
+        infos = [host.resolved for host in hosts]
+        timed = [np.fromiter(map(attrgetter(name), devices), np.int64, n) for name in DEVICE_FIELDS]
+        described = [np.fromiter(map(itemgetter(name), infos), np.int64, n) for name in INFO_FIELDS]
+        symbols = np.concatenate(taken.symbols).T
+        context_column = np.array([INVALID_CONTEXT if c is None else c for c in contexts], np.int64)
+        placed: dict[int, np.ndarray] = dict(zip(TIMED_AT + DESCRIBED_AT + TEXT_AT, [*timed, *described, *symbols],
+                                                 strict=True))
+        placed[CONTEXT_AT] = context_column
+        columns = [placed[at] for at in range(len(schema.TASK_COLUMNS)) if at != PMU_AT]
+        offsets, values, work = self._block_pmu(timed[0], described[2], timed[5] - timed[4], taken)
+        self.task_rows.add_block(TaskBlock(columns, offsets, values, work))
+
+    def _block_pmu(self, devices: np.ndarray, block_dims: np.ndarray, durations: np.ndarray,
+                   taken: TakenTasks) -> tuple[np.ndarray, np.ndarray, PmuWork | None]:
+        """A block's ``pmu`` offsets and values (NaN: none yet, or none), and the rows whose AI Core PMU values are
+        still to be worked out (a record and the device's PMU events): [PMU values, AI CPU, L2 cache, hidden]."""
+        n = len(devices)
+        found, inverse = np.unique(devices, return_inverse=True)
+        shapes = [self._row_shape(*taken.layouts[device]) for device in found.tolist()]
+        widths = np.array([sum(shape) for shape in shapes], np.int64)[inverse]
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(widths, out=offsets[1:])
+        values = np.full(int(offsets[-1]), np.nan)
+        for found_values, skip in ((taken.aicpu_values, 0), (taken.l2_values, 1)):
+            rows = [at for at, row_values in enumerate(found_values) if row_values is not None]
+            if rows:
+                width = len(found_values[rows[0]])  # type: ignore[arg-type]
+                flat = list(chain.from_iterable(found_values[at] for at in rows))  # type: ignore[misc]
+                table = np.array(flat, np.float64).reshape(-1, width)  # None → NaN
+                at_row = offsets[rows] + np.array([sum(shape[:skip + 1]) for shape in shapes], np.int64)[inverse[rows]]
+                values[at_row[:, None] + np.arange(table.shape[1])] = table
+        if taken.clocks:
+            self._stars_values(values, offsets, devices, block_dims, durations, taken)
+        events = np.array([bool(taken.layouts[device][1].events and taken.layouts[device][1].stars is None)
+                           for device in found.tolist()])[inverse]
+        jobs = [at for at, record in enumerate(taken.records) if record is not None and events[at]]
+        if not jobs:
+            return offsets, values, None
+        chosen: list[PmuRef] = [taken.records[at] for at in jobs]  # type: ignore[misc]
+        return offsets, values, PmuWork(offsets[jobs], devices[jobs], chosen, block_dims[jobs], durations[jobs])
+
+    def _stars_values(self, values: np.ndarray, offsets: np.ndarray, devices: np.ndarray, block_dims: np.ndarray,
+                      durations: np.ndarray, taken: TakenTasks) -> None:
+        """The PMU values of the taken tasks with a STARS PMU record, into their rows' ``pmu`` values: a batch per
+        device (StarsPmu.batch_values); a record whose counts are too big for it, by the per-record code. A record
+        with overflow, or an HWTS-class one, has none."""
+        places = np.fromiter(taken.clocks, np.int64, len(taken.clocks))
+        clocks = np.array(list(taken.clocks.values()), np.float64)  # None → NaN
+        for device in np.unique(devices[places]).tolist():
+            flags, layout = taken.layouts[device]
+            stars = layout.stars
+            assert stars is not None
+            mine = devices[places] == device
+            chosen, chosen_clocks = places[mine], clocks[mine]
+            kept = [at for at, place in enumerate(chosen.tolist())
+                    if "overflow" in (taken.records[place][0].dtype.names or ())]  # type: ignore[index]
+            chosen, chosen_clocks = chosen[kept], chosen_clocks[kept]
+            if not len(chosen):
+                continue
+            found = record_rows([taken.records[place] for place in chosen.tolist()])  # type: ignore[misc]
+            fine = found["overflow"] == 0
+            chosen, chosen_clocks, found = chosen[fine], chosen_clocks[fine], found[fine]
+            shown, hidden, inexact = stars.batch_values(
+                found["total_cycle"], found["pmu"].reshape(len(found), -1), found["core"],
+                block_dims[chosen], durations[chosen], chosen_clocks)
+            for at in np.flatnonzero(inexact).tolist():
+                clock = float(chosen_clocks[at])
+                exact = stars.split_values(found[at], int(block_dims[chosen[at]]), int(durations[chosen[at]]),
+                                           None if clock != clock else clock)
+                shown[at], hidden[at] = (np.array(part, np.float64) for part in exact)
+            main, aicpu, l2, _ = self._row_shape(flags, layout)
+            starts = offsets[chosen]
+            values[starts[:, None] + np.arange(shown.shape[1])] = shown
+            values[(starts + main + aicpu + l2)[:, None] + np.arange(hidden.shape[1])] = hidden
+
+    @staticmethod
+    def _row_shape(flags: DeviceFlags, layout: PmuLayout) -> tuple[int, int, int, int]:
+        """How many PMU, AI CPU, L2 cache and hidden PMU values a device's rows have (rows without a STARS PMU
+        record)."""
+        aicpu, l2 = len(AICPU_COLUMNS) * flags.aicpu, len(L2_COLUMNS) * flags.l2
+        if layout.stars is not None:
+            return len(layout.stars.columns), aicpu, l2, len(layout.stars.hidden_columns)
+        return layout.width, aicpu, l2, 0
+
+    def _text_places(self, texts: list[tuple[str, ...]]) -> np.ndarray:
+        """Places of row texts in text_array, interned (in the rows' order, each in column order) where new."""
+        places = list(map(self.text_ids.get, texts))
+        if None in places:
+            new = [t for t, place in zip(texts, places, strict=True) if place is None]
+            if len(self.text_ids) + len(new) > TEXT_IDS_LIMIT:
+                self._forget_texts()
+                new = texts
+            for text in new:
+                self._text_place(text)
+            places = list(map(self.text_ids.get, texts))
+        if len(self.text_array) != len(self.text_symbols) or self.texts_forgotten:
+            self.text_array = np.array(self.text_symbols, np.int64).reshape(-1, len(TEXT_AT))
+            self.text_names = np.array(self.text_name_codes, np.int64)
+            self.texts_forgotten = False
+        return np.array(places, np.int64)
+
+    def _forget_texts(self) -> None:
+        """The remembered row texts dropped (TEXT_IDS_LIMIT): their symbols stay in the symbol table."""
+        self.text_ids.clear()
+        self.text_symbols.clear()
+        self.text_name_codes.clear()
+        self.texts_forgotten = True  # text_array no longer holds them
+
+    def _text_place(self, texts: tuple[str, ...]) -> int:
+        place = self.text_ids.get(texts)
+        if place is None:
+            place = self.text_ids[texts] = len(self.text_symbols)
+            self.text_symbols.append(tuple(map(self.symbols.intern, texts)))
+            self.text_name_codes.append(self.stats.name_code(texts[1], texts[2]))
+        return place
 
     def _emit_task(self, info: dict[str, Any], device: DeviceTask, pmu_record: Any,
                    extra: list[float | None], context: int = INVALID_CONTEXT) -> None:
+        self._build_block()  # the rows before it
         layout = self._pmu_layout(device.device)
         pmu: list[float | None] = []
         job: tuple[tuple[np.ndarray, int], float | None] | None = None  # (PMU record, clock): values worked out later
@@ -1288,11 +1533,10 @@ class AggregatorStage(Transform):
         if job is None:
             pmu += extra + hidden
         texts = info.get("texts") or _row_texts(info)
-        ids = self.text_ids.get(texts)
-        if ids is None:  # interned in the row's column order, as one by one
-            if len(self.text_ids) >= TEXT_IDS_LIMIT:
-                self.text_ids.clear()
-            ids = self.text_ids[texts] = tuple(map(self.symbols.intern, texts))
+        if len(self.text_ids) >= TEXT_IDS_LIMIT and texts not in self.text_ids:
+            self._forget_texts()
+        place = self._text_place(texts)
+        ids = self.text_symbols[place]
         row = [
             device.device, info["model_id"], info["iteration"], device.stream, device.task, device.batch,
             device.start, device.end, ids[0], ids[1], ids[2], ids[3], info["block_dim"], info["mix_block_dim"],
@@ -1300,8 +1544,8 @@ class AggregatorStage(Transform):
             ids[10], ids[11], ids[12]]
         if job is not None:
             self.pmu_jobs.add(device.device, job[0], info["block_dim"], device.end - device.start, job[1], extra, row)
-        self.rows["task"].append(row)
-        self.stats.add_op(device.device, info["op_type"], info["task_type"], device.end - device.start)
+        self.task_rows.add_row(row)
+        self.stats.queue_ops([device.device], [self.text_name_codes[place]], [device.end - device.start])
         self.tasks_out += 1
 
     def _pmu_layout(self, device: int) -> PmuLayout:
@@ -1332,36 +1576,57 @@ class AggregatorStage(Transform):
 
     def _flush_rows(self, force: bool) -> Iterator[Batch]:
         limit = self.config.max_batch_rows or self.ctx.batch_records
-        if self.pmu_jobs and (force or len(self.rows["task"]) >= limit):
+        if force or len(self.task_rows) + len(self.taken) >= limit:
+            self._build_block()
             self._fill_pmu()
         while self.api_rows and (force or len(self.api_rows) >= limit):
             yield pack_table("api", self.api_rows.table(limit, SCHEMAS["api"]), "tasks",
                              {"symbols": self.symbols.take_unsent()})
-        for kind, rows in self.rows.items():
+        for kind in LIST_ROW_KINDS:
+            if kind == "task":
+                while self.task_rows and (force or len(self.task_rows) >= limit):
+                    meta: dict[str, Any] = {"symbols": self.symbols.take_unsent(),
+                                            "pmu_columns": self._pmu_columns(),
+                                            "hidden_pmu_columns": self._hidden_pmu_columns()}
+                    yield pack_table(kind, self.task_rows.table(limit), "tasks", meta)
+                continue
+            rows = self.rows[kind]
             while rows and (force or len(rows) >= limit):
                 chunk, self.rows[kind] = rows[:limit], rows[limit:]
                 rows = self.rows[kind]
-                meta: dict[str, Any] = {"symbols": self.symbols.take_unsent()}
-                if kind == "task":
-                    meta["pmu_columns"] = self._pmu_columns()
-                    meta["hidden_pmu_columns"] = self._hidden_pmu_columns()
-                table = _task_table(chunk) if kind == "task" else table_of_rows(kind, chunk)
-                yield pack_table(kind, table, "tasks", meta)
+                yield pack_table(kind, table_of_rows(kind, chunk), "tasks", {"symbols": self.symbols.take_unsent()})
 
     def _fill_pmu(self) -> None:
-        """The PMU values of the task rows waiting for them, device by device in one batch each."""
+        """The PMU values of the task rows waiting for them, device by device in one batch each (the rows of
+        blocks, the rows made one at a time)."""
+        fill_blocks(self.task_rows.pending_blocks(), self._block_pmu_values)
+        if not self.pmu_jobs:
+            return
         every, self.pmu_jobs = self.pmu_jobs, PmuJobs()
         for device, jobs in every.by_device():
-            facts = self.devices.get(device, {})
-            cycles, counters, blocks = jobs.counts()
-            values = pmu_batch(
-                list(facts.get("pmu_events", [])), cycles, counters, blocks,
-                int(facts.get("ai_core_num", 1)), float(facts.get("aic_frequency_mhz", 0)),
-                metric=str(facts.get("metric", "")), platform=int(facts.get("platform", 1)),
-                duration_ns=np.array(jobs.durations, np.int64), time_mhz=np.array(jobs.clocks, np.float64))
+            cycles, counters, blocks = record_counts(jobs.records)
+            blocks = np.where(blocks != 0, blocks, np.array(jobs.block_dims, np.int64))
+            values = self._pmu_values(device, cycles, counters, blocks, np.array(jobs.durations, np.int64),
+                                      np.array(jobs.clocks, np.float64))
             extras = np.array(jobs.extras, np.float64).reshape(len(jobs), -1)  # None → NaN
             for row, pmu in zip(jobs.rows, np.hstack((values, extras)), strict=True):
                 row[PMU_AT] = pmu
+
+    def _block_pmu_values(self, device: int, records: list[PmuRef], block_dims: np.ndarray,
+                          durations: np.ndarray) -> np.ndarray:
+        """The AI Core PMU values of block rows of a device without frequency changes (info.json's clock)."""
+        cycles, counters, blocks = record_counts(records)
+        blocks = np.where(blocks != 0, blocks, block_dims)
+        return self._pmu_values(device, cycles, counters, blocks, durations, np.full(len(records), np.nan))
+
+    def _pmu_values(self, device: int, cycles: np.ndarray, counters: np.ndarray, blocks: np.ndarray,
+                    durations: np.ndarray, clocks: np.ndarray) -> np.ndarray:
+        facts = self.devices.get(device, {})
+        return pmu_batch(
+            list(facts.get("pmu_events", [])), cycles, counters, blocks,
+            int(facts.get("ai_core_num", 1)), float(facts.get("aic_frequency_mhz", 0)),
+            metric=str(facts.get("metric", "")), platform=int(facts.get("platform", 1)),
+            duration_ns=durations, time_mhz=clocks)
 
     def _pmu_columns(self) -> list[str]:
         """Names of a task row's ``pmu`` values (the first device's layout): the PMU columns (aic_/aiv_ sides
@@ -1552,42 +1817,6 @@ def _row_texts(info: dict[str, Any]) -> tuple[str, ...]:
             info["input_dtypes"], info["input_formats"], info["output_shapes"], info["output_dtypes"],
             info["output_formats"], info.get("kernel_name", ""), info.get("runtime_task_type") or info["task_type"],
             info.get("hf32_eligible", "N/A"))
-
-
-def _task_table(rows: list[list[Any]]) -> pa.Table:
-    """The table of task rows; their ``pmu`` values are lists (None: no value) or, where a PMU batch computed
-    them (_fill_pmu), float arrays (NaN: no value)."""
-    columns = list(zip(*rows, strict=True))
-    pmu = columns[PMU_AT]
-    if not any(type(values) is np.ndarray for values in pmu):
-        return table_of_rows("task", rows)
-    arrow_schema = SCHEMAS["task"]
-    arrays = [pa.array(values, type=field.type) for values, field in zip(columns, arrow_schema, strict=True)
-              if field.name != "pmu"]
-    arrays.insert(PMU_AT, _pmu_array(pmu))
-    return pa.Table.from_arrays(arrays, schema=arrow_schema)
-
-
-def _pmu_array(cells: tuple[Any, ...]) -> pa.Array:
-    """The ``pmu`` list column of task rows whose values are lists (None: no value) or float arrays (NaN)."""
-    values: list[np.ndarray] = []
-    exact: list[tuple[int, list[Any]]] = []  # list cells holding a NaN value: their own nulls, by None
-    offsets = np.zeros(len(cells) + 1, np.int64)
-    at = 0
-    for i, cell in enumerate(cells):
-        if type(cell) is np.ndarray:
-            values.append(cell)
-        else:
-            values.append(np.array(cell, np.float64))  # None → NaN
-            if any(v != v for v in cell):
-                exact.append((at, cell))
-        at += len(cell)
-        offsets[i + 1] = at
-    flat = np.concatenate(values)
-    missing = np.isnan(flat)
-    for start, cell in exact:
-        missing[start:start + len(cell)] = [v is None for v in cell]
-    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat, mask=missing))
 
 
 def _raise_marks(marks: dict[int, int], threads: np.ndarray, ends: np.ndarray) -> None:

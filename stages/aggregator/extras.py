@@ -186,6 +186,20 @@ class DeviceExtras:
         self.rows["l2_cache"].append([*key, *rates, op_name, sequence])
         return rates
 
+    def l2_taken(self, taken: list[tuple[int, Key, Any, str]], facts_of: dict[int, dict[str, Any]]
+                 ) -> list[list[float | None]]:
+        """:meth:`take_l2` of entries already taken off their queues, in order: (anything, the task's key, the
+        entry, the op's name) each."""
+        rows = self.rows["l2_cache"]
+        found: list[list[float | None]] = []
+        for _, key, (sequence, rates, used, chunk, row), op_name in taken:
+            facts = facts_of.get(key[0], {})
+            if used is not facts:
+                rates = l2_rates(chunk["events"][row].tolist(), facts)
+            rows.append([*key, *rates, op_name, sequence])
+            found.append(rates)
+        return found
+
     def clock_mhz(self, device: int, platform: int, at: int) -> float | None:
         """The AI Core clock in effect at ``at`` where msprof follows frequency changes; None: info.json's."""
         if platform not in FREQ_PLATFORMS:

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from stages.aggregator.metrics import event_columns, event_values
+import numpy as np
+
+from stages.aggregator.metrics import EXACT_FLOATS, event_batch, event_columns, event_values
 from stages.decoder import records
 from stages.formats import raw
 
@@ -103,6 +105,42 @@ class StarsPmu:
         if self.cube:
             values.append(self.cube_utilization(values[self.mac_ratio_at], values[self.aic_cycles_at], duration_ns))
         return values, hidden_values
+
+    def batch_values(self, cycles: np.ndarray, counters: np.ndarray, cores: np.ndarray, blocks: np.ndarray,
+                     durations: np.ndarray, time_mhz: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`split_values` of n ContextPmu records without overflow (``time_mhz``: NaN where info.json's clock
+        applies), NaN where a value is None, and which records it could not work out so (counts, cycles or
+        duration too big for exact floats, a core type it does not know): those take :meth:`split_values`."""
+        n = len(cycles)
+        known = np.isin(cores, list(MAIN_SIDE))
+        exact = known & (cycles < EXACT_FLOATS) & (np.abs(durations) < EXACT_FLOATS)
+        if counters.size:
+            exact &= (counters < EXACT_FLOATS).all(axis=1)
+        clocks = np.where(np.isnan(time_mhz) | (time_mhz == 0), self.aic_mhz, time_mhz)
+        mix = np.isin(cores, MIX)
+        parts: list[list[np.ndarray]] = [[], []]  # shown, hidden
+        for prefix, events, core_num, positions, hidden in self.sides:
+            mine = np.isin(cores, [core for core, side in MAIN_SIDE.items() if side == prefix])
+            other = np.where(mix, np.nan, 0.0)[:, None]
+            side = event_batch(events, np.where(exact, cycles, 0), np.where(exact[:, None], counters, 0), blocks,
+                               core_num, clocks) if events else np.zeros((n, 0))
+            for found, chosen in zip(parts, (positions, hidden), strict=True):
+                found.append(np.where(mine[:, None], side[:, chosen], other))
+        if self.cube:
+            shown = np.hstack(parts[0]) if parts[0] else np.zeros((n, 0))
+            parts[0].append(self._cube_batch(shown[:, self.mac_ratio_at], shown[:, self.aic_cycles_at],
+                                             durations)[:, None])
+        shown, hidden_values = (np.hstack(found) if found else np.zeros((n, 0)) for found in parts)
+        return shown, hidden_values, ~exact
+
+    def _cube_batch(self, mac_ratio: np.ndarray, aic_cycles: np.ndarray, durations: np.ndarray) -> np.ndarray:
+        """:meth:`cube_utilization` of n tasks (NaN: None)."""
+        if not self.aic_mhz or not self.ai_core_num:
+            return np.full(len(durations), np.nan)
+        zero = (mac_ratio == 0) | (aic_cycles == 0) | (durations <= 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            value = aic_cycles / (self.aic_mhz * self.ai_core_num * durations.astype(np.float64) / 1000) * 100
+        return np.where(np.isnan(mac_ratio) | np.isnan(aic_cycles), np.nan, np.where(zero, 0.0, value))
 
     def cube_utilization(self, mac_ratio: float | None, aic_cycles: float | None, duration_ns: int) -> float | None:
         """aic_total_cycles / (aic MHz × ai_core_num × duration µs) × 100, as msprof computes it.
