@@ -11,6 +11,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -191,7 +192,8 @@ class PmuLayout:
 
 @dataclass(slots=True)
 class HostTask:
-    record: Any  # a task_track as a dict (see _dicts), or a legacy RT_TRACK record
+    # a task_track as a dict (see _dicts), or a legacy RT_TRACK record; None: a launched task's (never read)
+    record: Any
     resolved: dict[str, Any] | None = None
     legacy: bool = False
 
@@ -646,18 +648,52 @@ class AggregatorStage(Transform):
         blocks = np.where(node, found.node_fields["block_num"][part], window["num_blocks"]).astype(np.int64)
         block_dims = blocks & 0xFFFF
         model = found.model[part]
+        model_ids = np.where(model, found.model_id[part], np.uint64(schema.MODEL_ID_NONE))[tasks]
+        iterations = np.where(model, found.iteration[part], 0)[tasks]
         columns = [texts, self._window_contexts(window, part, found, type_names),
                    block_dims[tasks].tolist(), (block_dims * (blocks >> 16))[tasks].tolist(),
                    np.where(found.api[part], found.api_connection[part], 0)[tasks].tolist(),
-                   window["thread_id"][tasks].tolist(),
-                   np.where(model, found.model_id[part], np.uint64(schema.MODEL_ID_NONE))[tasks].tolist(),
-                   np.where(model, found.iteration[part], 0)[tasks].tolist()]
+                   window["thread_id"][tasks].tolist(), model_ids.tolist(), iterations.tolist()]
         resolved = list(map(_resolved, *columns))
-        records = _dicts(window[tasks])
         self.pending_host.advance(chunk, stop - begin)
-        times = ts[part][tasks].tolist()
-        for task, key, at in zip(map(HostTask, records, resolved), keys, times, strict=True):
-            self._hand_off_keyed(task, key, at)
+        static = (model_ids != np.uint64(schema.MODEL_ID_NONE)) & (iterations == 0)
+        self._hand_off_window(window[tasks], keys, resolved, ts[part][tasks], static)
+
+    def _hand_off_window(self, rows: np.ndarray, keys: list[tuple[int, int, int, int]],
+                         resolved: list[dict[str, Any]], ts: np.ndarray, static: np.ndarray) -> None:
+        """_hand_off_keyed of a window's described tasks (FLIP tasks left out) in turn: a static model's
+        registration alone, with its record; the runs of launched tasks between them at once (_launch_run)."""
+        begin = 0
+        for at in np.flatnonzero(static).tolist():
+            self._launch_run(rows, keys, resolved, ts, begin, at)
+            self._hand_off_keyed(HostTask(_dicts(rows[at:at + 1])[0], resolved[at]), keys[at], int(ts[at]))
+            begin = at + 1
+        self._launch_run(rows, keys, resolved, ts, begin, len(keys))
+
+    def _launch_run(self, rows: np.ndarray, keys: list[tuple[int, int, int, int]], resolved: list[dict[str, Any]],
+                    ts: np.ndarray, begin: int, stop: int) -> None:
+        """_hand_off_keyed of launched tasks [begin, stop) of a window: chip v6 streams named, streams no
+        longer a loaded model's ended (StaticModels.launched_many, per stream), each task met (_meet_hosts). Their
+        HostTasks carry no record (only static models' registrations read it)."""
+        if stop <= begin:
+            return
+        part = slice(begin, stop)
+        devices = rows["device_id"][part]
+        if self.static.bindings:
+            for (device, stream), chosen in _stream_groups(devices, rows["stream_id"][part]):
+                self.static.launched_many(device, stream, ts[part][chosen])
+        v6 = _by_device(devices, self._chip_v6) != 0
+        if v6.any():
+            self._name_launched_streams([keys[begin + i] for i in np.flatnonzero(v6).tolist()])
+        self._meet_hosts(keys[part], map(HostTask, repeat(None, stop - begin), resolved[part]))
+
+    def _name_launched_streams(self, keys: list[tuple[int, int, int, int]]) -> None:
+        """Chip v6: the streams of launched tasks' 32-bit task ids (the newest of an id kept), for device tasks
+        that come without one; parked ones so named noted."""
+        named = {(key[0], key[2]): key[1] for key in keys}
+        self.launched_streams.update(named)
+        if self.parked:
+            self.parked_named.update(pair for pair in named if pair in self.parked)
 
     def _window_keys(self, window: np.ndarray, ts: np.ndarray,
                      flip: np.ndarray) -> list[tuple[int, int, int, int]] | None:
@@ -763,7 +799,7 @@ class AggregatorStage(Transform):
         wanted = found.node[part] & _named_in(names, CONTEXT_TASK_TYPES)
         if not wanted.any():
             return [()] * count
-        v6 = np.array([self._chip_v6(d) for d in window["device_id"].tolist()], bool)
+        v6 = _by_device(window["device_id"], self._chip_v6) != 0
         out: list[Sequence[int]] = [()] * len(window)
         threads = window["thread_id"].tolist()
         chosen = wanted & ~v6
@@ -1171,17 +1207,26 @@ class AggregatorStage(Transform):
                 put(self.device_ready, key, device)
 
     def _meet_hosts(self, keys: Iterable[tuple[int, int, int, int]], tasks: Iterable[HostTask]) -> None:
-        """_meet of each host task in turn (``keys``: theirs, in the same order)."""
-        ready = self.device_ready
+        """_meet of each host task in turn (``keys``: theirs, in the same order; _matched inline for a task without
+        FFTS+ contexts)."""
+        ready, waiting, awaiting = self.device_ready, self.host_ready, self.awaiting_pmu
         for key, host in zip(keys, tasks, strict=True):
             partner = ready.get(key)
             if partner:
                 device = partner.popleft()
                 if not partner:
                     del ready[key]
-                self._matched(host, device)
+                assert host.resolved is not None
+                if host.resolved["contexts"]:
+                    self._matched(host, device)
+                else:
+                    awaiting.append((host, device, INVALID_CONTEXT))
             else:
-                put(self.host_ready, key, host)
+                found = waiting.get(key)
+                if found is None:
+                    waiting[key] = deque((host,))
+                else:
+                    found.append(host)
 
     def _matched(self, host: HostTask, device: DeviceTask) -> None:
         """A joined task waits for its PMU; an FFTS+ task is split into its contexts first (contexts.py)."""
@@ -1487,7 +1532,10 @@ def _resolved(texts: tuple[str, ...], contexts: Sequence[int], block_dim: int, m
 
 def _named_in(type_names: np.ndarray, chosen: frozenset[str]) -> np.ndarray:
     """Which of a column of task type names (None: unknown) are among ``chosen``."""
-    return np.fromiter((name in chosen for name in type_names.tolist()), bool, len(type_names))
+    found = np.zeros(len(type_names), bool)
+    for name in chosen:
+        found |= type_names == name
+    return found
 
 
 def _as_mark(low: float) -> int:
