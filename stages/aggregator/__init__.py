@@ -322,15 +322,12 @@ class AggregatorStage(Transform):
                 if int(record["type"]) == raw.MODEL_EXECUTE_TYPE:
                     self.static.host_runs.toggle(model, ts, request)
         elif kind == "node_basic":
-            self.host.add_node_basics(_dicts(arr))
-        elif kind == "tensor":
-            tensors = _dicts(arr, leave=("tensors",))
-            for record, texts_key in zip(tensors, _tensor_keys(arr), strict=True):
-                record["texts_key"] = texts_key
-            self.host.add_tensors(tensors)
+            self.host.add_node_basics(arr)
+        elif kind == "tensor" and len(arr):
+            codes, firsts = _distinct_tensor_records(arr)
+            self.host.add_tensors(arr, codes, _tensor_keys(arr[firsts]))
         elif kind == "context_id":
-            for record in _dicts(arr, ("ctx_ids",)):
-                self.host.add_context(record["thread_id"], record["ts_ns"], record)
+            self.host.add_contexts(arr)
         elif kind == "task_track":
             self.pending_host.add(self.part.own_devices(arr))
         elif kind == "rt_track":
@@ -807,7 +804,7 @@ class AggregatorStage(Transform):
             out[i] = []
         positions = found.context_at[part]
         for i in np.flatnonzero(chosen & found.context[part]).tolist():
-            out[i] = context_ids(self.host.contexts[threads[i]].items[int(positions[i])])
+            out[i] = context_ids(self.host.context_record(threads[i], int(positions[i])))
         return [contexts for contexts, task in zip(out, tasks.tolist(), strict=True) if task]
 
     def _host_held(self) -> int:
@@ -1692,6 +1689,8 @@ def _record_maker(names: tuple[str, ...]) -> Callable[..., dict[str, Any]]:
 TEXTS_CACHE_LIMIT = 4096
 _texts_cache: dict[tuple[tuple[int, bytes], ...], dict[str, str]] = {}
 _shared_keys: dict[tuple[int, bytes], tuple[int, bytes]] = {}
+# multipliers of a tensor_info row's 64-bit words for a hash of it (wrapping, odd: every word counts)
+ROW_HASH = (np.arange(1, 33, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
 TENSOR_SLOT_TYPE = np.dtype("<u4")  # records.DTYPES["tensor"]: tensors <u4 (5, 11)
 
 
@@ -1705,6 +1704,22 @@ def _tensor_keys(arr: np.ndarray) -> list[tuple[int, bytes]]:
         _shared_keys.clear()
     shared = _shared_keys.setdefault
     return [shared(key, key) for key in zip(arr["tensor_num"].tolist(), raw_slots, strict=True)]
+
+
+def _distinct_tensor_records(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which of the distinct (tensor count, slots) of tensor_info records each one has, and the first of each."""
+    if not len(arr):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    slots = np.ascontiguousarray(arr["tensors"]).reshape(len(arr), -1)
+    rows = np.concatenate([arr["tensor_num"].astype(slots.dtype)[:, None], slots], axis=1)
+    words = rows.view(np.uint64)  # (a row of 56 uint32: 28 words)
+    _, firsts, codes = np.unique((words * ROW_HASH[:words.shape[1]]).sum(axis=1), return_index=True,
+                                 return_inverse=True)  # by a hash of the row, taken where no two rows share one
+    codes = codes.reshape(-1)
+    if not (rows == rows[firsts[codes]]).all():
+        _, firsts, codes = np.unique(rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).reshape(-1),
+                                     return_index=True, return_inverse=True)
+    return codes.reshape(-1), firsts
 
 
 def _tensor_slots(record: Any) -> Any:
