@@ -7,12 +7,13 @@ Out ``tasks``: run_info, api, tx, task, step_trace, aicpu and l2_cache rows (sta
 from __future__ import annotations
 
 import gc
+import operator
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import repeat
-from typing import Any
+from itertools import compress, repeat
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -654,21 +655,22 @@ class AggregatorStage(Transform):
         resolved = list(map(_resolved, *columns))
         self.pending_host.advance(chunk, stop - begin)
         static = (model_ids != np.uint64(schema.MODEL_ID_NONE)) & (iterations == 0)
-        self._hand_off_window(window[tasks], keys, resolved, ts[part][tasks], static)
+        self._hand_off_window(window[tasks], keys, resolved, ts[part][tasks], static, any(columns[1]))
 
     def _hand_off_window(self, rows: np.ndarray, keys: list[tuple[int, int, int, int]],
-                         resolved: list[dict[str, Any]], ts: np.ndarray, static: np.ndarray) -> None:
+                         resolved: list[dict[str, Any]], ts: np.ndarray, static: np.ndarray, contexts: bool) -> None:
         """_hand_off_keyed of a window's described tasks (FLIP tasks left out) in turn: a static model's
-        registration alone, with its record; the runs of launched tasks between them at once (_launch_run)."""
+        registration alone, with its record; the runs of launched tasks between them at once (_launch_run).
+        ``contexts``: whether a task has FFTS+ contexts."""
         begin = 0
         for at in np.flatnonzero(static).tolist():
-            self._launch_run(rows, keys, resolved, ts, begin, at)
+            self._launch_run(rows, keys, resolved, ts, begin, at, contexts)
             self._hand_off_keyed(HostTask(_dicts(rows[at:at + 1])[0], resolved[at]), keys[at], int(ts[at]))
             begin = at + 1
-        self._launch_run(rows, keys, resolved, ts, begin, len(keys))
+        self._launch_run(rows, keys, resolved, ts, begin, len(keys), contexts)
 
     def _launch_run(self, rows: np.ndarray, keys: list[tuple[int, int, int, int]], resolved: list[dict[str, Any]],
-                    ts: np.ndarray, begin: int, stop: int) -> None:
+                    ts: np.ndarray, begin: int, stop: int, contexts: bool) -> None:
         """_hand_off_keyed of launched tasks [begin, stop) of a window: chip v6 streams named, streams no
         longer a loaded model's ended (StaticModels.launched_many, per stream), each task met (_meet_hosts). Their
         HostTasks carry no record (only static models' registrations read it)."""
@@ -682,7 +684,7 @@ class AggregatorStage(Transform):
         v6 = _by_device(devices, self._chip_v6) != 0
         if v6.any():
             self._name_launched_streams([keys[begin + i] for i in np.flatnonzero(v6).tolist()])
-        self._meet_hosts(keys[part], map(HostTask, repeat(None, stop - begin), resolved[part]))
+        self._meet_hosts(keys[part], list(map(HostTask, repeat(None, stop - begin), resolved[part])), contexts)
 
     def _name_launched_streams(self, keys: list[tuple[int, int, int, int]]) -> None:
         """Chip v6: the streams of launched tasks' 32-bit task ids (the newest of an id kept), for device tasks
@@ -1203,9 +1205,45 @@ class AggregatorStage(Transform):
             else:
                 put(self.device_ready, key, device)
 
-    def _meet_hosts(self, keys: Iterable[tuple[int, int, int, int]], tasks: Iterable[HostTask]) -> None:
-        """_meet of each host task in turn (``keys``: theirs, in the same order; _matched inline for a task without
-        FFTS+ contexts)."""
+    def _meet_hosts(self, keys: list[tuple[int, int, int, int]], tasks: list[HostTask],
+                    contexts: bool = True) -> None:
+        """_meet of each host task in turn (``keys``: theirs, in the same order; ``contexts``: whether one has FFTS+
+        contexts). Keys that differ meet at once: the tasks with a device task ready take it, the others wait."""
+        if len(set(keys)) < len(keys):
+            self.slow_path["host tasks sharing a key in a window"] += len(keys)
+            self._meet_hosts_in_turn(keys, tasks)
+            return
+        ready = self.device_ready
+        partners = list(map(ready.get, keys))
+        met = list(map(bool, partners))
+        if any(met):
+            found = cast("list[deque[DeviceTask]]", list(compress(partners, met)))  # (the truthy ones)
+            devices = list(map(deque.popleft, found))
+            for key in compress(compress(keys, met), map(operator.not_, found)):
+                del ready[key]
+            hosts = list(compress(tasks, met))
+            if contexts:
+                for host, device in zip(hosts, devices, strict=True):
+                    self._matched(host, device)
+            else:
+                self.awaiting_pmu.extend(zip(hosts, devices, repeat(INVALID_CONTEXT)))
+        if not all(met):
+            idle = list(map(operator.not_, met))
+            self._hosts_wait(list(compress(keys, idle)), list(compress(tasks, idle)))
+
+    def _hosts_wait(self, keys: list[tuple[int, int, int, int]], tasks: list[HostTask]) -> None:
+        """Host tasks (keys that differ) wait for their device tasks, each after those of its key waiting."""
+        waiting = self.host_ready
+        known = list(map(waiting.__contains__, keys))
+        if any(known):
+            for key, host in zip(compress(keys, known), compress(tasks, known), strict=True):
+                waiting[key].append(host)
+            fresh = list(map(operator.not_, known))
+            keys, tasks = list(compress(keys, fresh)), list(compress(tasks, fresh))
+        waiting.update(zip(keys, map(deque, zip(tasks)), strict=True))
+
+    def _meet_hosts_in_turn(self, keys: list[tuple[int, int, int, int]], tasks: list[HostTask]) -> None:
+        """_meet of each host task in turn, _matched inline for a task without FFTS+ contexts."""
         ready, waiting, awaiting = self.device_ready, self.host_ready, self.awaiting_pmu
         for key, host in zip(keys, tasks, strict=True):
             partner = ready.get(key)
@@ -1219,11 +1257,7 @@ class AggregatorStage(Transform):
                 else:
                     awaiting.append((host, device, INVALID_CONTEXT))
             else:
-                found = waiting.get(key)
-                if found is None:
-                    waiting[key] = deque((host,))
-                else:
-                    found.append(host)
+                put(waiting, key, host)
 
     def _matched(self, host: HostTask, device: DeviceTask) -> None:
         """A joined task waits for its PMU; an FFTS+ task is split into its contexts first (contexts.py)."""

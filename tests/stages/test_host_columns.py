@@ -1,17 +1,21 @@
 """HostIndex's node_basic_info, tensor_info and context_id_info logs, built as numpy columns a decoded batch at a
 time, hold what the per-record rule (TimedLog.add of each record in turn; a tensor record joining its thread's
-last entry of the same op and time stamp) holds, out-of-order records, pruning and the hard limit included."""
+last entry of the same op and time stamp) holds, out-of-order records, pruning and the hard limit included; host
+tasks meet their device tasks a window at a time (AggregatorStage._meet_hosts) as one at a time."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import numpy as np
+from chain import make_ctx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.aggregator import _distinct_tensor_records, _tensor_keys, join
+from stages.aggregator import AggregatorStage, DeviceTask, HostTask, _distinct_tensor_records, _tensor_keys, join, put
 from stages.aggregator.join import HostIndex, TimedLog
 from stages.decoder.host_records import CONTEXT_ID
 from stages.decoder.records import NODE_BASIC, TENSOR
@@ -135,3 +139,42 @@ def test_context_columns_hold_what_each_record_added_in_turn_holds(
         found = [index.context_record(thread, at) for at in range(len(log.times))]
         assert [(record["op_name"], [int(c) for c in record["ctx_ids"][:record["ctx_id_num"]]])
                 for record in found] == log.items
+
+
+KEY = st.tuples(st.integers(0, 1), st.integers(0, 1), st.integers(0, 3), st.just(0))  # device, stream, task, batch
+
+
+def _meet_stage() -> AggregatorStage:
+    return AggregatorStage(AggregatorStage.Config(), make_ctx("aggregate", Path(tempfile.mkdtemp(prefix="hosts-"))))
+
+
+def _meet_state(agg: AggregatorStage) -> tuple[Any, ...]:
+    def queues(table: dict[Any, Any]) -> list[tuple[Any, list[int]]]:
+        return [(key, [id(item) for item in queue]) for key, queue in table.items()]
+    return (queues(agg.host_ready), queues(agg.device_ready),
+            [(id(host), id(device), context) for host, device, context in agg.awaiting_pmu])
+
+
+@settings(max_examples=200, deadline=None)
+@given(hosts=st.lists(st.tuples(KEY, st.booleans()), max_size=12), ready=st.lists(KEY, max_size=12),
+       waiting=st.lists(KEY, max_size=4))
+def test_host_tasks_meet_at_once_as_in_turn(hosts: list[tuple[tuple[int, int, int, int], bool]],
+                                            ready: list[tuple[int, int, int, int]],
+                                            waiting: list[tuple[int, int, int, int]]) -> None:
+    """_meet_hosts gives the per-task _meet's device_ready, host_ready and awaiting_pmu (the same objects, in the
+    same order), keys repeated or not, FFTS+ contexts or not, host tasks of a key already waiting or not."""
+    at_once, in_turn = _meet_stage(), _meet_stage()
+    devices = [DeviceTask(*key, 0, 1) for key in ready]
+    early = [HostTask(None, {"contexts": []}) for _ in waiting]
+    tasks = [HostTask(None, {"contexts": [5] if contexts else ()}) for _, contexts in hosts]
+    for agg in (at_once, in_turn):
+        for key, device in zip(ready, devices, strict=True):
+            put(agg.device_ready, key, device)
+        for key, host in zip(waiting, early, strict=True):
+            if key not in agg.device_ready:
+                put(agg.host_ready, key, host)
+    keys = [key for key, _ in hosts]
+    at_once._meet_hosts(keys, tasks, any(contexts for _, contexts in hosts))
+    for key, host in zip(keys, tasks, strict=True):
+        in_turn._meet(key, host=host)
+    assert _meet_state(at_once) == _meet_state(in_turn)
