@@ -142,8 +142,9 @@ class RecordLog:
         if not len(times):
             return
         in_order = bool((times[1:] >= times[:-1]).all()) and (not self.count or times[0] >= self.column("time")[-1])
-        if in_order and self.count + len(times) <= HARD_LIMIT:
+        if in_order:
             self._append(new)
+            self._keep_limit()
             return
         merged = {name: np.concatenate([self.column(name), column]) if self.buffers else column
                   for name, column in new.items()}
@@ -152,6 +153,15 @@ class RecordLog:
             order.add(ts, at)
         chosen = np.array(order.items, np.int64)
         self.buffers, self.first, self.count = {name: column[chosen] for name, column in merged.items()}, 0, len(chosen)
+
+    def _keep_limit(self) -> None:
+        """TimedLog.add's bound after entries appended one by one: past the limit by a sixteenth, the oldest go
+        down to the limit (as many times as the entries came to pass it)."""
+        limit, over = HARD_LIMIT, HARD_LIMIT + HARD_LIMIT // 16
+        if self.count > over:
+            kept = limit + (self.count - over - 1) % (over - limit + 1)
+            self.first += self.count - kept
+            self.count = kept
 
     def _append(self, new: Columns) -> None:
         size = len(new["time"])
