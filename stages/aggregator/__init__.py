@@ -39,7 +39,7 @@ from stages.aggregator.extras import (
     extra_columns,
     l2_configured,
 )
-from stages.aggregator.join import FlipLog, HostBatches, HostIndex, Interval, TimedLog, intervals
+from stages.aggregator.join import FlipLog, HostBatches, HostIndex, Interval, TimedLog
 from stages.aggregator.logs import UNRESOLVED_STREAM, DeviceRows, PendingDevice, pair_logs
 from stages.aggregator.metrics import pmu_columns
 from stages.aggregator.partition import PartitionRole
@@ -307,9 +307,8 @@ class AggregatorStage(Transform):
             chunk = ApiChunk.of(arr, self.connection_ids + 1)
             self.connection_ids += len(arr)
             nodes = np.flatnonzero(arr["level"] == raw.LEVEL_NODE)
-            self.host.add_node_apis(chunk.threads[nodes].tolist(), intervals(
-                chunk.starts[nodes].tolist(), chunk.ends[nodes].tolist(), chunk.items[nodes].tolist(),
-                (nodes + chunk.first_connection).tolist()))
+            self.host.add_node_apis(chunk.threads[nodes], chunk.starts[nodes], chunk.ends[nodes], chunk.items[nodes],
+                                    nodes + chunk.first_connection)
             if len(arr):  # marks in every partition: a host task without a Node API waits for them
                 outer = np.isin(arr["level"], API_MARK_LEVELS)
                 _raise_marks(self.api_marks, arr["thread_id"][outer], arr["end_ns"][outer])

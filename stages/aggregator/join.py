@@ -13,7 +13,6 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -207,17 +206,9 @@ class Interval(NamedTuple):
     connection_id: int
 
 
-_interval_of = partial(tuple.__new__, Interval)  # (start, end, item_id, connection_id) → Interval, in C
-
-
-def intervals(starts: list[int], ends: list[int], items: list[int], connections: list[int]) -> list[Interval]:
-    """Intervals of the given columns (made without a Python call per interval)."""
-    return list(map(_interval_of, zip(starts, ends, items, connections, strict=True)))
-
-
 @dataclass
 class HostIndex:
-    node_apis: dict[int, TimedLog] = field(default_factory=dict)
+    node_apis: dict[int, RecordLog] = field(default_factory=dict)  # time (the start), end, item, connection
     node_basic: dict[int, RecordLog] = field(default_factory=dict)  # NODE_FIELDS
     # an op's tensor_info records of one time stamp make one entry: its op name, texts key id and last tensor_num
     tensors: dict[int, RecordLog] = field(default_factory=dict)
@@ -237,10 +228,14 @@ class HostIndex:
             found = table[thread] = TimedLog()
         return found
 
-    def add_node_apis(self, threads: list[int], found: list[Interval]) -> None:
-        """Node-level API intervals, by their thread, at their start."""
-        for thread, group in _by_thread(threads, found).items():
-            self._log(self.node_apis, thread).add_many([interval[0] for interval in group], group)
+    def add_node_apis(self, threads: np.ndarray, starts: np.ndarray, ends: np.ndarray, items: np.ndarray,
+                      connections: np.ndarray) -> None:
+        """Node-level API intervals (their start, end, item id and connection id), by their thread, at their
+        start."""
+        columns = {"time": starts.astype(np.int64), "end": ends.astype(np.int64), "item": items.astype(np.uint64),
+                   "connection": connections.astype(np.int64)}
+        for thread, chosen in _thread_groups(threads):
+            _record_log(self.node_apis, thread).add({name: column[chosen] for name, column in columns.items()})
 
     def add_node_basics(self, arr: np.ndarray) -> None:
         """node_basic_info records (decoded rows), by their thread_id, at their ts_ns."""
@@ -338,13 +333,12 @@ class HostIndex:
     # Lookups of the latest entry at or before ``ts`` on a thread (bisect inline: these run several times a task).
     def node_api(self, thread: int, ts: int) -> Interval | None:
         log = self.node_apis.get(thread)
-        if log is None:
+        at = log.latest(ts) if log is not None else -1
+        if at < 0:
             return None
-        at = bisect.bisect_right(log.times, ts)
-        if not at:
-            return None
-        interval: Interval = log.items[at - 1]
-        return interval if interval.end >= ts else None
+        found = log.values(at)  # type: ignore[union-attr]
+        return Interval(found["time"], found["end"], found["item"], found["connection"]) if found["end"] >= ts \
+            else None
 
     def node_info(self, thread: int, ts: int, since: int) -> dict[str, Any] | None:
         """The node_basic_info (NODE_FIELDS and ts_ns) reported at or before ``ts`` since ``since``."""
@@ -384,7 +378,7 @@ class HostIndex:
 
     # Each kind's entries as numpy columns, for lookups a window of tasks at a time (empty: no entry on the thread).
     def api_columns(self, thread: int) -> Columns:
-        return _columns(self.node_apis, thread, _api_columns)
+        return _record_columns(self.node_apis, thread)
 
     def node_columns(self, thread: int) -> Columns:
         return _record_columns(self.node_basic, thread)
@@ -546,12 +540,6 @@ def _columns(table: dict[int, TimedLog], thread: int, extract: Extract) -> Colum
     return log.columns(extract)
 
 
-def _api_columns(times: list[int], found: list[Interval]) -> Columns:
-    rows = np.array(found, np.dtype([("time", np.int64), ("end", np.int64), ("item", np.uint64),
-                                     ("connection", np.int64)])).reshape(-1)
-    return {name: np.ascontiguousarray(rows[name]) for name in rows.dtype.names or ()}
-
-
 NODE_FIELDS = ("op_name", "op_type", "task_type", "block_num", "op_state", "op_flag")
 
 
@@ -590,17 +578,3 @@ def _thread_groups(threads: np.ndarray) -> list[tuple[int, slice | np.ndarray]]:
     found, firsts, inverse = np.unique(threads, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     return [(int(found[at]), np.flatnonzero(inverse == at)) for at in np.argsort(firsts).tolist()]
-
-
-def _by_thread(threads: list[int], items: list[Any]) -> dict[int, list[Any]]:
-    """Items grouped by their thread, each group in the given order."""
-    if threads and threads.count(threads[0]) == len(threads):
-        return {threads[0]: items}  # the usual batch: one thread
-    groups: dict[int, list[Any]] = {}
-    for thread, item in zip(threads, items, strict=True):
-        found = groups.get(thread)
-        if found is None:
-            groups[thread] = [item]
-        else:
-            found.append(item)
-    return groups

@@ -42,7 +42,7 @@ def _node_rows(chunk: list[tuple[int, int, int, int, int]], times: list[int]) ->
 
 @settings(max_examples=300, deadline=None)
 @given(chunks=CHUNKS, drift=st.booleans(), limit=st.sampled_from([4, 16, 1000]))
-def test_node_columns_hold_what_each_record_added_in_turn_holds(
+def test_node_and_api_columns_hold_what_each_record_added_in_turn_holds(
         chunks: list[tuple[list[tuple[int, int, int, int, int]], bool]], drift: bool, limit: int) -> None:
     index = HostIndex()
     expected: dict[int, TimedLog] = {}
@@ -50,7 +50,9 @@ def test_node_columns_hold_what_each_record_added_in_turn_holds(
     with mock.patch.object(join, "HARD_LIMIT", limit):
         for chunk, prune in chunks:
             times, clock = _times(chunk, clock, drift)
-            index.add_node_basics(_node_rows(chunk, times))
+            rows = _node_rows(chunk, times)
+            index.add_node_basics(rows)
+            index.add_node_apis(rows["thread_id"], rows["ts_ns"], rows["ts_ns"] + 1, rows["op_name"], rows["block_num"])
             for (thread, _, op, num, variant), ts in zip(chunk, times, strict=True):
                 expected.setdefault(thread, TimedLog()).add(ts, (op, num, variant))
             if prune:
@@ -64,6 +66,9 @@ def test_node_columns_hold_what_each_record_added_in_turn_holds(
             found = list(zip(columns["op_name"].tolist(), columns["block_num"].tolist(),
                              columns["op_flag"].tolist(), strict=True))
             assert found == log.items
+            apis = index.api_columns(thread)
+            assert apis["time"].tolist() == log.times
+            assert apis["connection"].tolist() == [num for _, num, _ in log.items]
             record = index.node_info(thread, log.times[-1], since=log.times[-1])
             assert record is not None and (record["op_name"], record["ts_ns"]) == (log.items[-1][0], log.times[-1])
 
