@@ -7,13 +7,14 @@ Out ``tasks``: run_info, api, tx, task, step_trace, aicpu and l2_cache rows (sta
 from __future__ import annotations
 
 import gc
+import operator
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, compress, repeat
 from operator import attrgetter, itemgetter
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from pydantic import Field
@@ -38,7 +39,7 @@ from stages.aggregator.extras import (
     extra_columns,
     l2_configured,
 )
-from stages.aggregator.join import FlipLog, HostBatches, HostIndex, Interval, TimedLog, intervals
+from stages.aggregator.join import FlipLog, HostBatches, HostIndex, Interval, TimedLog
 from stages.aggregator.logs import UNRESOLVED_STREAM, DeviceRows, PendingDevice, pair_logs
 from stages.aggregator.metrics import pmu_columns
 from stages.aggregator.partition import PartitionRole
@@ -216,7 +217,8 @@ class PmuLayout:
 
 @dataclass(slots=True)
 class HostTask:
-    record: Any  # a task_track as a dict (see _dicts), or a legacy RT_TRACK record
+    # a task_track as a dict (see _dicts), or a legacy RT_TRACK record; None: a launched task's (never read)
+    record: Any
     resolved: dict[str, Any] | None = None
     legacy: bool = False
 
@@ -337,9 +339,8 @@ class AggregatorStage(Transform):
             chunk = ApiChunk.of(arr, self.connection_ids + 1)
             self.connection_ids += len(arr)
             nodes = np.flatnonzero(arr["level"] == raw.LEVEL_NODE)
-            self.host.add_node_apis(chunk.threads[nodes].tolist(), intervals(
-                chunk.starts[nodes].tolist(), chunk.ends[nodes].tolist(), chunk.items[nodes].tolist(),
-                (nodes + chunk.first_connection).tolist()))
+            self.host.add_node_apis(chunk.threads[nodes], chunk.starts[nodes], chunk.ends[nodes], chunk.items[nodes],
+                                    nodes + chunk.first_connection)
             if len(arr):  # marks in every partition: a host task without a Node API waits for them
                 outer = np.isin(arr["level"], API_MARK_LEVELS)
                 _raise_marks(self.api_marks, arr["thread_id"][outer], arr["end_ns"][outer])
@@ -353,15 +354,12 @@ class AggregatorStage(Transform):
                 if int(record["type"]) == raw.MODEL_EXECUTE_TYPE:
                     self.static.host_runs.toggle(model, ts, request)
         elif kind == "node_basic":
-            self.host.add_node_basics(_dicts(arr))
-        elif kind == "tensor":
-            tensors = _dicts(arr, leave=("tensors",))
-            for record, texts_key in zip(tensors, _tensor_keys(arr), strict=True):
-                record["texts_key"] = texts_key
-            self.host.add_tensors(tensors)
+            self.host.add_node_basics(arr)
+        elif kind == "tensor" and len(arr):
+            codes, firsts = _distinct_tensor_records(arr)
+            self.host.add_tensors(arr, codes, _tensor_keys(arr[firsts]))
         elif kind == "context_id":
-            for record in _dicts(arr, ("ctx_ids",)):
-                self.host.add_context(record["thread_id"], record["ts_ns"], record)
+            self.host.add_contexts(arr)
         elif kind == "task_track":
             self.pending_host.add(self.part.own_devices(arr))
         elif kind == "rt_track":
@@ -679,18 +677,53 @@ class AggregatorStage(Transform):
         blocks = np.where(node, found.node_fields["block_num"][part], window["num_blocks"]).astype(np.int64)
         block_dims = blocks & 0xFFFF
         model = found.model[part]
+        model_ids = np.where(model, found.model_id[part], np.uint64(schema.MODEL_ID_NONE))[tasks]
+        iterations = np.where(model, found.iteration[part], 0)[tasks]
         columns = [texts, self._window_contexts(window, part, found, type_names),
                    block_dims[tasks].tolist(), (block_dims * (blocks >> 16))[tasks].tolist(),
                    np.where(found.api[part], found.api_connection[part], 0)[tasks].tolist(),
-                   window["thread_id"][tasks].tolist(),
-                   np.where(model, found.model_id[part], np.uint64(schema.MODEL_ID_NONE))[tasks].tolist(),
-                   np.where(model, found.iteration[part], 0)[tasks].tolist()]
+                   window["thread_id"][tasks].tolist(), model_ids.tolist(), iterations.tolist()]
         resolved = list(map(_resolved, *columns))
-        records = _dicts(window[tasks])
         self.pending_host.advance(chunk, stop - begin)
-        times = ts[part][tasks].tolist()
-        for task, key, at in zip(map(HostTask, records, resolved), keys, times, strict=True):
-            self._hand_off_keyed(task, key, at)
+        static = (model_ids != np.uint64(schema.MODEL_ID_NONE)) & (iterations == 0)
+        self._hand_off_window(window[tasks], keys, resolved, ts[part][tasks], static, any(columns[1]))
+
+    def _hand_off_window(self, rows: np.ndarray, keys: list[tuple[int, int, int, int]],
+                         resolved: list[dict[str, Any]], ts: np.ndarray, static: np.ndarray, contexts: bool) -> None:
+        """_hand_off_keyed of a window's described tasks (FLIP tasks left out) in turn: a static model's
+        registration alone, with its record; the runs of launched tasks between them at once (_launch_run).
+        ``contexts``: whether a task has FFTS+ contexts."""
+        begin = 0
+        for at in np.flatnonzero(static).tolist():
+            self._launch_run(rows, keys, resolved, ts, begin, at, contexts)
+            self._hand_off_keyed(HostTask(_dicts(rows[at:at + 1])[0], resolved[at]), keys[at], int(ts[at]))
+            begin = at + 1
+        self._launch_run(rows, keys, resolved, ts, begin, len(keys), contexts)
+
+    def _launch_run(self, rows: np.ndarray, keys: list[tuple[int, int, int, int]], resolved: list[dict[str, Any]],
+                    ts: np.ndarray, begin: int, stop: int, contexts: bool) -> None:
+        """_hand_off_keyed of launched tasks [begin, stop) of a window: chip v6 streams named, streams no
+        longer a loaded model's ended (StaticModels.launched_many, per stream), each task met (_meet_hosts). Their
+        HostTasks carry no record (only static models' registrations read it)."""
+        if stop <= begin:
+            return
+        part = slice(begin, stop)
+        devices = rows["device_id"][part]
+        if self.static.bindings:
+            for (device, stream), chosen in _stream_groups(devices, rows["stream_id"][part]):
+                self.static.launched_many(device, stream, ts[part][chosen])
+        v6 = _by_device(devices, self._chip_v6) != 0
+        if v6.any():
+            self._name_launched_streams([keys[begin + i] for i in np.flatnonzero(v6).tolist()])
+        self._meet_hosts(keys[part], list(map(HostTask, repeat(None, stop - begin), resolved[part])), contexts)
+
+    def _name_launched_streams(self, keys: list[tuple[int, int, int, int]]) -> None:
+        """Chip v6: the streams of launched tasks' 32-bit task ids (the newest of an id kept), for device tasks
+        that come without one; parked ones so named noted."""
+        named = {(key[0], key[2]): key[1] for key in keys}
+        self.launched_streams.update(named)
+        if self.parked:
+            self.parked_named.update(pair for pair in named if pair in self.parked)
 
     def _window_keys(self, window: np.ndarray, ts: np.ndarray,
                      flip: np.ndarray) -> list[tuple[int, int, int, int]] | None:
@@ -796,7 +829,7 @@ class AggregatorStage(Transform):
         wanted = found.node[part] & _named_in(names, CONTEXT_TASK_TYPES)
         if not wanted.any():
             return [()] * count
-        v6 = np.array([self._chip_v6(d) for d in window["device_id"].tolist()], bool)
+        v6 = _by_device(window["device_id"], self._chip_v6) != 0
         out: list[Sequence[int]] = [()] * len(window)
         threads = window["thread_id"].tolist()
         chosen = wanted & ~v6
@@ -804,7 +837,7 @@ class AggregatorStage(Transform):
             out[i] = []
         positions = found.context_at[part]
         for i in np.flatnonzero(chosen & found.context[part]).tolist():
-            out[i] = context_ids(self.host.contexts[threads[i]].items[int(positions[i])])
+            out[i] = context_ids(self.host.context_record(threads[i], int(positions[i])))
         return [contexts for contexts, task in zip(out, tasks.tolist(), strict=True) if task]
 
     def _host_held(self) -> int:
@@ -1203,18 +1236,59 @@ class AggregatorStage(Transform):
             else:
                 put(self.device_ready, key, device)
 
-    def _meet_hosts(self, keys: Iterable[tuple[int, int, int, int]], tasks: Iterable[HostTask]) -> None:
-        """_meet of each host task in turn (``keys``: theirs, in the same order)."""
+    def _meet_hosts(self, keys: list[tuple[int, int, int, int]], tasks: list[HostTask],
+                    contexts: bool = True) -> None:
+        """_meet of each host task in turn (``keys``: theirs, in the same order; ``contexts``: whether one has FFTS+
+        contexts). Keys that differ meet at once: the tasks with a device task ready take it, the others wait."""
+        if len(set(keys)) < len(keys):
+            self.slow_path["host tasks sharing a key in a window"] += len(keys)
+            self._meet_hosts_in_turn(keys, tasks)
+            return
         ready = self.device_ready
+        partners = list(map(ready.get, keys))
+        met = list(map(bool, partners))
+        if any(met):
+            found = cast("list[deque[DeviceTask]]", list(compress(partners, met)))  # (the truthy ones)
+            devices = list(map(deque.popleft, found))
+            for key in compress(compress(keys, met), map(operator.not_, found)):
+                del ready[key]
+            hosts = list(compress(tasks, met))
+            if contexts:
+                for host, device in zip(hosts, devices, strict=True):
+                    self._matched(host, device)
+            else:
+                self.awaiting_pmu.extend(zip(hosts, devices, repeat(INVALID_CONTEXT)))
+        if not all(met):
+            idle = list(map(operator.not_, met))
+            self._hosts_wait(list(compress(keys, idle)), list(compress(tasks, idle)))
+
+    def _hosts_wait(self, keys: list[tuple[int, int, int, int]], tasks: list[HostTask]) -> None:
+        """Host tasks (keys that differ) wait for their device tasks, each after those of its key waiting."""
+        waiting = self.host_ready
+        known = list(map(waiting.__contains__, keys))
+        if any(known):
+            for key, host in zip(compress(keys, known), compress(tasks, known), strict=True):
+                waiting[key].append(host)
+            fresh = list(map(operator.not_, known))
+            keys, tasks = list(compress(keys, fresh)), list(compress(tasks, fresh))
+        waiting.update(zip(keys, map(deque, zip(tasks)), strict=True))
+
+    def _meet_hosts_in_turn(self, keys: list[tuple[int, int, int, int]], tasks: list[HostTask]) -> None:
+        """_meet of each host task in turn, _matched inline for a task without FFTS+ contexts."""
+        ready, waiting, awaiting = self.device_ready, self.host_ready, self.awaiting_pmu
         for key, host in zip(keys, tasks, strict=True):
             partner = ready.get(key)
             if partner:
                 device = partner.popleft()
                 if not partner:
                     del ready[key]
-                self._matched(host, device)
+                assert host.resolved is not None
+                if host.resolved["contexts"]:
+                    self._matched(host, device)
+                else:
+                    awaiting.append((host, device, INVALID_CONTEXT))
             else:
-                put(self.host_ready, key, host)
+                put(waiting, key, host)
 
     def _matched(self, host: HostTask, device: DeviceTask) -> None:
         """A joined task waits for its PMU; an FFTS+ task is split into its contexts first (contexts.py)."""
@@ -1752,7 +1826,10 @@ def _resolved(texts: tuple[str, ...], contexts: Sequence[int], block_dim: int, m
 
 def _named_in(type_names: np.ndarray, chosen: frozenset[str]) -> np.ndarray:
     """Which of a column of task type names (None: unknown) are among ``chosen``."""
-    return np.fromiter((name in chosen for name in type_names.tolist()), bool, len(type_names))
+    found = np.zeros(len(type_names), bool)
+    for name in chosen:
+        found |= type_names == name
+    return found
 
 
 def _as_mark(low: float) -> int:
@@ -1873,6 +1950,8 @@ def _record_maker(names: tuple[str, ...]) -> Callable[..., dict[str, Any]]:
 TEXTS_CACHE_LIMIT = 4096
 _texts_cache: dict[tuple[tuple[int, bytes], ...], dict[str, str]] = {}
 _shared_keys: dict[tuple[int, bytes], tuple[int, bytes]] = {}
+# multipliers of a tensor_info row's 64-bit words for a hash of it (wrapping, odd: every word counts)
+ROW_HASH = (np.arange(1, 33, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
 TENSOR_SLOT_TYPE = np.dtype("<u4")  # records.DTYPES["tensor"]: tensors <u4 (5, 11)
 
 
@@ -1886,6 +1965,22 @@ def _tensor_keys(arr: np.ndarray) -> list[tuple[int, bytes]]:
         _shared_keys.clear()
     shared = _shared_keys.setdefault
     return [shared(key, key) for key in zip(arr["tensor_num"].tolist(), raw_slots, strict=True)]
+
+
+def _distinct_tensor_records(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which of the distinct (tensor count, slots) of tensor_info records each one has, and the first of each."""
+    if not len(arr):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    slots = np.ascontiguousarray(arr["tensors"]).reshape(len(arr), -1)
+    rows = np.concatenate([arr["tensor_num"].astype(slots.dtype)[:, None], slots], axis=1)
+    words = rows.view(np.uint64)  # (a row of 56 uint32: 28 words)
+    _, firsts, codes = np.unique((words * ROW_HASH[:words.shape[1]]).sum(axis=1), return_index=True,
+                                 return_inverse=True)  # by a hash of the row, taken where no two rows share one
+    codes = codes.reshape(-1)
+    if not (rows == rows[firsts[codes]]).all():
+        _, firsts, codes = np.unique(rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).reshape(-1),
+                                     return_index=True, return_inverse=True)
+    return codes.reshape(-1), firsts
 
 
 def _tensor_slots(record: Any) -> Any:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -115,6 +114,86 @@ class TimedLog:
         return (self.times[position - 1], self.items[position - 1]) if position else None
 
 
+@dataclass
+class RecordLog:
+    """A thread's records of one kind as numpy columns (``time`` among them), kept as TimedLog keeps its entries:
+    sorted by time (a record older than the last goes after those of its time), pruned by :meth:`prune_before`,
+    bounded by ``HARD_LIMIT``. The columns live in buffers, the entries at [``first``, ``first + count``)."""
+
+    buffers: Columns = field(default_factory=dict)
+    first: int = 0
+    count: int = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def columns(self) -> Columns:
+        end = self.first + self.count
+        return {name: column[self.first:end] for name, column in self.buffers.items()}
+
+    def column(self, name: str) -> np.ndarray:
+        return self.buffers[name][self.first:self.first + self.count]
+
+    def add(self, new: Columns) -> None:
+        """TimedLog.add of each entry of ``new`` in turn (columns of equal length): entries in time order after the
+        last are appended at once, the others placed by TimedLog's own rule."""
+        times = new["time"]
+        if not len(times):
+            return
+        in_order = bool((times[1:] >= times[:-1]).all()) and (not self.count or times[0] >= self.column("time")[-1])
+        if in_order:
+            self._append(new)
+            self._keep_limit()
+            return
+        merged = {name: np.concatenate([self.column(name), column]) if self.buffers else column
+                  for name, column in new.items()}
+        order = TimedLog(self.column("time").tolist() if self.buffers else [], list(range(self.count)))
+        for at, ts in enumerate(times.tolist(), self.count):
+            order.add(ts, at)
+        chosen = np.array(order.items, np.int64)
+        self.buffers, self.first, self.count = {name: column[chosen] for name, column in merged.items()}, 0, len(chosen)
+
+    def _keep_limit(self) -> None:
+        """TimedLog.add's bound after entries appended one by one: past the limit by a sixteenth, the oldest go
+        down to the limit (as many times as the entries came to pass it)."""
+        limit, over = HARD_LIMIT, HARD_LIMIT + HARD_LIMIT // 16
+        if self.count > over:
+            kept = limit + (self.count - over - 1) % (over - limit + 1)
+            self.first += self.count - kept
+            self.count = kept
+
+    def _append(self, new: Columns) -> None:
+        size = len(new["time"])
+        if not self.buffers or self.first + self.count + size > len(self.buffers["time"]):
+            capacity = max(2 * (self.count + size), 64)
+            grown = {name: np.empty((capacity, *column.shape[1:]), column.dtype) for name, column in new.items()}
+            if self.buffers:
+                for name, column in grown.items():
+                    column[:self.count] = self.column(name)
+            self.buffers, self.first = grown, 0
+        end = self.first + self.count
+        for name, column in new.items():
+            self.buffers[name][end:end + size] = column
+        self.count += size
+
+    def prune_before(self, ts: int) -> None:
+        """Forget entries older than ``ts`` except the newest of them (it may still contain ``ts``)."""
+        if self.count:
+            drop = int(np.searchsorted(self.column("time"), ts, "right")) - 1
+            if drop > 0:
+                self.first += drop
+                self.count -= drop
+
+    def latest(self, ts: int) -> int:
+        """Position of the latest entry at or before ``ts`` (-1: none)."""
+        return int(np.searchsorted(self.column("time"), ts, "right")) - 1 if self.count else -1
+
+    def values(self, position: int) -> dict[str, Any]:
+        """An entry's values (Python ints; a column of rows gives its numpy row)."""
+        at = self.first + position
+        return {name: column[at] if column.ndim > 1 else column[at].item() for name, column in self.buffers.items()}
+
+
 def latest_positions(times: np.ndarray, ts: np.ndarray) -> np.ndarray:
     """Position of the latest entry at or before each of ``ts`` in sorted ``times`` (-1: none)."""
     return np.searchsorted(times, ts, "right") - 1
@@ -127,20 +206,13 @@ class Interval(NamedTuple):
     connection_id: int
 
 
-_interval_of = partial(tuple.__new__, Interval)  # (start, end, item_id, connection_id) → Interval, in C
-
-
-def intervals(starts: list[int], ends: list[int], items: list[int], connections: list[int]) -> list[Interval]:
-    """Intervals of the given columns (made without a Python call per interval)."""
-    return list(map(_interval_of, zip(starts, ends, items, connections, strict=True)))
-
-
 @dataclass
 class HostIndex:
-    node_apis: dict[int, TimedLog] = field(default_factory=dict)
-    node_basic: dict[int, TimedLog] = field(default_factory=dict)
-    tensors: dict[int, TimedLog] = field(default_factory=dict)
-    contexts: dict[int, TimedLog] = field(default_factory=dict)  # context_id_info (FFTS+ context ids)
+    node_apis: dict[int, RecordLog] = field(default_factory=dict)  # time (the start), end, item, connection
+    node_basic: dict[int, RecordLog] = field(default_factory=dict)  # NODE_FIELDS
+    # an op's tensor_info records of one time stamp make one entry: its op name, texts key id and last tensor_num
+    tensors: dict[int, RecordLog] = field(default_factory=dict)
+    contexts: dict[int, RecordLog] = field(default_factory=dict)  # context_id_info (FFTS+ context ids)
     model_runs: dict[int, TimedLog] = field(default_factory=dict)  # begin ts → [model_id, iteration, end]
     # (thread, model_id, iteration) → windows opened and not closed since (some may have been pruned): a begin
     # whose window has none open need not look through the log
@@ -156,50 +228,84 @@ class HostIndex:
             found = table[thread] = TimedLog()
         return found
 
-    def add_node_apis(self, threads: list[int], found: list[Interval]) -> None:
-        """Node-level API intervals, by their thread, at their start."""
-        for thread, group in _by_thread(threads, found).items():
-            self._log(self.node_apis, thread).add_many([interval[0] for interval in group], group)
+    def add_node_apis(self, threads: np.ndarray, starts: np.ndarray, ends: np.ndarray, items: np.ndarray,
+                      connections: np.ndarray) -> None:
+        """Node-level API intervals (their start, end, item id and connection id), by their thread, at their
+        start."""
+        columns = {"time": starts.astype(np.int64), "end": ends.astype(np.int64), "item": items.astype(np.uint64),
+                   "connection": connections.astype(np.int64)}
+        for thread, chosen in _thread_groups(threads):
+            _record_log(self.node_apis, thread).add({name: column[chosen] for name, column in columns.items()})
 
-    def add_node_basics(self, records: list[dict[str, Any]]) -> None:
-        """node_basic_info records (dicts), by their thread_id, at their ts_ns."""
-        for thread, group in _by_thread([record["thread_id"] for record in records], records).items():
-            self._log(self.node_basic, thread).add_many([record["ts_ns"] for record in group], group)
+    def add_node_basics(self, arr: np.ndarray) -> None:
+        """node_basic_info records (decoded rows), by their thread_id, at their ts_ns."""
+        columns = {"time": arr["ts_ns"].astype(np.int64)}
+        for name in NODE_FIELDS:
+            columns[name] = arr[name].astype(np.uint64 if name in ("op_name", "op_type") else np.int64)
+        for thread, chosen in _thread_groups(arr["thread_id"]):
+            _record_log(self.node_basic, thread).add({name: column[chosen] for name, column in columns.items()})
 
-    def add_tensor(self, thread: int, ts: int, record: Any) -> None:
-        """An op with more than five tensors reports them in several records of one time stamp: they make one
-        list, in order (msprof joins tensor_info records on op name, time stamp and thread)."""
-        log = self._log(self.tensors, thread)
-        if log.times and log.times[-1] == ts and int(log.items[-1][0]["op_name"]) == int(record["op_name"]):
-            log.items[-1].append(record)
-            log.touched(-1)
-        else:
-            log.add(ts, [record])
+    def add_tensors(self, arr: np.ndarray, codes: np.ndarray, texts_keys: list[tuple[int, bytes]]) -> None:
+        """tensor_info records (decoded rows; ``texts_keys[codes[i]]``: what record i's texts depend on, its tensor
+        count and slot bytes), by their thread_id. An op with more than five tensors reports them in several
+        records of one time stamp: a record of the op and time stamp of its thread's last entry joins that entry
+        (msprof joins tensor_info records on op name, time stamp and thread); the others make entries of their own,
+        a run of one op and time stamp in time order after the last entry one entry."""
+        ts, op_names, nums = arr["ts_ns"].astype(np.int64), arr["op_name"].astype(np.uint64), arr["tensor_num"]
+        singles = np.array([self._key_id((key,)) for key in texts_keys], np.int64)  # a record alone: its key id
+        for thread, chosen in _thread_groups(arr["thread_id"]):
+            self._add_tensor_entries(_record_log(self.tensors, thread), ts[chosen], op_names[chosen],
+                                     nums[chosen].astype(np.int64), codes[chosen], texts_keys, singles)
 
-    def add_tensors(self, records: list[dict[str, Any]]) -> None:
-        """:meth:`add_tensor` of each tensor_info record (dicts) in turn; a thread's records in time order after its
-        log's last go in at once."""
-        for thread, group in _by_thread([record["thread_id"] for record in records], records).items():
-            log = self._log(self.tensors, thread)
-            times = [record["ts_ns"] for record in group]
-            if times != sorted(times) or log.times and times[0] < log.times[-1]:
-                for record in group:
-                    self.add_tensor(thread, record["ts_ns"], record)
-                continue
-            entries: list[list[Any]] = []
-            last = log.items[-1] if log.items else None
-            for record in group:
-                if last is not None and last[0]["ts_ns"] == record["ts_ns"] and last[0]["op_name"] == record["op_name"]:
-                    if not entries:
-                        log.touched(-1)
-                    last.append(record)
-                else:
-                    last = [record]
-                    entries.append(last)
-            log.add_many([entry[0]["ts_ns"] for entry in entries], entries)
+    def _add_tensor_entries(self, log: RecordLog, ts: np.ndarray, op_names: np.ndarray, nums: np.ndarray,
+                            codes: np.ndarray, texts_keys: list[tuple[int, bytes]], singles: np.ndarray) -> None:
+        """One thread's tensor_info records into its log (add_tensors)."""
+        times = log.column("time") if log.count else None
+        if len(ts) > 1 and (bool((ts[1:] < ts[:-1]).any()) or times is not None and ts[0] < times[-1]):
+            for at in range(len(ts)):  # out of order: record by record
+                one = slice(at, at + 1)
+                self._add_tensor_entries(log, ts[one], op_names[one], nums[one], codes[one], texts_keys, singles)
+            return
+        starts = np.flatnonzero(np.concatenate([[True], (ts[1:] != ts[:-1]) | (op_names[1:] != op_names[:-1])]))
+        ends = np.append(starts[1:], len(ts)) - 1
+        keys = singles[codes[starts]]
+        longer = np.flatnonzero(ends > starts)  # an op's records of one time stamp: one entry
+        if len(longer):
+            keys[longer] = self._run_ids(codes, starts[longer], ends[longer], texts_keys)
+        if times is not None and ts[0] == times[-1] and op_names[0] == log.column("op_name")[-1]:
+            last = log.count - 1
+            run = tuple(texts_keys[code] for code in codes[starts[0]:ends[0] + 1].tolist())
+            log.column("key")[last] = self._key_id(self.tensor_key(int(log.column("key")[last])) + run)
+            log.column("num")[last] = nums[ends[0]]
+            starts, ends, keys = starts[1:], ends[1:], keys[1:]
+        log.add({"time": ts[starts], "op_name": op_names[starts], "key": keys, "num": nums[ends]})
 
-    def add_context(self, thread: int, ts: int, record: Any) -> None:
-        self._log(self.contexts, thread).add(ts, record)
+    def _run_ids(self, codes: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                 texts_keys: list[tuple[int, bytes]]) -> np.ndarray:
+        """Key ids of runs of records [starts, ends] (each its records' texts keys in turn), once per distinct run."""
+        lengths = ends - starts + 1
+        width = int(lengths.max())
+        table = np.full((len(starts), width), -1, np.int64)
+        offsets = np.arange(width)
+        inside = offsets < lengths[:, None]
+        table[inside] = codes[(starts[:, None] + offsets)[inside]]
+        distinct, inverse = np.unique(table, axis=0, return_inverse=True)
+        ids = [self._key_id(tuple(texts_keys[code] for code in row if code >= 0)) for row in distinct.tolist()]
+        return np.array(ids, np.int64)[inverse.reshape(-1)]
+
+    def _key_id(self, key: tuple[Any, ...]) -> int:
+        found = self.tensor_ids.get(key)
+        if found is None:
+            found = self.tensor_ids[key] = len(self.tensor_keys)
+            self.tensor_keys.append(key)
+        return found
+
+    def add_contexts(self, arr: np.ndarray) -> None:
+        """context_id_info records (decoded rows), by their thread_id, at their ts_ns."""
+        columns = {"time": arr["ts_ns"].astype(np.int64), "op_name": arr["op_name"].astype(np.uint64),
+                   "ctx_id_num": arr["ctx_id_num"].astype(np.int64), "ctx_ids": arr["ctx_ids"]}
+        for thread, chosen in _thread_groups(arr["thread_id"]):
+            _record_log(self.contexts, thread).add({name: column[chosen] for name, column in columns.items()})
 
     def add_model_event(self, thread: int, ts: int, model_id: int, iteration: int) -> None:
         log = self._log(self.model_runs, thread)
@@ -227,83 +333,81 @@ class HostIndex:
     # Lookups of the latest entry at or before ``ts`` on a thread (bisect inline: these run several times a task).
     def node_api(self, thread: int, ts: int) -> Interval | None:
         log = self.node_apis.get(thread)
-        if log is None:
+        at = log.latest(ts) if log is not None else -1
+        if at < 0:
             return None
-        at = bisect.bisect_right(log.times, ts)
-        if not at:
-            return None
-        interval: Interval = log.items[at - 1]
-        return interval if interval.end >= ts else None
+        found = log.values(at)  # type: ignore[union-attr]
+        return Interval(found["time"], found["end"], found["item"], found["connection"]) if found["end"] >= ts \
+            else None
 
-    def node_info(self, thread: int, ts: int, since: int) -> Any:
+    def node_info(self, thread: int, ts: int, since: int) -> dict[str, Any] | None:
+        """The node_basic_info (NODE_FIELDS and ts_ns) reported at or before ``ts`` since ``since``."""
         log = self.node_basic.get(thread)
-        if log is None:
+        at = log.latest(ts) if log is not None else -1
+        if at < 0:
             return None
-        at = bisect.bisect_right(log.times, ts)
-        if not at:
-            return None
-        record = log.items[at - 1]
+        record = log.values(at)  # type: ignore[union-attr]
+        record["ts_ns"] = record.pop("time")
         return record if record["ts_ns"] >= since else None
 
-    def tensor_info(self, thread: int, ts: int, op_name: int, since: int) -> list[Any] | None:
-        """The tensor_info records (one or more) of the op reported at or before ``ts`` since ``since``."""
+    def tensor_info(self, thread: int, ts: int, op_name: int, since: int) -> list[dict[str, Any]] | None:
+        """The tensor_info records (one or more: their texts_key and tensor_num) of the op reported at or before
+        ``ts`` since ``since``."""
         log = self.tensors.get(thread)
-        if log is None:
+        at = log.latest(ts) if log is not None else -1
+        if at < 0:
             return None
-        at = bisect.bisect_right(log.times, ts)
-        if not at:
+        entry = log.values(at)  # type: ignore[union-attr]
+        if entry["op_name"] != op_name or entry["time"] < since:
             return None
-        found: list[Any] = log.items[at - 1]
-        return found if found[0]["op_name"] == op_name and found[0]["ts_ns"] >= since else None
+        return [{"texts_key": key, "tensor_num": key[0]} for key in self.tensor_key(entry["key"])]
 
-    def context_info(self, thread: int, ts: int, op_name: int, since: int) -> Any:
+    def context_info(self, thread: int, ts: int, op_name: int, since: int) -> dict[str, Any] | None:
         log = self.contexts.get(thread)
-        if log is None:
+        at = log.latest(ts) if log is not None else -1
+        if at < 0:
             return None
-        at = bisect.bisect_right(log.times, ts)
-        if not at:
-            return None
-        record = log.items[at - 1]
+        record = self.context_record(thread, at)
         return record if record["op_name"] == op_name and record["ts_ns"] >= since else None
+
+    def context_record(self, thread: int, position: int) -> dict[str, Any]:
+        """The context_id_info at ``position`` of its thread's columns (op_name, ts_ns, ctx_id_num, ctx_ids)."""
+        record = self.contexts[thread].values(position)
+        record["ts_ns"] = record.pop("time")
+        return record
 
     # Each kind's entries as numpy columns, for lookups a window of tasks at a time (empty: no entry on the thread).
     def api_columns(self, thread: int) -> Columns:
-        return _columns(self.node_apis, thread, _api_columns)
+        return _record_columns(self.node_apis, thread)
 
     def node_columns(self, thread: int) -> Columns:
-        return _columns(self.node_basic, thread, _node_columns)
+        return _record_columns(self.node_basic, thread)
 
     def tensor_columns(self, thread: int) -> Columns:
-        return _columns(self.tensors, thread, self._tensor_columns)
+        return _record_columns(self.tensors, thread)
 
     def context_columns(self, thread: int) -> Columns:
-        return _columns(self.contexts, thread, _context_columns)
+        return _record_columns(self.contexts, thread)
 
     def model_columns(self, thread: int) -> Columns:
         return _columns(self.model_runs, thread, _model_columns)
 
-    def _tensor_columns(self, times: list[int], entries: list[list[Any]]) -> Columns:
-        """Tensor entries' time, op name and texts key id (tensor_key: the id → key of their tensor_info records)."""
-        ids = self.tensor_ids
-        keys = [tuple(record["texts_key"] for record in entry) for entry in entries]
-        return {"time": np.array(times, np.int64), "op_name": np.array([entry[0]["op_name"] for entry in entries],
-                                                                       np.uint64),
-                "key": np.array([ids.setdefault(key, len(ids)) for key in keys], np.int64)}
-
     def tensor_key(self, key_id: int) -> tuple[Any, ...]:
         """The texts key (the tensor_info records' ``texts_key`` values) of a tensor entry's key id."""
-        if len(self.tensor_keys) != len(self.tensor_ids):
-            self.tensor_keys = list(self.tensor_ids)
         return self.tensor_keys[key_id]
 
     def forget_tensor_keys(self, limit: int) -> bool:
-        """Past ``limit`` key ids, start them again (every tensor log converted anew); whether it did."""
+        """Past ``limit`` key ids, start them again from the entries kept (their ids renumbered); whether it did."""
         if len(self.tensor_ids) <= limit:
             return False
-        self.tensor_ids.clear()
-        self.tensor_keys.clear()
+        keys = self.tensor_keys
+        self.tensor_ids, self.tensor_keys = {}, []
         for log in self.tensors.values():
-            log.touched(0)
+            if log.count:
+                column = log.column("key")
+                distinct, inverse = np.unique(column, return_inverse=True)
+                renamed = np.array([self._key_id(keys[key]) for key in distinct.tolist()], np.int64)
+                column[:] = renamed[inverse.reshape(-1)]
         return True
 
     def prune_before(self, ts: int) -> None:
@@ -436,25 +540,7 @@ def _columns(table: dict[int, TimedLog], thread: int, extract: Extract) -> Colum
     return log.columns(extract)
 
 
-def _api_columns(times: list[int], found: list[Interval]) -> Columns:
-    rows = np.array(found, np.dtype([("time", np.int64), ("end", np.int64), ("item", np.uint64),
-                                     ("connection", np.int64)])).reshape(-1)
-    return {name: np.ascontiguousarray(rows[name]) for name in rows.dtype.names or ()}
-
-
 NODE_FIELDS = ("op_name", "op_type", "task_type", "block_num", "op_state", "op_flag")
-
-
-def _node_columns(times: list[int], records: list[dict[str, Any]]) -> Columns:
-    columns = {"time": np.array(times, np.int64)}
-    for name in NODE_FIELDS:
-        columns[name] = np.array([record[name] for record in records],
-                                 np.uint64 if name in ("op_name", "op_type") else np.int64)
-    return columns
-
-
-def _context_columns(times: list[int], records: list[dict[str, Any]]) -> Columns:
-    return {"time": np.array(times, np.int64), "op_name": np.array([r["op_name"] for r in records], np.uint64)}
 
 
 def _model_columns(times: list[int], windows: list[list[Any]]) -> Columns:
@@ -467,15 +553,28 @@ def flip_columns(times: list[int], numbers: list[int]) -> Columns:
     return {"time": np.array(times, np.int64), "flip": np.array(numbers, np.int64)}
 
 
-def _by_thread(threads: list[int], items: list[Any]) -> dict[int, list[Any]]:
-    """Items grouped by their thread, each group in the given order."""
-    if threads and threads.count(threads[0]) == len(threads):
-        return {threads[0]: items}  # the usual batch: one thread
-    groups: dict[int, list[Any]] = {}
-    for thread, item in zip(threads, items, strict=True):
-        found = groups.get(thread)
-        if found is None:
-            groups[thread] = [item]
-        else:
-            found.append(item)
-    return groups
+def _record_log(table: dict[int, RecordLog], thread: int) -> RecordLog:
+    found = table.get(thread)
+    if found is None:
+        found = table[thread] = RecordLog()
+    return found
+
+
+NO_ENTRIES: Columns = {"time": np.zeros(0, np.int64)}  # a thread without entries (lookups read only its time)
+
+
+def _record_columns(table: dict[int, RecordLog], thread: int) -> Columns:
+    log = table.get(thread)
+    return log.columns() if log is not None and log.count else NO_ENTRIES
+
+
+def _thread_groups(threads: np.ndarray) -> list[tuple[int, slice | np.ndarray]]:
+    """Each thread of a batch and its rows, in the batch's order (a slice when all are one thread's)."""
+    if not len(threads):
+        return []
+    first = int(threads[0])
+    if bool((threads == first).all()):
+        return [(first, slice(None))]
+    found, firsts, inverse = np.unique(threads, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    return [(int(found[at]), np.flatnonzero(inverse == at)) for at in np.argsort(firsts).tolist()]

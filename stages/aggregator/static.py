@@ -28,6 +28,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from stages.aggregator.join import FlipLog, TimedLog
 from stages.formats import raw
 
@@ -147,6 +149,14 @@ class StaticModels:
         history = self.bindings.get((device, stream))
         if history and history[-1].until is None and ts > history[-1].since:
             history[-1].until = ts
+
+    def launched_many(self, device: int, stream: int, ts: np.ndarray) -> None:
+        """:meth:`launched` of each of ``ts`` in turn (only the first later than the binding's start counts)."""
+        history = self.bindings.get((device, stream))
+        if history and history[-1].until is None:
+            later = np.flatnonzero(ts > history[-1].since)
+            if len(later):
+                history[-1].until = int(ts[later[0]])
 
     def binding_at(self, device: int, stream: int, ts: int) -> Binding | None:
         """The model that owned (device, stream) at ``ts``."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stages.aggregator import join
 from stages.aggregator.join import HostIndex, Interval, TimedLog
+from stages.decoder.records import NODE_BASIC
 
 
 def _one_by_one(log: TimedLog, times: list[int], items: list[int]) -> None:
@@ -41,11 +43,15 @@ def test_add_many_still_keeps_to_the_hard_limit(monkeypatch: object) -> None:
 def test_host_index_takes_a_batch_of_several_threads_by_thread_in_order() -> None:
     index = HostIndex()
     intervals = [Interval(10, 20, 1, 1), Interval(12, 15, 2, 2), Interval(30, 40, 3, 3)]
-    index.add_node_apis([7, 8, 7], intervals)
-    assert index.node_apis[7].items == [intervals[0], intervals[2]]
-    assert index.node_apis[8].items == [intervals[1]]
-    assert index.node_api(7, 35) is intervals[2] and index.node_api(7, 25) is None
-    records = [{"thread_id": 7, "ts_ns": 11, "op_name": 1}, {"thread_id": 7, "ts_ns": 31, "op_name": 3}]
+    index.add_node_apis(np.array([7, 8, 7]), *(np.array(column) for column in zip(*intervals, strict=True)))
+    assert index.api_columns(7)["time"].tolist() == [10, 30] and index.api_columns(8)["end"].tolist() == [15]
+    assert index.node_api(7, 35) == intervals[2] and index.node_api(7, 25) is None
+    assert index.node_api(8, 12) == intervals[1] and index.node_api(9, 12) is None
+    records = np.zeros(3, NODE_BASIC)
+    records["thread_id"], records["ts_ns"], records["op_name"] = [7, 8, 7], [11, 12, 31], [1, 2, 3]
     index.add_node_basics(records)
-    assert index.node_info(7, 32, since=30) is records[1]
-    assert index.node_info(7, 25, since=10) is records[0]
+    found = index.node_info(7, 32, since=30)
+    assert found is not None and (found["ts_ns"], found["op_name"]) == (31, 3)
+    found = index.node_info(7, 25, since=10)
+    assert found is not None and (found["ts_ns"], found["op_name"]) == (11, 1)
+    assert index.node_info(7, 25, since=12) is None and index.node_info(9, 25, since=0) is None
