@@ -2,8 +2,8 @@
 
 A batch's Arrow table (:func:`frame_of`) becomes whole CSV lines in a few polars expressions: µs text by
 integer arithmetic (:mod:`._text_columns`), text cells looked up per symbol (:class:`SymbolForms`: each
-symbol's quoted form is made once, then gathered by id), derived figures by one ``%`` format over the whole
-batch (``num3_joined``, ``num6_texts``). Only the summary sink imports this module (and polars with it): the
+symbol's quoted form is made once, then gathered by id), derived figures for the whole batch at once in
+numpy (:mod:`._decimal_text`). Only the summary sink imports this module (and polars with it): the
 sinks that share its helpers do not need polars.
 """
 
@@ -16,12 +16,14 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from pipeline.stage import Batch
 from stages import tables
 from stages.schema import CONTEXT_ID_NONE, SymbolTable, unpack_rows
+from stages.sinks._decimal_text import decimal_rows
 from stages.sinks._format import MSTX_EVENT_TYPES, NA, num3, num3_joined, text_of
 from stages.sinks._op_summary import SortKey, csv_shape_cell, csv_tensor_cell
 from stages.sinks._summary_tables import num6, num6_texts
@@ -195,8 +197,8 @@ def op_summary_block(frame: pl.DataFrame, forms: SymbolForms, sources: list[int 
 
 
 def pmu_cells(frame: pl.DataFrame, sources: list[int | None]) -> pl.Series | None:
-    """Each row's PMU cells under the header's PMU columns, joined: ``num3`` of the value, N/A where none (one
-    ``%`` format over all values of the batch, as ``num3_rows``). None: no PMU column."""
+    """Each row's PMU cells under the header's PMU columns, joined: ``num3`` of the value, N/A where none (all
+    values of the batch at once, :func:`._decimal_text.decimal_rows`). None: no PMU column."""
     width = len(sources)
     if not width:
         return None
@@ -212,9 +214,12 @@ def pmu_cells(frame: pl.DataFrame, sources: list[int | None]) -> pl.Series | Non
     if flat.is_nan().any():  # a NaN of its own (num3 prints "nan"): one at a time (rare)
         cells = [num3(value) for value in flat.to_list()]
         rows = [",".join(cells[i : i + width]) for i in range(0, len(cells), width)]
-    else:
-        rows = num3_joined(flat.fill_null(math.nan).to_list(), width)
-    return pl.Series("_pmu", rows, dtype=pl.String)
+        return pl.Series("_pmu", rows, dtype=pl.String)
+    values = flat.fill_null(math.nan).to_numpy()
+    texts = decimal_rows(values, 3, width)
+    if texts is None:  # an infinite or huge value: one ``%`` format
+        return pl.Series("_pmu", num3_joined(values.tolist(), width), dtype=pl.String)
+    return pl.Series("_pmu", texts)
 
 
 # -- task_time, msprof_tx, aicpu, l2_cache -----------------------------------------------------------------
@@ -289,7 +294,7 @@ def l2_cache_block(frame: pl.DataFrame, forms: SymbolForms) -> TableBlock:
     if rates.is_nan().any():  # a NaN of its own (num6 prints "nan"): one at a time (rare)
         texts = [num6(value) for value in rates.to_list()]
     else:
-        texts = num6_texts(rates.fill_null(math.nan).to_list())
+        texts = _num6_cells(rates.fill_null(math.nan).to_numpy())
     cells = pl.Series(texts, dtype=pl.String)
     n = frame.height
     frame = frame.with_columns(cells.slice(0, n).alias("_hit"), cells.slice(n, n).alias("_victim"),
@@ -298,6 +303,12 @@ def l2_cache_block(frame: pl.DataFrame, forms: SymbolForms) -> TableBlock:
     return _block(frame, [device, pl.col("sequence")], [
         int_text(device), int_text(pl.col("stream_id")), int_text(pl.col("task_id")), pl.col("_hit"),
         pl.col("_victim"), pl.col("_op")])
+
+
+def _num6_cells(rates: np.ndarray) -> pa.LargeStringArray | list[str]:
+    """:func:`num6` of each rate (NaN: ``N/A``)."""
+    texts = decimal_rows(rates, 6, 1)
+    return num6_texts(rates.tolist()) if texts is None else texts
 
 
 BLOCKS: dict[str, Callable[[pl.DataFrame, SymbolForms], TableBlock]] = {
