@@ -9,7 +9,6 @@ sinks that share its helpers do not need polars.
 
 from __future__ import annotations
 
-import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -179,7 +178,7 @@ def op_summary_block(frame: pl.DataFrame, forms: SymbolForms, sources: list[int 
         pl.when(context.is_null() | (context == CONTEXT_ID_NONE)).then(pl.lit(NA)).otherwise(context.cast(pl.String)),
         *([] if pmu is None else [pl.lit(pmu)]),
     ]
-    lines = frame.select(pl.concat_str(cells, separator=",").alias("line"))["line"]
+    text = frame.select(pl.concat_str(cells, separator=",").str.join("\n")).item()
     ends = frame.group_by("device_id", maintain_order=True).agg(start.last(), end.last())
     keys = None
     if want_keys:
@@ -187,9 +186,8 @@ def op_summary_block(frame: pl.DataFrame, forms: SymbolForms, sources: list[int 
         key_frame = frame.select(device, start, pl.when(stream >= 0).then(stream).otherwise(-1),
                                  pl.when(task >= 0).then(task).otherwise(-1), end - start)
         keys = list(zip(*(column.to_list() for column in key_frame.get_columns()), strict=True))
-    return OpSummaryBlock(
-        text=lines.str.join("\n").item(), count=frame.height,
-        last={dev: (first, stop) for dev, first, stop in ends.iter_rows()}, keys=keys)
+    return OpSummaryBlock(text=text, count=frame.height,
+                          last={dev: (first, stop) for dev, first, stop in ends.iter_rows()}, keys=keys)
 
 
 def pmu_cells(frame: pl.DataFrame, sources: list[int | None]) -> pl.Series | None:
@@ -198,24 +196,35 @@ def pmu_cells(frame: pl.DataFrame, sources: list[int | None]) -> pl.Series | Non
     width = len(sources)
     if not width:
         return None
-    pmu = pl.col("pmu")
-    if sources == list(range(width)) and frame.select(
-            (pmu.list.len() == width).all(ignore_nulls=False).fill_null(False)).item():
-        flat = frame.select(pmu.explode())["pmu"]  # every row holds a value per column: row after row
-    else:
-        flat = frame.select(pl.concat_list([
-            pl.lit(None, pl.Float64) if k is None else pmu.list.get(k, null_on_oob=True) for k in sources
-        ]).explode().alias("pmu"))["pmu"]
-    flat = flat.cast(pl.Float64)
-    if flat.is_nan().any():  # a NaN of its own (num3 prints "nan"): one at a time (rare)
+    flat = _pmu_values(frame, sources).cast(pl.Float64)
+    values = flat.to_numpy()  # null: NaN
+    if np.count_nonzero(np.isnan(values)) > flat.null_count():  # a NaN of its own (num3 prints "nan"): rare
         cells = [num3(value) for value in flat.to_list()]
         rows = [",".join(cells[i : i + width]) for i in range(0, len(cells), width)]
         return pl.Series("_pmu", rows, dtype=pl.String)
-    values = flat.fill_null(math.nan).to_numpy()
     texts = decimal_rows(values, 3, width)
     if texts is None:  # an infinite or huge value: one ``%`` format
         return pl.Series("_pmu", num3_joined(values.tolist(), width), dtype=pl.String)
     return pl.Series("_pmu", texts)
+
+
+def _pmu_values(frame: pl.DataFrame, sources: list[int | None]) -> pl.Series:
+    """The values under the header's PMU columns, row after row (null: none)."""
+    column = frame["pmu"]
+    if sources == list(range(len(sources))) and not column.has_nulls():
+        lists = column.to_arrow()
+        if pa.types.is_list(lists.type) or pa.types.is_large_list(lists.type):
+            lengths = lists.value_lengths().to_numpy(zero_copy_only=False)
+            if (lengths == len(sources)).all():  # every row holds a value per column
+                flat = pl.from_arrow(lists.flatten())
+                assert isinstance(flat, pl.Series)
+                return flat
+    if all(k is None for k in sources):  # none of the header's columns in this batch
+        return pl.Series("pmu", [None] * (frame.height * len(sources)), dtype=pl.Float64)
+    pmu = pl.col("pmu")
+    return frame.select(pl.concat_list([
+        pl.lit(None, pl.Float64) if k is None else pmu.list.get(k, null_on_oob=True) for k in sources
+    ]).explode().alias("pmu"))["pmu"]
 
 
 # -- task_time, msprof_tx, aicpu, l2_cache -----------------------------------------------------------------

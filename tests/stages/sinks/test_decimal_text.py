@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stages.sinks._decimal_text import decimal_rows
 from stages.sinks._format import NA, num3
+from stages.sinks._summary_columns import pmu_cells
 from stages.sinks._summary_tables import num6
 
 PRINTERS = {3: num3, 6: num6}
@@ -53,3 +55,24 @@ def test_rows_read_as_each_value_alone(data: st.DataObject, decimals: int, width
 def test_values_it_cannot_print_are_left_to_the_caller() -> None:
     for value in (math.inf, -math.inf, 1e14, -1e14):
         assert decimal_rows(np.array([1.0, value]), 3, 2) is None
+
+
+def expected_pmu_cells(rows: list[list[float | None] | None], sources: list[int | None]) -> list[str]:
+    return [",".join(NA if k is None or row is None or k >= len(row) or row[k] is None else num3(row[k])
+                     for k in sources) for row in rows]
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=st.lists(st.one_of(st.none(), st.lists(st.one_of(values(3), st.just(math.nan)), max_size=4)),
+                     min_size=1, max_size=8),
+       sources=st.lists(st.one_of(st.none(), st.integers(0, 4)), min_size=1, max_size=4))
+def test_pmu_cells_read_as_each_value_alone(rows: list[list[float | None] | None],
+                                            sources: list[int | None]) -> None:
+    """pmu_cells (a frame's list column, all rows at once) against num3 of each value under its source: the
+    batch's columns matched by name, or in the header's order."""
+    frame = pl.DataFrame({"pmu": rows}, schema={"pmu": pl.List(pl.Float64)})
+    in_order: list[int | None] = list(range(len(sources)))
+    for under in (sources, in_order):
+        cells = pmu_cells(frame, under)
+        assert cells is not None
+        assert cells.to_list() == expected_pmu_cells(rows, under)
