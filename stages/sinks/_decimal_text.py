@@ -12,8 +12,6 @@ string per value. Values too large for the integer arithmetic (or infinite) are 
 
 from __future__ import annotations
 
-from functools import cache
-
 import numpy as np
 import pyarrow as pa
 
@@ -32,16 +30,8 @@ _MISSING = _words([b"N/A"])[0]
 _WHOLE_CHUNK = _words([b"%04d" % chunk for chunk in range(10_000)])  # four digits of the whole part
 _FIRST_DECIMALS = _words([b".%03d" % chunk for chunk in range(1000)])  # the point and three decimals
 _NEXT_DECIMALS = _words([b"%03d" % chunk for chunk in range(1000)])  # three more decimals, a blank slot
-
-
-@cache
-def _kept_decimals(decimals: int) -> np.ndarray:
-    """By the decimals as an integer: how many are left once trailing zeros are dropped."""
-    fractions = np.arange(10**decimals)
-    kept = np.zeros(len(fractions), dtype=np.int8)
-    for place in range(decimals):
-        kept[(kept == 0) & (fractions % 10 ** (place + 1) != 0)] = decimals - place
-    return kept
+# three decimals as an integer: how many are left once their trailing zeros are dropped
+_KEPT_OF_THREE = np.array([len((b"%03d" % chunk).rstrip(b"0")) for chunk in range(1000)])
 
 
 def _layout_masks(whole_chunks: int, decimals: int) -> np.ndarray:
@@ -116,16 +106,17 @@ def decimal_rows(values: np.ndarray, decimals: int, width: int) -> pa.LargeStrin
     whole_chunks = max(1, -(-len(str(int(whole.max(initial=0)))) // 4))
     digits = 4 * whole_chunks
     length = np.searchsorted(10 ** np.arange(1, digits, dtype=np.int64), whole, side="right") + 1
-    kept = _kept_decimals(decimals)[fraction]
+    decimal_words = -(-decimals // 3)
+    fraction *= 10 ** (3 * decimal_words - decimals)  # three decimals a word
+    groups = [fraction // 1000 ** (decimal_words - 1 - word) % 1000 for word in range(decimal_words)]
+    kept = np.zeros(len(values), dtype=np.int64)  # decimals left once trailing zeros are dropped
+    for word, group in enumerate(groups):
+        kept = np.where(group != 0, 3 * word + _KEPT_OF_THREE[group], kept)
     code = (negative * digits + length) * (decimals + 1) + kept
     words = [np.full(len(values), _SIGN, dtype=_WORD)]
     for chunk in reversed(range(whole_chunks)):
         words.append(_WHOLE_CHUNK[whole // 10 ** (4 * chunk) % 10_000])
-    decimal_words = -(-decimals // 3)
-    fraction *= 10 ** (3 * decimal_words - decimals)  # three decimals a word
-    for word in range(decimal_words):
-        table = _FIRST_DECIMALS if word == 0 else _NEXT_DECIMALS
-        words.append(table[fraction // 1000 ** (decimal_words - 1 - word) % 1000])
+    words += [(_FIRST_DECIMALS if word == 0 else _NEXT_DECIMALS)[group] for word, group in enumerate(groups)]
     words.append(np.full(len(values), _COMMA, dtype=_WORD))
     masks = _layout_masks(whole_chunks, decimals)
     if missing.any():
