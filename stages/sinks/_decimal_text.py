@@ -4,8 +4,8 @@
 ``value * 10**d`` is rounded to the nearest integer in floating point; that integer is the exact one
 unless the product lies so near a half that its rounding error could cross it, and those few values are
 rounded from the exact product (its rounding error found by Dekker's two-product). Each integer's text
-is then laid out in a row of 4-byte words (sign, whole digits four at a time, decimals three at a time,
-comma), each word looked up in a table, and the bytes each value uses (a mask looked up by its sign,
+is then laid out in a row of 4-byte words (comma and sign, whole digits four at a time, decimals three at
+a time), each word looked up in a table, and the bytes each value uses (a mask looked up by its sign,
 digit count and kept decimals) are taken in order: the texts of all values, joined, without a Python
 string per value. Values too large for the integer arithmetic (or infinite) are left to the caller.
 """
@@ -24,8 +24,7 @@ def _words(texts: list[bytes]) -> np.ndarray:
     return np.frombuffer(b"".join(text.ljust(4, b"\0") for text in texts), dtype=_WORD)
 
 
-_SIGN = _words([b"\0\0\0-"])[0]  # the sign's slot: a word whose last byte is the minus
-_COMMA = _words([b","])[0]
+_LEAD = _words([b"\0\0,-"])[0]  # what comes before the digits: the comma after the previous value, the minus
 _MISSING = _words([b"N/A"])[0]
 _WHOLE_CHUNK = _words([b"%04d" % chunk for chunk in range(10_000)])  # four digits of the whole part
 _FIRST_DECIMALS = _words([b".%03d" % chunk for chunk in range(1000)])  # the point and three decimals
@@ -35,25 +34,26 @@ _KEPT_OF_THREE = np.array([len((b"%03d" % chunk).rstrip(b"0")) for chunk in rang
 
 
 def _layout_masks(whole_chunks: int, decimals: int) -> np.ndarray:
-    """The bytes a value's text uses, by its code (:func:`decimal_rows`): sign, whole digits right-aligned in
-    ``whole_chunks`` words, point and kept decimals, the comma; the last code is a missing value (N/A)."""
+    """The bytes a value's text uses, by its code (:func:`decimal_rows`): the comma before it, its sign, whole
+    digits right-aligned in ``whole_chunks`` words, point and kept decimals; the last code is a missing value
+    (N/A)."""
     decimal_words = -(-decimals // 3)
-    width = 4 * (2 + whole_chunks + decimal_words)
+    width = 4 * (1 + whole_chunks + decimal_words)
     digits = 4 * whole_chunks
     masks = np.zeros(((2 * digits + 1) * (decimals + 1) + 1, width), dtype=bool)
     for negative in (0, 1):
         for length in range(1, digits + 1):
             for kept in range(decimals + 1):
                 mask = masks[(negative * digits + length) * (decimals + 1) + kept]
+                mask[2] = True
                 mask[3] = bool(negative)
                 mask[4 + digits - length : 4 + digits] = True
                 decimal_bytes = [4 + digits + word * 4 + at for word in range(decimal_words)
                                  for at in ((1, 2, 3) if word == 0 else (0, 1, 2))]
                 mask[4 + digits] = kept > 0
                 mask[decimal_bytes[:kept]] = True
-                mask[width - 4] = True
+    masks[-1, 2] = True
     masks[-1, 4 + digits : 4 + digits + 3] = True  # N/A in the first decimal word
-    masks[-1, width - 4] = True
     return masks
 
 
@@ -113,18 +113,17 @@ def decimal_rows(values: np.ndarray, decimals: int, width: int) -> pa.LargeStrin
     for word, group in enumerate(groups):
         kept = np.where(group != 0, 3 * word + _KEPT_OF_THREE[group], kept)
     code = (negative * digits + length) * (decimals + 1) + kept
-    words = [np.full(len(values), _SIGN, dtype=_WORD)]
+    words = [np.full(len(values), _LEAD, dtype=_WORD)]
     for chunk in reversed(range(whole_chunks)):
         words.append(_WHOLE_CHUNK[whole // 10 ** (4 * chunk) % 10_000])
     words += [(_FIRST_DECIMALS if word == 0 else _NEXT_DECIMALS)[group] for word, group in enumerate(groups)]
-    words.append(np.full(len(values), _COMMA, dtype=_WORD))
     masks = _layout_masks(whole_chunks, decimals)
     if missing.any():
         code[missing] = len(masks) - 1
         words[1 + whole_chunks][missing] = _MISSING
     cell = masks.shape[1]
     used = masks.view(f"V{cell}").ravel()[code].view(bool)
-    used[(width - 1) * cell + cell - 4 :: width * cell] = False  # no comma after a row's last value
+    used[2 :: width * cell] = False  # no comma before a row's first value
     row_bytes = masks.sum(axis=1)[code].reshape(-1, width).sum(axis=1) - 1
     offsets = np.zeros(len(row_bytes) + 1, dtype=np.int64)
     np.cumsum(row_bytes, out=offsets[1:])
