@@ -2,26 +2,27 @@
 
 A batch's Arrow table (:func:`frame_of`) becomes whole CSV lines in a few polars expressions: µs text by
 integer arithmetic (:mod:`._text_columns`), text cells looked up per symbol (:class:`SymbolForms`: each
-symbol's quoted form is made once, then gathered by id), derived figures by one ``%`` format over the whole
-batch (``num3_joined``, ``num6_texts``). Only the summary sink imports this module (and polars with it): the
+symbol's quoted form is made once, then gathered by id), derived figures for the whole batch at once in
+numpy (:mod:`._decimal_text`). Only the summary sink imports this module (and polars with it): the
 sinks that share its helpers do not need polars.
 """
 
 from __future__ import annotations
 
-import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from pipeline.stage import Batch
 from stages import tables
 from stages.schema import CONTEXT_ID_NONE, SymbolTable, unpack_rows
+from stages.sinks._decimal_text import decimal_rows
 from stages.sinks._format import MSTX_EVENT_TYPES, NA, num3, num3_joined, text_of
 from stages.sinks._op_summary import SortKey, csv_shape_cell, csv_tensor_cell
 from stages.sinks._summary_tables import num6, num6_texts
@@ -113,8 +114,9 @@ class SymbolForms:
             self._known[name] = len(texts)
         return self._forms[name]
 
-    def gather(self, name: str, ids: pl.Series) -> pl.Series:
-        return self.form(name).gather(ids.fill_null(0))
+    def gather(self, name: str, column: str) -> pl.Expr:
+        """The form of each symbol id of ``column``, as an expression of the frame that holds it (null: id 0)."""
+        return pl.lit(self.form(name)).gather(pl.col(column).fill_null(0))
 
 
 # -- op_summary ---------------------------------------------------------------------------------------------
@@ -132,8 +134,7 @@ class OpSummaryBlock:
 
 def op_summary_rows(frame: pl.DataFrame, forms: SymbolForms) -> tuple[pl.DataFrame, int]:
     """The rows op_summary lists (an op name, a task type msprof keeps) and how many were left out."""
-    keep = forms.gather("filled", frame["op_name"]) & ~forms.gather("skipped", frame["task_type"])
-    kept = frame.filter(keep)
+    kept = frame.filter(forms.gather("filled", "op_name") & ~forms.gather("skipped", "task_type"))
     return kept, frame.height - kept.height
 
 
@@ -161,27 +162,23 @@ def op_summary_block(frame: pl.DataFrame, forms: SymbolForms, sources: list[int 
         previous_end = previous_end.fill_null(before)
     wait = pl.when(previous_end.is_null()).then(pl.lit(0, pl.Int64)).otherwise(
         pl.max_horizontal(start - previous_end, pl.lit(0, pl.Int64)))
-    gathered = [forms.gather(form, frame[column]).alias(f"_{column}") for form, column in (
-        ("csv", "op_name"), ("csv_na", "op_type"), ("csv_na", "op_state"), ("csv_na", "task_type"),
-        ("shape_na", "input_shapes"), ("tensor_na", "input_dtypes"), ("tensor_na", "input_formats"),
-        ("shape_na", "output_shapes"), ("tensor_na", "output_dtypes"), ("tensor_na", "output_formats"))]
-    frame = frame.with_columns(*gathered, forms.gather("text", frame["hf32_eligible"]).alias("_hf32"))
     pmu = pmu_cells(frame, sources)
-    if pmu is not None:
-        frame = frame.with_columns(pmu)
     context = pl.col("context_id")
-    hf32_cell = pl.when(pl.col("hf32_eligible").fill_null(0) == 0).then(pl.lit(NA)).otherwise(pl.col("_hf32"))
+    hf32_cell = pl.when(pl.col("hf32_eligible").fill_null(0) == 0).then(pl.lit(NA)).otherwise(
+        forms.gather("text", "hf32_eligible"))
     cells = [
         int_text(device), int_text(pl.col("model_id")), int_text(pl.col("task_id")), int_text(pl.col("stream_id")),
-        pl.col("_op_name"), pl.col("_op_type"), pl.col("_op_state"), pl.col("_task_type"),
+        forms.gather("csv", "op_name"), forms.gather("csv_na", "op_type"), forms.gather("csv_na", "op_state"),
+        forms.gather("csv_na", "task_type"),
         us_text(start) + pl.lit("\t"), us_text(end - start), us_text(wait),
         int_or_na(pl.col("block_dim")), int_or_na(pl.col("mix_block_dim")), hf32_cell,
-        pl.col("_input_shapes"), pl.col("_input_dtypes"), pl.col("_input_formats"), pl.col("_output_shapes"),
-        pl.col("_output_dtypes"), pl.col("_output_formats"),
+        forms.gather("shape_na", "input_shapes"), forms.gather("tensor_na", "input_dtypes"),
+        forms.gather("tensor_na", "input_formats"), forms.gather("shape_na", "output_shapes"),
+        forms.gather("tensor_na", "output_dtypes"), forms.gather("tensor_na", "output_formats"),
         pl.when(context.is_null() | (context == CONTEXT_ID_NONE)).then(pl.lit(NA)).otherwise(context.cast(pl.String)),
-        *([] if pmu is None else [pl.col("_pmu")]),
+        *([] if pmu is None else [pl.lit(pmu)]),
     ]
-    lines = frame.select(pl.concat_str(cells, separator=",").alias("line"))["line"]
+    text = frame.select(pl.concat_str(cells, separator=",").str.join("\n")).item()
     ends = frame.group_by("device_id", maintain_order=True).agg(start.last(), end.last())
     keys = None
     if want_keys:
@@ -189,32 +186,45 @@ def op_summary_block(frame: pl.DataFrame, forms: SymbolForms, sources: list[int 
         key_frame = frame.select(device, start, pl.when(stream >= 0).then(stream).otherwise(-1),
                                  pl.when(task >= 0).then(task).otherwise(-1), end - start)
         keys = list(zip(*(column.to_list() for column in key_frame.get_columns()), strict=True))
-    return OpSummaryBlock(
-        text=lines.str.join("\n").item(), count=frame.height,
-        last={dev: (first, stop) for dev, first, stop in ends.iter_rows()}, keys=keys)
+    return OpSummaryBlock(text=text, count=frame.height,
+                          last={dev: (first, stop) for dev, first, stop in ends.iter_rows()}, keys=keys)
 
 
 def pmu_cells(frame: pl.DataFrame, sources: list[int | None]) -> pl.Series | None:
-    """Each row's PMU cells under the header's PMU columns, joined: ``num3`` of the value, N/A where none (one
-    ``%`` format over all values of the batch, as ``num3_rows``). None: no PMU column."""
+    """Each row's PMU cells under the header's PMU columns, joined: ``num3`` of the value, N/A where none (all
+    values of the batch at once, :func:`._decimal_text.decimal_rows`). None: no PMU column."""
     width = len(sources)
     if not width:
         return None
-    pmu = pl.col("pmu")
-    if sources == list(range(width)) and frame.select(
-            (pmu.list.len() == width).all(ignore_nulls=False).fill_null(False)).item():
-        flat = frame.select(pmu.explode())["pmu"]  # every row holds a value per column: row after row
-    else:
-        flat = frame.select(pl.concat_list([
-            pl.lit(None, pl.Float64) if k is None else pmu.list.get(k, null_on_oob=True) for k in sources
-        ]).explode().alias("pmu"))["pmu"]
-    flat = flat.cast(pl.Float64)
-    if flat.is_nan().any():  # a NaN of its own (num3 prints "nan"): one at a time (rare)
+    flat = _pmu_values(frame, sources).cast(pl.Float64)
+    values = flat.to_numpy()  # null: NaN
+    if np.count_nonzero(np.isnan(values)) > flat.null_count():  # a NaN of its own (num3 prints "nan"): rare
         cells = [num3(value) for value in flat.to_list()]
         rows = [",".join(cells[i : i + width]) for i in range(0, len(cells), width)]
-    else:
-        rows = num3_joined(flat.fill_null(math.nan).to_list(), width)
-    return pl.Series("_pmu", rows, dtype=pl.String)
+        return pl.Series("_pmu", rows, dtype=pl.String)
+    texts = decimal_rows(values, 3, width)
+    if texts is None:  # an infinite or huge value: one ``%`` format
+        return pl.Series("_pmu", num3_joined(values.tolist(), width), dtype=pl.String)
+    return pl.Series("_pmu", texts)
+
+
+def _pmu_values(frame: pl.DataFrame, sources: list[int | None]) -> pl.Series:
+    """The values under the header's PMU columns, row after row (null: none)."""
+    column = frame["pmu"]
+    if sources == list(range(len(sources))) and not column.has_nulls():
+        lists = column.to_arrow()
+        if pa.types.is_list(lists.type) or pa.types.is_large_list(lists.type):
+            lengths = lists.value_lengths().to_numpy(zero_copy_only=False)
+            if (lengths == len(sources)).all():  # every row holds a value per column
+                flat = pl.from_arrow(lists.flatten())
+                assert isinstance(flat, pl.Series)
+                return flat
+    if all(k is None for k in sources):  # none of the header's columns in this batch
+        return pl.Series("pmu", [None] * (frame.height * len(sources)), dtype=pl.Float64)
+    pmu = pl.col("pmu")
+    return frame.select(pl.concat_list([
+        pl.lit(None, pl.Float64) if k is None else pmu.list.get(k, null_on_oob=True) for k in sources
+    ]).explode().alias("pmu"))["pmu"]
 
 
 # -- task_time, msprof_tx, aicpu, l2_cache -----------------------------------------------------------------
@@ -252,15 +262,13 @@ def task_time_block(frame: pl.DataFrame, forms: SymbolForms) -> TableBlock:
     """Every task but the later contexts of an FFTS+ task; the runtime's kernel name, else the op name."""
     context = pl.col("context_id")
     frame = frame.filter(context.is_null() | context.is_in([0, CONTEXT_ID_NONE]))
-    kernel = frame["kernel_name"]
-    name = forms.gather("csv", kernel).zip_with(forms.gather("filled", kernel),
-                                                forms.gather("csv_na", frame["op_name"])).alias("_name")
-    frame = frame.with_columns(name, forms.gather("csv_na", frame["task_type"]).alias("_kind"))
+    name = pl.when(forms.gather("filled", "kernel_name")).then(forms.gather("csv", "kernel_name")).otherwise(
+        forms.gather("csv_na", "op_name"))
     device, stream, task, start, end = (pl.col(name) for name in ("device_id", "stream_id", "task_id", "start_ns",
                                                                     "end_ns"))
     return _block(frame, [device, start, stream, task], [
-        int_text(device), pl.col("_name"), pl.col("_kind"), int_text(stream), int_text(task), us_text(end - start),
-        _tab(us_text(start)), _tab(us_text(end))])
+        int_text(device), name, forms.gather("csv_na", "task_type"), int_text(stream), int_text(task),
+        us_text(end - start), _tab(us_text(start)), _tab(us_text(end))])
 
 
 def msprof_tx_block(frame: pl.DataFrame) -> TableBlock:
@@ -276,28 +284,32 @@ def msprof_tx_block(frame: pl.DataFrame) -> TableBlock:
 
 
 def aicpu_block(frame: pl.DataFrame, forms: SymbolForms) -> TableBlock:
-    frame = frame.with_columns(forms.gather("csv_na", frame["node"]).alias("_node"))
     device, start, stream, task = (pl.col(name) for name in ("device_id", "start_ns", "stream_id", "task_id"))
     return _block(frame, [device, start, stream, task], [
-        int_text(device), _tab(us_text(start)), pl.col("_node"),
+        int_text(device), _tab(us_text(start)), forms.gather("csv_na", "node"),
         *(us_or_na(pl.col(name)) for name in ("compute_ns", "memcpy_ns", "task_ns", "dispatch_ns", "total_ns")),
         int_text(stream), int_text(task)])
 
 
 def l2_cache_block(frame: pl.DataFrame, forms: SymbolForms) -> TableBlock:
-    rates = pl.concat([frame["hit_rate"], frame["victim_rate"]], rechunk=True).cast(pl.Float64)
-    if rates.is_nan().any():  # a NaN of its own (num6 prints "nan"): one at a time (rare)
-        texts = [num6(value) for value in rates.to_list()]
-    else:
-        texts = num6_texts(rates.fill_null(math.nan).to_list())
+    rates = [frame[name].cast(pl.Float64) for name in ("hit_rate", "victim_rate")]
+    values = np.concatenate([rate.to_numpy() for rate in rates])  # null: NaN
+    if np.count_nonzero(np.isnan(values)) > sum(rate.null_count() for rate in rates):
+        texts: pa.LargeStringArray | list[str] = [num6(value) for rate in rates for value in rate.to_list()]
+    else:  # the common case: no NaN of its own (num6 prints that "nan")
+        texts = _num6_cells(values)
     cells = pl.Series(texts, dtype=pl.String)
     n = frame.height
-    frame = frame.with_columns(cells.slice(0, n).alias("_hit"), cells.slice(n, n).alias("_victim"),
-                               forms.gather("csv_na", frame["op_name"]).alias("_op"))
     device = pl.col("device_id")
     return _block(frame, [device, pl.col("sequence")], [
-        int_text(device), int_text(pl.col("stream_id")), int_text(pl.col("task_id")), pl.col("_hit"),
-        pl.col("_victim"), pl.col("_op")])
+        int_text(device), int_text(pl.col("stream_id")), int_text(pl.col("task_id")), pl.lit(cells.slice(0, n)),
+        pl.lit(cells.slice(n, n)), forms.gather("csv_na", "op_name")])
+
+
+def _num6_cells(rates: np.ndarray) -> pa.LargeStringArray | list[str]:
+    """:func:`num6` of each rate (NaN: ``N/A``)."""
+    texts = decimal_rows(rates, 6, 1)
+    return num6_texts(rates.tolist()) if texts is None else texts
 
 
 BLOCKS: dict[str, Callable[[pl.DataFrame, SymbolForms], TableBlock]] = {

@@ -31,7 +31,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
@@ -235,11 +235,21 @@ def remove_temporaries(directory: Path, module: str, timestamp: str, runs: str) 
         remove(directory.glob(pattern))
 
 
+_RUN_BATCH = 4096  # rows of a run file formatted together
+
+
 def write_run(path: Path, rows: Iterable[RunRow]) -> Path:
-    """A run file: one row per line, the integer key fields then the line, TAB-separated."""
+    """A run file: one row per line, the integer key fields then the line, TAB-separated (a batch of rows of
+    the same length by one ``%`` format)."""
+    pending = iter(rows)
     with open(path, "w", encoding="utf-8", newline="\n") as run:
-        for *key, line in rows:
-            run.write("\t".join(map(str, key)) + f"\t{line}\n")
+        while batch := list(islice(pending, _RUN_BATCH)):
+            fields = len(batch[0])
+            if fields > 1 and all(len(row) == fields for row in batch):
+                run.write(("%s\t" * (fields - 1) + "%s\n") * len(batch) % tuple(chain.from_iterable(batch)))
+                continue
+            for *key, line in batch:
+                run.write("\t".join(map(str, key)) + f"\t{line}\n")
         check_fault_cue(path)
     return path
 
