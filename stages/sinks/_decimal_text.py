@@ -18,6 +18,7 @@ import pyarrow as pa
 _LIMIT = 2.0**50  # |value * 10**d| below this: exact integers in float64 and int64
 _MARGIN = 2.0**-48  # relative distance to a half below which the float product may round either way
 _WORD = np.dtype(np.uint32)
+PIECE_VALUES = 16_384  # values printed at once (decimal_rows)
 
 
 def _words(texts: list[bytes]) -> np.ndarray:
@@ -96,7 +97,21 @@ def _split(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def decimal_rows(values: np.ndarray, decimals: int, width: int) -> pa.LargeStringArray | None:
     """Rows of ``width`` values (row after row in ``values``, float64, NaN: missing) -> each row's texts
     joined by commas: a value rounded to ``decimals`` (at most six), trailing zeros and a bare point dropped,
-    ``-0`` as ``0``; a missing value ``N/A``. None: a value this cannot print (see :func:`scaled_integers`)."""
+    ``-0`` as ``0``; a missing value ``N/A``. None: a value this cannot print (see :func:`scaled_integers`).
+    Worked ``PIECE_VALUES`` values at a time: the temporaries take about 160 bytes a value."""
+    rows = max(1, PIECE_VALUES // max(width, 1))
+    if len(values) <= rows * width:
+        return _decimal_rows(values, decimals, width)
+    pieces = []
+    for start in range(0, len(values), rows * width):
+        piece = _decimal_rows(values[start : start + rows * width], decimals, width)
+        if piece is None:
+            return None
+        pieces.append(piece)
+    return pa.concat_arrays(pieces)
+
+
+def _decimal_rows(values: np.ndarray, decimals: int, width: int) -> pa.LargeStringArray | None:
     integers = scaled_integers(values, decimals)
     if integers is None:
         return None

@@ -9,7 +9,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.sinks._decimal_text import decimal_rows
+from stages.sinks._decimal_text import PIECE_VALUES, decimal_rows
 from stages.sinks._format import NA, num3
 from stages.sinks._summary_columns import pmu_cells
 from stages.sinks._summary_tables import num6
@@ -50,6 +50,17 @@ def test_rows_read_as_each_value_alone(data: st.DataObject, decimals: int, width
     texts = decimal_rows(array, decimals, width)
     assert texts is not None
     assert texts.to_pylist() == expected_rows(numbers, decimals, width)
+
+
+def test_a_batch_larger_than_one_piece_reads_as_each_value_alone() -> None:
+    rng = np.random.default_rng(7)
+    width = 7
+    array = np.round(rng.normal(0, 1e4, width * (2 * PIECE_VALUES // width + 3)), 4)  # two pieces of rows, a rest
+    array[::97] = math.nan
+    texts = decimal_rows(array, 3, width)
+    assert texts is not None
+    numbers = [None if math.isnan(value) else value for value in array.tolist()]
+    assert texts.to_pylist() == expected_rows(numbers, 3, width)
 
 
 def test_values_it_cannot_print_are_left_to_the_caller() -> None:
