@@ -256,7 +256,7 @@ class AggregatorStage(Transform):
         # rows the join handled one at a time (the exact per-task code), by why: the rest go a window at a time
         self.slow_path: Counter[str] = Counter()
         self.pending_host = HostQueue()
-        self.text_rows: dict[bytes, tuple[str, ...]] = {}  # a task description's inputs (_text_inputs) → its texts
+        self.text_rows: dict[bytes, tuple[str, ...]] = {}  # a task description's inputs (_window_texts) → its texts
         self.text_rows_of = (-1, -1)  # (hash_dic, type_info) sizes text_rows holds for
         self.pending_device = PendingDevice()  # device tasks waiting for their flips, as columns
         self.starts: dict[tuple[int, int, int], deque[int]] = {}
@@ -764,20 +764,19 @@ class AggregatorStage(Transform):
     def _window_texts(self, window: np.ndarray, part: slice, found: TrackLookups,
                       type_names: np.ndarray) -> list[tuple[str, ...]]:
         """The ``texts`` of _describe for each task of a window that is not a FLIP task, worked out once per
-        distinct description (its inputs: _text_inputs) and remembered across windows."""
+        distinct description (the inputs of _texts, its runtime task type by its type_info code) and remembered
+        across windows (until hash_dic or type_info grows)."""
         if self.text_rows_of != (len(self.hashes), len(self.types)) or self.host.forget_tensor_keys(TEXT_IDS_LIMIT):
             self.text_rows.clear()
             self.text_rows_of = (len(self.hashes), len(self.types))
         tasks = type_names[part] != "FLIP_TASK"
-        names = type_names[part][tasks]
-        distinct_names, name_ids = np.unique(names.astype(str), return_inverse=True)
         node = found.node[part][tasks]
         fields = {name: column[part][tasks] for name, column in found.node_fields.items()}
         inputs = np.stack([
             found.op_hash[part][tasks].view(np.int64), node.astype(np.int64), fields["op_type"].view(np.int64),
             fields["task_type"], fields["op_state"], fields["op_flag"], found.tensor_key[part][tasks],
-            window["kernel_name"][tasks].astype(np.uint64).view(np.int64), name_ids.reshape(-1).astype(np.int64)],
-            axis=1)
+            window["kernel_name"][tasks].astype(np.uint64).view(np.int64),
+            window["task_type"][tasks].astype(np.uint64).view(np.int64)], axis=1)
         if len(self.text_rows) >= TEXT_IDS_LIMIT:
             self.text_rows.clear()
         keys = np.ascontiguousarray(inputs).view(np.dtype((np.void, inputs.shape[1] * 8))).reshape(-1)
