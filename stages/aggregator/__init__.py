@@ -1918,18 +1918,13 @@ def _chip_name(platform: Any) -> str:
     return raw.CHIP_NAMES.get(platform, "UNKNOWN") if isinstance(platform, int) else "UNKNOWN"
 
 
-def _dicts(arr: np.ndarray, arrays: tuple[str, ...] = (), leave: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def _dicts(arr: np.ndarray) -> list[dict[str, Any]]:
     """Records as dicts of Python values: what the join looks up field by field, many times per record.
-    ``arrays``: large array fields, kept as numpy rows (most records never read them); ``leave``: fields left
-    out. Values are taken a column at a time (a structured array's own ``tolist`` costs some twenty times more);
-    a small array field (PMU counters) stays a numpy row, as in a record's ``tolist``."""
-    names = tuple(name for name in arr.dtype.names or () if name not in arrays and name not in leave)
+    Values are taken a column at a time (a structured array's own ``tolist`` costs some twenty times more);
+    an array field stays a numpy row, as in a record's ``tolist``."""
+    names = tuple(arr.dtype.names or ())
     columns = [arr[name].tolist() if arr.dtype[name].shape == () else list(arr[name]) for name in names]
-    out: list[dict[str, Any]] = list(map(_record_maker(names), *columns))
-    for name in arrays:
-        for record, row in zip(out, arr[name], strict=True):
-            record[name] = row
-    return out
+    return list(map(_record_maker(names), *columns))
 
 
 _record_makers: dict[tuple[str, ...], Callable[..., dict[str, Any]]] = {}
