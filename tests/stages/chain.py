@@ -5,14 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from pipeline.stage import Batch, StageContext
 from stages.aggregator import AggregatorStage
 from stages.collector import CollectorStage
-from stages.decoder import DecoderStage
+from stages.decoder import DecoderStage, records
 
 
 def make_ctx(stage_id: str, out: Path) -> StageContext:
     return StageContext(stage_id=stage_id, run_id="test", output_dir=out, aside_dir=out / "rejected")
+
+
+def decoded_batch(kind: str, rows: list[dict[str, Any]], stream: str, device: int = 0) -> Batch:
+    """A decoder batch of ``kind`` records with the given fields (the others 0), from ``stream``."""
+    arr = np.zeros(len(rows), records.DTYPES[kind])
+    for i, row in enumerate(rows):
+        for name, value in row.items():
+            arr[name][i] = value
+    return records.to_batch(kind, arr, {"stream": stream, "device": device})
 
 
 def decode_dir(prof_dir: Path, out: Path) -> tuple[list[Batch], CollectorStage, DecoderStage]:

@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from chain import aggregate, decode_dir, make_ctx
+from chain import decoded_batch as _batch
 
 from pipeline.stage import Batch
 from stages.aggregator import UNSEEN_STREAM_LAG_NS, AggregatorStage
@@ -71,14 +71,6 @@ def test_a_describing_stream_seen_after_the_task_tracks_gives_the_imports_rows(
 THREAD, OP, OP_TYPE, FFTS_PLUS = 7, 1111, 2222, 52
 FACTS = {"device": 0, "platform": 5, "aic_frequency_mhz": 1800.0, "ai_core_num": 24, "aiv_num": 48,
          "hwts_frequency_mhz": 50.0}
-
-
-def _batch(kind: str, rows: list[dict[str, Any]], stream: str) -> Batch:
-    arr = np.zeros(len(rows), records.DTYPES[kind])
-    for i, row in enumerate(rows):
-        for name, value in row.items():
-            arr[name][i] = value
-    return records.to_batch(kind, arr, {"stream": stream, "device": 0})
 
 
 def _launch(ts: int, task: int) -> list[Batch]:

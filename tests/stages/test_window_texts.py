@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
-import numpy as np
+from chain import decoded_batch as _batch
 from chain import make_ctx
 
 from pipeline.stage import Batch
@@ -17,14 +16,6 @@ from stages.schema import SymbolTable, pack_rows, unpack_rows
 
 EVENT_RECORD, EVENT_WAIT, MEMCPY_ASYNC = 3, 4, 5
 THREAD, STREAM = 7, 2
-
-
-def _batch(kind: str, rows: list[dict[str, Any]], stream: str) -> Batch:
-    arr = np.zeros(len(rows), records.DTYPES[kind])
-    for i, row in enumerate(rows):
-        for name, value in row.items():
-            arr[name][i] = value
-    return records.to_batch(kind, arr, {"stream": stream, "device": 0})
 
 
 def _tracks(tasks: list[tuple[int, int, int]]) -> Batch:
