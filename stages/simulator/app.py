@@ -84,8 +84,10 @@ def main(argv: list[str] | None = None) -> int:
             state["range"], _ = tx.range_start("app: inference loop")
         if args.mark_every and image % args.mark_every == 0:
             tx.mark(f"app: image {image}")
-        if image == args.iterations and state["range"] is not None:
-            tx.range_stop(state["range"])
+        if image == args.iterations:
+            if state["range"] is not None:
+                tx.range_stop(state["range"])
+            tx.flush()  # the last annotations reach the collector before the job's end_info, as a finalize sends them
         if image == args.crash_after:
             print(f"app: crashing after image {image}", file=sys.stderr, flush=True)
             os._exit(args.exit_code or 1)
